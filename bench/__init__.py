@@ -1,0 +1,1 @@
+"""Benchmarks that drive StrictCall the way users do. Nothing imports `bench`."""

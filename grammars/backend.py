@@ -1,0 +1,98 @@
+"""The xgrammar backend: grammar spec -> compiled grammar -> per-request matcher.
+
+Two levels, as in vLLM's structured-output layer: the backend compiles (engine level), a
+`Matcher` follows one request's tokens and fills its row of the batch's token bitmask.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import xgrammar as xgr
+
+from grammars.errors import InvalidSchemaError
+from grammars.specs import GrammarSpec
+
+# Compact output: no free whitespace, `,` and `:` separators, no keys outside the schema.
+COMPILE_OPTIONS = {"any_whitespace": False, "separators": (",", ":"), "strict_mode": True}
+
+
+@dataclass(frozen=True)
+class CompiledGrammar:
+    spec: GrammarSpec
+    handle: xgr.CompiledGrammar
+    compile_seconds: float
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.handle.memory_size_bytes)
+
+
+class Matcher:
+    """One request's position in its grammar."""
+
+    def __init__(self, compiled: CompiledGrammar) -> None:
+        self._m = xgr.GrammarMatcher(compiled.handle)
+
+    def accept_token(self, token_id: int) -> bool:
+        return bool(self._m.accept_token(token_id))
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+        self._m.fill_next_token_bitmask(bitmask, row)
+
+    def is_terminated(self) -> bool:
+        """True once the grammar is complete and a stop token was accepted."""
+        return bool(self._m.is_terminated())
+
+
+class XgrammarBackend:
+    name = "xgrammar"
+    version = importlib.metadata.version("xgrammar")
+
+    def __init__(self, tokenizer: Any, *, vocab_size: int, stop_token_ids: list[int],
+                 compile_threads: int = 1) -> None:
+        self.vocab_size = vocab_size
+        self._info = xgr.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+        # Our own GrammarCache does the caching, with keys we control and counters we report.
+        self._compiler = xgr.GrammarCompiler(self._info, max_threads=compile_threads,
+                                             cache_enabled=False)
+        self.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer, vocab_size, stop_token_ids)
+
+    @property
+    def options_key(self) -> str:
+        return json.dumps(COMPILE_OPTIONS, sort_keys=True)
+
+    def compile(self, spec: GrammarSpec) -> CompiledGrammar:
+        start = time.perf_counter()
+        try:
+            handle = self._compiler.compile_json_schema(spec.json_schema(), **COMPILE_OPTIONS)
+        except (RuntimeError, ValueError) as exc:  # xgrammar reports bad schemas this way
+            first_line = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+            raise InvalidSchemaError(f"the grammar backend rejected the schema: {first_line}",
+                                     hint="Simplify or correct the schema.") from None
+        return CompiledGrammar(spec, handle, time.perf_counter() - start)
+
+    def matcher(self, compiled: CompiledGrammar) -> Matcher:
+        return Matcher(compiled)
+
+    def allocate_bitmask(self, batch_size: int) -> torch.Tensor:
+        return xgr.allocate_token_bitmask(batch_size, self.vocab_size)
+
+    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor,
+                      rows: list[int]) -> None:
+        """Set logits of forbidden tokens to -inf, in place, for the given rows."""
+        xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device),
+                                        vocab_size=self.vocab_size, indices=rows)
+
+
+def tokenizer_fingerprint(tokenizer: Any, vocab_size: int, stop_token_ids: list[int]) -> str:
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+    payload = json.dumps([vocab, vocab_size, sorted(stop_token_ids)], ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]

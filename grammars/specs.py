@@ -1,0 +1,180 @@
+"""What to compile: a request is reduced to a frozen, hashable grammar spec.
+
+Kinds:
+- `JsonSchemaSpec`: one JSON value matching a schema (`response_format`, a named tool's arguments).
+- `ToolCallsSpec`: a JSON array of calls, each `{"name": <one of the tools>, "arguments": {...}}`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+
+from grammars._walk import iter_schema_nodes
+from grammars.errors import InvalidSchemaError, UnsupportedSchemaError
+
+# xgrammar 0.2.9 accepts these keywords without enforcing them (or, for patternProperties,
+# rejects valid input): compiling them would hand out output the schema forbids.
+_UNENFORCED = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+               "patternProperties", "unevaluatedProperties", "unevaluatedItems")
+
+
+def canonical_json(schema: Any) -> str:
+    """Compact JSON with keys sorted, except inside `properties`, whose order the grammar keeps."""
+    return json.dumps(_canonical(schema), separators=(",", ":"), ensure_ascii=False)
+
+
+def _canonical(node: Any, *, keep_order: bool = False) -> Any:
+    if isinstance(node, dict):
+        keys = list(node) if keep_order else sorted(node)
+        return {k: _canonical(node[k], keep_order=(k == "properties" and not keep_order))
+                for k in keys}
+    if isinstance(node, list):
+        return [_canonical(v) for v in node]
+    return node
+
+
+def check_schema(schema: Any, *, where: str = "schema") -> dict[str, Any]:
+    """Validate a client JSON Schema and refuse keywords the grammar cannot enforce."""
+    if not isinstance(schema, dict):
+        raise InvalidSchemaError(f"{where} must be a JSON object, got {type(schema).__name__}",
+                                 hint="Send a JSON Schema object such as {\"type\": \"object\"}.")
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        pointer = "/" + "/".join(str(p) for p in exc.absolute_path) if exc.absolute_path else ""
+        raise InvalidSchemaError(f"{where} is not a valid JSON Schema: {exc.message}",
+                                 pointer=pointer) from None
+    for node, pointer in iter_schema_nodes(schema):
+        for key in _UNENFORCED:
+            if key in node:
+                raise UnsupportedSchemaError(
+                    f"{where} uses {key!r}, which the grammar backend cannot enforce",
+                    pointer=f"{pointer}/{key}",
+                    hint="Remove it and check that rule in your own code.")
+        if node.get("uniqueItems") is True:
+            raise UnsupportedSchemaError(
+                f"{where} uses 'uniqueItems', which the grammar backend cannot enforce",
+                pointer=f"{pointer}/uniqueItems", hint="Remove it and de-duplicate in your code.")
+        if isinstance(node.get("allOf"), list) and len(node["allOf"]) > 1:
+            raise UnsupportedSchemaError(
+                f"{where} uses 'allOf' with several branches, which the grammar backend cannot "
+                "enforce", pointer=f"{pointer}/allOf",
+                hint="Merge the branches into one schema.")
+    return schema
+
+
+@dataclass(frozen=True)
+class JsonSchemaSpec:
+    """One JSON value matching `schema_json` (canonical JSON text)."""
+
+    schema_json: str
+
+    @classmethod
+    def from_schema(cls, schema: Any, *, where: str = "schema") -> JsonSchemaSpec:
+        return cls(canonical_json(check_schema(schema, where=where)))
+
+    @cached_property
+    def key(self) -> str:
+        return _digest("json_schema", self.schema_json)
+
+    def json_schema(self) -> dict[str, Any]:
+        return json.loads(self.schema_json)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    parameters_json: str
+
+    @classmethod
+    def from_parameters(cls, name: str, parameters: Any) -> ToolSpec:
+        checked = check_schema(parameters, where=f"parameters of tool {name!r}")
+        return cls(name, canonical_json(checked))
+
+
+@dataclass(frozen=True)
+class ToolCallsSpec:
+    """A JSON array of `min_calls`..`max_calls` calls (no upper bound when `max_calls` is None)."""
+
+    tools: tuple[ToolSpec, ...]
+    min_calls: int = 1
+    max_calls: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.tools:
+            raise InvalidSchemaError("a tool-call grammar needs at least one tool")
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise InvalidSchemaError(f"tool names must be unique; repeated: {dup}")
+
+    @cached_property
+    def key(self) -> str:
+        body = json.dumps([[t.name, t.parameters_json] for t in self.tools], separators=(",", ":"))
+        return _digest("tool_calls", f"{self.min_calls}:{self.max_calls}:{body}")
+
+    def json_schema(self) -> dict[str, Any]:
+        calls, defs = [], {}
+        for i, tool in enumerate(self.tools):
+            arguments, tool_defs = _hoist_defs(json.loads(tool.parameters_json), f"t{i}_")
+            defs.update(tool_defs)
+            calls.append({
+                "type": "object",
+                "properties": {"name": {"const": tool.name}, "arguments": arguments},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            })
+        schema: dict[str, Any] = {
+            "type": "array",
+            "items": calls[0] if len(calls) == 1 else {"anyOf": calls},
+            "minItems": self.min_calls,
+        }
+        if self.max_calls is not None:
+            schema["maxItems"] = self.max_calls
+        if defs:
+            schema["$defs"] = defs
+        return schema
+
+
+def _hoist_defs(schema: dict[str, Any], prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Move a tool's local definitions to the root of the call-array schema, renamed with
+    `prefix`, so its `$ref`s still resolve once the tool is nested under `arguments`."""
+    body = copy.deepcopy(schema)
+    defs: dict[str, Any] = {}
+    for key in ("$defs", "definitions"):
+        for name, sub in body.pop(key, {}).items():
+            defs[f"{prefix}{name}"] = sub
+    root_name = f"{prefix}__root"
+
+    def rewrite(ref: str) -> str:
+        for key in ("#/$defs/", "#/definitions/"):
+            if ref.startswith(key):
+                return f"#/$defs/{prefix}{ref[len(key):]}"
+        if ref == "#":
+            defs[root_name] = body
+            return f"#/$defs/{root_name}"
+        raise UnsupportedSchemaError(
+            f"$ref {ref!r} cannot be resolved once the tool is nested in a call",
+            hint="Point $ref at '#/$defs/NAME' (or '#').")
+
+    for node, _ in [*iter_schema_nodes(body), *(p for d in list(defs.values())
+                                                for p in iter_schema_nodes(d))]:
+        if isinstance(node.get("$ref"), str):
+            node["$ref"] = rewrite(node["$ref"])
+    return body, defs
+
+
+GrammarSpec = JsonSchemaSpec | ToolCallsSpec
+
+
+def _digest(kind: str, text: str) -> str:
+    return hashlib.sha256(f"{kind}\0{text}".encode()).hexdigest()

@@ -1,0 +1,65 @@
+"""The engine seam: token ids in, token ids out, optionally under a compiled grammar."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from grammars import CompiledGrammar, XgrammarBackend
+
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    seed: int | None = None
+    # Stop strings end free text only: cutting grammar-constrained output would break it.
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    prompt_ids: tuple[int, ...]
+    sampling: SamplingParams
+    grammar: CompiledGrammar | None = None
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    token_ids: tuple[int, ...]
+    text: str
+    finish_reason: FinishReason
+    prompt_tokens: int
+    # True only when a grammar was given and the output is a complete sentence of it.
+    grammar_complete: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+class Engine(abc.ABC):
+    """Implemented by `TorchEngine` (embedded CPU / CUDA) and test doubles."""
+
+    model_name: str
+    max_context: int
+    grammar_backend: XgrammarBackend
+
+    @abc.abstractmethod
+    def render_chat(self, messages: list[dict[str, Any]]) -> str:
+        """The chat template applied to messages, ending with the assistant turn's opening."""
+
+    @abc.abstractmethod
+    def encode(self, text: str) -> tuple[int, ...]: ...
+
+    @abc.abstractmethod
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Decode one request. Cancelling the awaiting task stops its decode."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release threads and memory."""

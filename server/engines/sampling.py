@@ -1,0 +1,31 @@
+"""Token choice for one row of logits: greedy, or temperature + top-p with a per-request
+generator, so a seeded request is reproducible whatever else shares its batch."""
+
+from __future__ import annotations
+
+import torch
+
+
+def make_generator(seed: int | None) -> torch.Generator:
+    gen = torch.Generator()
+    if seed is None:
+        gen.seed()
+    else:
+        gen.manual_seed(seed)
+    return gen
+
+
+def choose_token(logits: torch.Tensor, *, temperature: float, top_p: float,
+                 generator: torch.Generator) -> int:
+    """`logits` is one row (vocab,), masked tokens already at -inf."""
+    if temperature <= 0.0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        cumulative = torch.cumsum(sorted_probs, dim=-1)
+        # Keep the smallest prefix whose mass reaches top_p (always at least one token).
+        drop = cumulative - sorted_probs > top_p
+        sorted_probs[drop] = 0.0
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
+    return int(torch.multinomial(probs.cpu(), 1, generator=generator))

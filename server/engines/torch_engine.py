@@ -1,0 +1,243 @@
+"""TorchEngine: a transformers causal LM with its own KV-cache decode loop.
+
+One worker thread owns the model. Requests queue up; each is prefilled alone, then joins the
+running batch, and every decode step advances all of them at once, with one grammar bitmask
+row per constrained request."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grammars import Matcher, XgrammarBackend
+from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
+from server.engines.kv_batch import KvBatch
+from server.engines.sampling import choose_token, make_generator
+
+log = logging.getLogger("strictcall.engine")
+
+
+@dataclass
+class _Sequence:
+    request: GenerationRequest
+    future: concurrent.futures.Future[GenerationResult]
+    matcher: Matcher | None
+    generator: torch.Generator
+    out: list[int] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    last_token: int = -1
+
+
+class TorchEngine(Engine):
+    def __init__(self, model_dir: Path, *, device: str = "auto", threads: int = 1,
+                 max_batch: int = 8, model_name: str | None = None) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.device = _pick_device(device)
+        if self.device.type == "cpu":
+            torch.set_num_threads(threads)
+        dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+        self.model.to(self.device).eval()
+        self.model_name = model_name or Path(model_dir).name
+        config = self.model.config
+        self.max_context = int(getattr(config, "max_position_embeddings", 2048))
+        self.eos_ids = _eos_ids(self.tokenizer, self.model)
+        self.vocab_size = int(config.vocab_size)
+        self.grammar_backend = XgrammarBackend(self.tokenizer, vocab_size=self.vocab_size,
+                                               stop_token_ids=sorted(self.eos_ids))
+        self.max_batch = max_batch
+        self._queue: queue.Queue[_Sequence | None] = queue.Queue()
+        self._batch = KvBatch(config)
+        self._rows: list[_Sequence] = []
+        self._bitmask = self.grammar_backend.allocate_bitmask(max_batch)
+        self._thread = threading.Thread(target=self._run, name="torch-engine", daemon=True)
+        self._thread.start()
+
+    # -- Engine API -------------------------------------------------------------------
+    def render_chat(self, messages: list[dict[str, Any]]) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
+
+    def encode(self, text: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer.encode(text, add_special_tokens=False))
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        future: concurrent.futures.Future[GenerationResult] = concurrent.futures.Future()
+        matcher = self.grammar_backend.matcher(request.grammar) if request.grammar else None
+        seq = _Sequence(request, future, matcher, make_generator(request.sampling.seed))
+        seq.timings["queued_at"] = time.perf_counter()
+        self._queue.put(seq)
+        # Cancelling the awaiting task cancels `future`; the worker sees it at its next step.
+        return await asyncio.wrap_future(future)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+    # -- worker thread ----------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            if not self._admit():
+                return
+            if not self._rows:
+                continue
+            try:
+                self._decode_step()
+            except Exception as exc:  # noqa: BLE001 - fail the batch, keep serving
+                log.exception("decode step failed")
+                self._fail_all(exc)
+
+    def _admit(self) -> bool:
+        """Prefill queued requests into the batch. Blocks only while nothing is running."""
+        while len(self._rows) < self.max_batch:
+            try:
+                seq = self._queue.get(block=not self._rows)
+            except queue.Empty:
+                return True
+            if seq is None:
+                self._fail_all(RuntimeError("engine closed"))
+                return False
+            if seq.future.cancelled():
+                continue
+            try:
+                self._prefill(seq)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("prefill failed")
+                _settle(seq.future, exc=exc)
+        return True
+
+    @torch.inference_mode()
+    def _prefill(self, seq: _Sequence) -> None:
+        start = time.perf_counter()
+        ids = torch.tensor([seq.request.prompt_ids], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=ids, use_cache=True)
+        seq.timings["prefill_s"] = time.perf_counter() - start
+        seq.timings["decode_started"] = time.perf_counter()
+        logits = out.logits[:, -1, :].float()
+        if self._choose_and_check(seq, logits, 0):
+            return
+        self._batch.add(out.cache, len(seq.request.prompt_ids))
+        self._rows.append(seq)
+
+    @torch.inference_mode()
+    def _decode_step(self) -> None:
+        mask, positions = self._batch.step_inputs()
+        tokens = torch.tensor([[s.last_token] for s in self._rows], device=self.device)
+        out = self.model(input_ids=tokens, attention_mask=mask, position_ids=positions,
+                         cache=self._batch.cache, use_cache=True)
+        self._batch.advance(mask)
+        logits = out.logits[:, -1, :].float()
+        self._mask_logits(logits, self._rows)
+        keep = [row for row, seq in enumerate(self._rows)
+                if not self._choose_and_check(seq, logits[row], row, masked=True)]
+        if len(keep) != len(self._rows):
+            self._batch.keep(keep)
+            self._rows = [self._rows[i] for i in keep]
+
+    def _mask_logits(self, logits: torch.Tensor, seqs: list[_Sequence]) -> None:
+        rows = [i for i, s in enumerate(seqs) if s.matcher is not None]
+        if not rows:
+            return
+        for i in rows:
+            seqs[i].matcher.fill_bitmask(self._bitmask, i)  # type: ignore[union-attr]
+        self.grammar_backend.apply_bitmask(logits, self._bitmask[: len(seqs)], rows)
+
+    def _choose_and_check(self, seq: _Sequence, logits: torch.Tensor, row: int, *,
+                          masked: bool = False) -> bool:
+        """Pick the next token for `seq`; return True when `seq` is finished (and settled)."""
+        if seq.future.cancelled():
+            return self._finish(seq, "cancelled")
+        if logits.dim() == 2:  # prefill: a batch of one, not yet masked
+            logits = logits[0].clone()
+        if seq.matcher is not None and not masked:
+            self._mask_logits(logits.unsqueeze(0), [seq])
+        sp = seq.request.sampling
+        token = choose_token(logits, temperature=sp.temperature, top_p=sp.top_p,
+                             generator=seq.generator)
+        if seq.matcher is not None and not seq.matcher.accept_token(token):
+            raise RuntimeError(f"grammar refused token {token} that its own mask allowed")
+        seq.last_token = token
+        if token in self.eos_ids:
+            return self._finish(seq, "stop")
+        seq.out.append(token)
+        if seq.matcher is not None and seq.matcher.is_terminated():
+            return self._finish(seq, "stop")
+        if sp.stop and seq.matcher is None and self._hit_stop(seq):
+            return True
+        total = len(seq.request.prompt_ids) + len(seq.out)
+        if len(seq.out) >= sp.max_tokens or total >= self.max_context:
+            return self._finish(seq, "length")
+        return False
+
+    def _hit_stop(self, seq: _Sequence) -> bool:
+        text = self.tokenizer.decode(seq.out, skip_special_tokens=True)
+        cut = min((i for i in (text.find(s) for s in seq.request.sampling.stop) if i >= 0),
+                  default=-1)
+        if cut < 0:
+            return False
+        return self._finish(seq, "stop", text=text[:cut])
+
+    def _finish(self, seq: _Sequence, reason: FinishReason, *, text: str | None = None) -> bool:
+        now = time.perf_counter()
+        seq.timings["decode_s"] = now - seq.timings.get("decode_started", now)
+        seq.timings["total_s"] = now - seq.timings["queued_at"]
+        complete = seq.matcher is not None and seq.matcher.is_terminated()
+        result = GenerationResult(
+            token_ids=tuple(seq.out),
+            text=text if text is not None else self.tokenizer.decode(seq.out,
+                                                                     skip_special_tokens=True),
+            finish_reason=reason, prompt_tokens=len(seq.request.prompt_ids),
+            grammar_complete=complete, timings=dict(seq.timings))
+        _settle(seq.future, result=result)
+        return True
+
+    def _fail_all(self, exc: BaseException) -> None:
+        for seq in self._rows:
+            _settle(seq.future, exc=exc)
+        self._rows = []
+        self._batch.keep([])
+
+
+def _settle(future: concurrent.futures.Future, *, result: Any = None,
+            exc: BaseException | None = None) -> None:
+    if future.done():  # cancelled by a client that went away
+        return
+    try:
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
+def _pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for, but torch sees no CUDA GPU")
+    return torch.device(device)
+
+
+def _eos_ids(tokenizer: Any, model: Any) -> frozenset[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list):
+            ids.update(v for v in value if isinstance(v, int))
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return frozenset(ids)

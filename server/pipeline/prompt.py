@@ -1,0 +1,75 @@
+"""Prompt text: OpenAI messages -> the model's chat template, with tools described in the
+system prompt (SmolLM2's template does not render `tools`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from server.api.schemas import AssistantMessage, Content, Message, ToolMessage
+
+# The call syntax SmolLM2-Instruct saw in its function-calling data; the grammar produces
+# the JSON list and the opening tag is written into the assistant turn for it.
+CALL_OPEN = "<tool_call>"
+CALL_CLOSE = "</tool_call>"
+
+TOOLS_INSTRUCTIONS = """You are an expert in composing function calls. You are given a \
+question and a set of tools. Call the tool that answers the question, with argument values \
+taken from the question.
+<tools>
+{tools}
+</tools>
+Answer only with the calls, as a JSON list inside tags:
+<tool_call>[{{"name": "tool_name", "arguments": {{"argument": "value"}}}}]</tool_call>"""
+
+JSON_INSTRUCTIONS = """Answer only with JSON that matches this JSON Schema:
+{schema}"""
+
+
+def tools_instructions(tools: list[dict[str, Any]]) -> str:
+    lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    return TOOLS_INSTRUCTIONS.format(tools=lines)
+
+
+def json_instructions(schema: dict[str, Any]) -> str:
+    return JSON_INSTRUCTIONS.format(schema=json.dumps(schema, ensure_ascii=False))
+
+
+def template_messages(messages: list[Message], *, instructions: str | None) -> list[dict[str, str]]:
+    """Flatten the wire messages to role/content pairs; `instructions` join the system turn."""
+    out: list[dict[str, str]] = []
+    for message in messages:
+        role = "system" if message.role == "developer" else message.role
+        out.append({"role": role, "content": _render(message)})
+    if instructions:
+        if out and out[0]["role"] == "system":
+            out[0]["content"] = f"{out[0]['content']}\n\n{instructions}"
+        else:
+            out.insert(0, {"role": "system", "content": instructions})
+    return out
+
+
+def _render(message: Message) -> str:
+    text = _text(message.content)
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        calls = [{"name": c.function.name, "arguments": _loads_or_raw(c.function.arguments)}
+                 for c in message.tool_calls]
+        text = f"{text}{CALL_OPEN}{json.dumps(calls, ensure_ascii=False)}{CALL_CLOSE}"
+    if isinstance(message, ToolMessage):
+        text = f"[result of call {message.tool_call_id}] {text}"
+    return text
+
+
+def _text(content: Content | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.text for part in content)
+
+
+def _loads_or_raw(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments

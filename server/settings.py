@@ -1,0 +1,28 @@
+"""Server settings: flags override STRICTCALL_* environment variables, which override defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="STRICTCALL_", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    model: str | None = None  # None: the embedded SmolLM2-135M-Instruct
+    served_model_name: str | None = None
+    cache_dir: Path | None = None
+    engine: Literal["torch"] = "torch"
+    device: str = "auto"
+    # One thread: on 2-core hosts a second thread collapses decode speed under any other load.
+    threads: int = Field(1, ge=1)
+    max_batch: int = Field(8, ge=1, le=256)
+    grammar_cache_entries: int = Field(512, ge=1)
+    default_max_tokens: int = Field(512, ge=1)
+    # The embedded model is tiny: greedy unless the client asks for a temperature.
+    default_temperature: float = Field(0.0, ge=0.0, le=2.0)
