@@ -50,7 +50,7 @@ PipelineDep = Annotated[ChatPipeline, Depends(_pipeline)]
 
 async def health(pipeline: PipelineDep) -> dict:
     stats = pipeline.cache.stats()
-    return {"status": "ok", "model": pipeline.model_name,
+    return {"status": "ok", "model": pipeline.model_name, "engine": pipeline.engine.stats(),
             "grammar_cache": {"hits": stats.hits, "misses": stats.misses,
                               "evictions": stats.evictions, "entries": stats.entries}}
 

@@ -61,5 +61,9 @@ class Engine(abc.ABC):
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """Decode one request. Cancelling the awaiting task stops its decode."""
 
+    def stats(self) -> dict[str, int]:
+        """Counters for /health; engines without any return nothing."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads and memory."""

@@ -61,6 +61,7 @@ class TorchEngine(Engine):
         self._batch = KvBatch(config)
         self._rows: list[_Sequence] = []
         self._bitmask = self.grammar_backend.allocate_bitmask(max_batch)
+        self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0}
         self._thread = threading.Thread(target=self._run, name="torch-engine", daemon=True)
         self._thread.start()
 
@@ -80,6 +81,9 @@ class TorchEngine(Engine):
         self._queue.put(seq)
         # Cancelling the awaiting task cancels `future`; the worker sees it at its next step.
         return await asyncio.wrap_future(future)
+
+    def stats(self) -> dict[str, int]:
+        return {"running": len(self._rows), "queued": self._queue.qsize(), **self._counts}
 
     def close(self) -> None:
         self._queue.put(None)
@@ -109,6 +113,7 @@ class TorchEngine(Engine):
                 self._fail_all(RuntimeError("engine closed"))
                 return False
             if seq.future.cancelled():
+                self._counts["cancelled"] += 1
                 continue
             try:
                 self._prefill(seq)
@@ -137,6 +142,7 @@ class TorchEngine(Engine):
         out = self.model(input_ids=tokens, attention_mask=mask, position_ids=positions,
                          cache=self._batch.cache, use_cache=True)
         self._batch.advance(mask)
+        self._counts["decode_steps"] += 1
         logits = out.logits[:, -1, :].float()
         self._mask_logits(logits, self._rows)
         keep = [row for row, seq in enumerate(self._rows)
@@ -190,6 +196,7 @@ class TorchEngine(Engine):
 
     def _finish(self, seq: _Sequence, reason: FinishReason, *, text: str | None = None) -> bool:
         now = time.perf_counter()
+        self._counts["cancelled" if reason == "cancelled" else "finished"] += 1
         seq.timings["decode_s"] = now - seq.timings.get("decode_started", now)
         seq.timings["total_s"] = now - seq.timings["queued_at"]
         complete = seq.matcher is not None and seq.matcher.is_terminated()

@@ -1,0 +1,69 @@
+"""ScriptedEngine: a real `Engine` for fast tests of everything above the engine.
+
+It answers with text from a script instead of a model, but tokenizes it with the real
+tokenizer and walks it through the real grammar matcher, so grammars, max_tokens and
+finish reasons behave as they do with a model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from grammars import XgrammarBackend
+from server.engines.base import Engine, GenerationRequest, GenerationResult
+
+Script = Callable[[str], str]  # prompt text -> reply text
+
+
+class ScriptRejected(AssertionError):
+    """The scripted reply is not a sentence of the request's grammar: fix the script."""
+
+
+class ScriptedEngine(Engine):
+    def __init__(self, model_dir: Path, script: Script, *, max_context: int = 8192,
+                 model_name: str = "scripted") -> None:
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.script = script
+        self.max_context = max_context
+        self.model_name = model_name
+        self.eos_id = int(self.tokenizer.eos_token_id)
+        self.grammar_backend = XgrammarBackend(self.tokenizer, vocab_size=len(self.tokenizer),
+                                               stop_token_ids=[self.eos_id])
+        self.prompts: list[str] = []
+
+    def render_chat(self, messages: list[dict[str, Any]]) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
+
+    def encode(self, text: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer.encode(text, add_special_tokens=False))
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        await asyncio.sleep(0)
+        prompt = self.tokenizer.decode(request.prompt_ids)
+        self.prompts.append(prompt)
+        reply = list(self.encode(self.script(prompt))) + [self.eos_id]
+        matcher = (self.grammar_backend.matcher(request.grammar)
+                   if request.grammar is not None else None)
+        out: list[int] = []
+        for token in reply:
+            if matcher is not None and not matcher.accept_token(token):
+                raise ScriptRejected(f"token {token} ({self.tokenizer.decode([token])!r}) after "
+                                     f"{self.tokenizer.decode(out)!r} breaks the grammar")
+            if token == self.eos_id:
+                return self._result(request, out, "stop", matcher)
+            out.append(token)
+            if len(out) >= request.sampling.max_tokens:
+                return self._result(request, out, "length", matcher)
+        return self._result(request, out, "stop", matcher)
+
+    def _result(self, request: GenerationRequest, out: list[int], reason: str,
+                matcher) -> GenerationResult:
+        return GenerationResult(token_ids=tuple(out), text=self.tokenizer.decode(out),
+                                finish_reason=reason,  # type: ignore[arg-type]
+                                prompt_tokens=len(request.prompt_ids),
+                                grammar_complete=matcher is not None and matcher.is_terminated())

@@ -1,0 +1,85 @@
+"""Accept/reject table: what the compiled grammar lets through, fed token by token."""
+
+import pytest
+
+from grammars import InvalidSchemaError, JsonSchemaSpec, ToolCallsSpec, ToolSpec
+
+OBJ = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+TOOLS = ToolCallsSpec((
+    ToolSpec.from_parameters("f", OBJ),
+    ToolSpec.from_parameters("g", {"type": "object", "properties": {
+        "item": {"$ref": "#/$defs/Item"}}, "required": ["item"],
+        "$defs": {"Item": {"type": "string", "enum": ["x", "y"]}}}),
+), max_calls=1)
+
+CASES = [
+    (OBJ, '{"a":1}', True),
+    (OBJ, '{"a": 1}', False),          # compact separators only
+    (OBJ, '{"a":"1"}', False),         # wrong type
+    (OBJ, "{}", False),                # missing required
+    (OBJ, '{"a":1,"b":2}', False),     # no keys outside the schema
+    ({"type": "string", "maxLength": 3}, '"abc"', True),
+    ({"type": "string", "maxLength": 3}, '"abcd"', False),
+    ({"type": "string", "enum": ["duplicate", "fraud"]}, '"fraud"', True),
+    ({"type": "string", "enum": ["duplicate", "fraud"]}, '"other"', False),
+    ({"type": "string", "format": "date"}, '"2026-11-29"', True),
+    ({"type": "string", "format": "date"}, '"yesterday"', False),
+    ({"type": "integer", "minimum": 0, "maximum": 10}, "10", True),
+    ({"type": "integer", "minimum": 0, "maximum": 10}, "11", False),
+    ({"type": "string", "pattern": "^[0-9]{4}$"}, '"4417"', True),
+    ({"type": "string", "pattern": "^[0-9]{4}$"}, '"44a7"', False),
+]
+
+
+def _accepts(backend, tokenizer, spec, text: str) -> bool:
+    matcher = backend.matcher(backend.compile(spec))
+    for token in tokenizer.encode(text, add_special_tokens=False):
+        if not matcher.accept_token(token):
+            return False
+    return matcher.accept_token(tokenizer.eos_token_id) and matcher.is_terminated()
+
+
+@pytest.mark.parametrize(("schema", "text", "ok"), CASES)
+def test_json_schema_grammar(backend, tokenizer, schema, text, ok):
+    assert _accepts(backend, tokenizer, JsonSchemaSpec.from_schema(schema), text) is ok
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ('[{"name":"f","arguments":{"a":1}}]', True),
+    ('[{"name":"g","arguments":{"item":"y"}}]', True),
+    ('[{"name":"g","arguments":{"item":"z"}}]', False),   # enum through a hoisted $ref
+    ('[{"name":"h","arguments":{"a":1}}]', False),        # no such tool
+    ('[{"name":"f","arguments":{"a":1}},{"name":"f","arguments":{"a":2}}]', False),  # max 1
+    ("[]", False),                                         # at least one call
+    ('[{"arguments":{"a":1},"name":"f"}]', False),         # name comes first
+])
+def test_tool_calls_grammar(backend, tokenizer, text, ok):
+    assert _accepts(backend, tokenizer, TOOLS, text) is ok
+
+
+def test_stop_token_is_refused_before_the_value_is_complete(backend, tokenizer):
+    matcher = backend.matcher(backend.compile(JsonSchemaSpec.from_schema(OBJ)))
+    for token in tokenizer.encode('{"a":1', add_special_tokens=False):
+        assert matcher.accept_token(token)
+    assert not matcher.accept_token(tokenizer.eos_token_id)
+    assert not matcher.is_terminated()
+
+
+def test_bitmask_allows_only_grammar_tokens(backend, tokenizer):
+    import torch
+
+    matcher = backend.matcher(backend.compile(JsonSchemaSpec.from_schema(OBJ)))
+    bitmask = backend.allocate_bitmask(2)
+    matcher.fill_bitmask(bitmask, 1)
+    logits = torch.zeros((2, backend.vocab_size))
+    backend.apply_bitmask(logits, bitmask, [1])
+    allowed = [tokenizer.decode([i]) for i in torch.nonzero(logits[1] == 0).flatten().tolist()]
+    assert allowed and all(t.startswith("{") for t in allowed)
+    assert bool((logits[0] == 0).all())  # row 0 was not in `rows`: untouched
+
+
+def test_backend_reports_schemas_it_cannot_compile(backend):
+    spec = JsonSchemaSpec.from_schema({"type": "object", "properties": {
+        "a": {"$ref": "#/$defs/Missing"}}})
+    with pytest.raises(InvalidSchemaError, match="rejected"):
+        backend.compile(spec)

@@ -1,0 +1,94 @@
+import json
+
+import pytest
+
+from grammars import (InvalidSchemaError, JsonSchemaSpec, ToolCallsSpec, ToolSpec,
+                      UnsupportedSchemaError, canonical_json, check_schema)
+
+
+def test_canonical_json_sorts_keywords_but_keeps_property_order():
+    a = {"type": "object", "properties": {"z": {"type": "string", "maxLength": 3}, "a": {}}}
+    b = {"properties": {"z": {"maxLength": 3, "type": "string"}, "a": {}}, "type": "object"}
+    assert canonical_json(a) == canonical_json(b)
+    assert list(json.loads(canonical_json(a))["properties"]) == ["z", "a"]
+    swapped = {"type": "object", "properties": {"a": {}, "z": {"type": "string",
+                                                                "maxLength": 3}}}
+    assert canonical_json(swapped) != canonical_json(a)
+
+
+def test_a_property_named_properties_is_not_reordered_as_a_keyword():
+    schema = {"type": "object", "properties": {"properties": {"type": "object", "properties": {
+        "y": {}, "x": {}}}}}
+    inner = json.loads(canonical_json(schema))["properties"]["properties"]["properties"]
+    assert list(inner) == ["y", "x"]
+
+
+@pytest.mark.parametrize(("schema", "keyword"), [
+    ({"not": {"type": "string"}}, "not"),
+    ({"if": {}, "then": {}}, "if"),
+    ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired"),
+    ({"type": "object", "patternProperties": {"^x": {}}}, "patternProperties"),
+    ({"type": "array", "uniqueItems": True}, "uniqueItems"),
+    ({"allOf": [{"type": "object"}, {"required": ["a"]}]}, "allOf"),
+    ({"type": "object", "properties": {"deep": {"type": "array", "items": {"not": {}}}}},
+     "not"),
+])
+def test_unenforceable_keywords_are_refused_with_their_pointer(schema, keyword):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        check_schema(schema)
+    assert keyword in info.value.pointer
+    assert info.value.hint
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "uniqueItems": False},
+    {"allOf": [{"type": "object"}]},
+    {"type": "object", "properties": {"not": {"type": "string"}}},  # a property named "not"
+])
+def test_harmless_uses_are_accepted(schema):
+    assert check_schema(schema) is schema
+
+
+@pytest.mark.parametrize("schema", [{"type": "strng"}, {"minLength": -1}, {"required": "a"},
+                                    "not an object"])
+def test_invalid_json_schema_is_refused(schema):
+    with pytest.raises(InvalidSchemaError):
+        check_schema(schema)
+
+
+def test_tool_calls_spec_shapes_the_call_array():
+    tool = ToolSpec.from_parameters("f", {"type": "object", "properties": {"a": {}}})
+    schema = ToolCallsSpec((tool,), min_calls=1, max_calls=1).json_schema()
+    assert schema["minItems"] == 1 and schema["maxItems"] == 1
+    assert schema["items"]["properties"]["name"] == {"const": "f"}
+    assert "maxItems" not in ToolCallsSpec((tool,)).json_schema()
+
+
+def test_tool_defs_are_hoisted_and_refs_rewritten():
+    params = {"type": "object", "properties": {"item": {"$ref": "#/$defs/Item"}},
+              "$defs": {"Item": {"type": "object", "properties": {"n": {"type": "integer"}}}}}
+    other = {"type": "object", "properties": {"item": {"$ref": "#/definitions/Item"}},
+             "definitions": {"Item": {"type": "string"}}}
+    spec = ToolCallsSpec((ToolSpec.from_parameters("a", params),
+                          ToolSpec.from_parameters("b", other)))
+    schema = spec.json_schema()
+    assert set(schema["$defs"]) == {"t0_Item", "t1_Item"}
+    calls = schema["items"]["anyOf"]
+    assert calls[0]["properties"]["arguments"]["properties"]["item"] == {
+        "$ref": "#/$defs/t0_Item"}
+    assert calls[1]["properties"]["arguments"]["properties"]["item"] == {
+        "$ref": "#/$defs/t1_Item"}
+
+
+def test_duplicate_tool_names_are_refused():
+    tool = ToolSpec.from_parameters("f", {"type": "object"})
+    with pytest.raises(InvalidSchemaError, match="unique"):
+        ToolCallsSpec((tool, tool))
+
+
+def test_spec_keys_differ_by_kind_and_content():
+    a = JsonSchemaSpec.from_schema({"type": "object"})
+    b = JsonSchemaSpec.from_schema({"type": "array"})
+    tool = ToolSpec.from_parameters("f", {"type": "object"})
+    assert len({a.key, b.key, ToolCallsSpec((tool,)).key,
+                ToolCallsSpec((tool,), max_calls=1).key}) == 4

@@ -1,0 +1,223 @@
+"""The HTTP API over a ScriptedEngine: request validation, error envelopes, response shapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server.api.app import create_app
+from server.engines.scripted import ScriptedEngine
+from server.settings import Settings
+
+TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city",
+    "parameters": {"type": "dict", "properties": {"city": {"type": "string"},
+                                                  "days": {"type": "integer"}},
+                   "required": ["city"]}}}
+OTHER = {"type": "function", "function": {"name": "noop", "parameters": {"type": "object"}}}
+USER = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+class Replies:
+    """Script: answer with whatever the test sets."""
+
+    def __init__(self) -> None:
+        self.text = "Hello."
+
+    def __call__(self, prompt: str) -> str:
+        return self.text
+
+
+@pytest.fixture()
+def replies():
+    return Replies()
+
+
+@pytest.fixture()
+def client(model_dir, replies):
+    settings = Settings(served_model_name="scripted")
+    app = create_app(settings, lambda s: ScriptedEngine(model_dir, replies))
+    with TestClient(app) as c:
+        yield c
+
+
+def chat(client, **body):
+    body.setdefault("model", "scripted")
+    body.setdefault("messages", USER)
+    return client.post("/v1/chat/completions", json=body)
+
+
+def assert_problem(resp, status: int, *, param: str | None = None, says: str = ""):
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/problem+json")
+    body = resp.json()
+    assert body["status"] == status and body["type"].startswith("urn:strictcall:problem:")
+    assert body["error"]["message"] == body["detail"]
+    if param is not None:
+        assert body["error"]["param"] == param
+    assert says.lower() in body["detail"].lower()
+    assert "Traceback" not in resp.text
+    return body
+
+
+def test_health_and_models(client):
+    assert client.get("/health").json()["status"] == "ok"
+    models = client.get("/v1/models").json()
+    assert [m["id"] for m in models["data"]] == ["scripted"]
+
+
+def test_text_completion_shape(client, replies):
+    replies.text = "Sunny."
+    body = chat(client).json()
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "Sunny.",
+                                             "tool_calls": None}
+    assert body["choices"][0]["finish_reason"] == "stop"
+    usage = body["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
+
+
+def test_required_tool_call(client, replies):
+    replies.text = '[{"name":"get_weather","arguments":{"city":"Paris","days":2}}]'
+    resp = chat(client, tools=[TOOL, OTHER], tool_choice="required")
+    choice = resp.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    (call,) = choice["message"]["tool_calls"]
+    assert call["id"].startswith("call_") and call["type"] == "function"
+    assert call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Paris", "days": 2}
+    assert resp.headers["X-StrictCall-Grammar-Cache"] == "miss"
+    again = chat(client, tools=[TOOL, OTHER], tool_choice="required")
+    assert again.headers["X-StrictCall-Grammar-Cache"] == "hit"
+
+
+def test_tools_are_described_in_the_prompt(client, replies, model_dir):
+    replies.text = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
+    engine = client.app.state.pipeline.engine
+    chat(client, tools=[TOOL], tool_choice="required")
+    prompt = engine.prompts[-1]
+    assert '"name": "get_weather"' in prompt and '"type": "object"' in prompt
+    assert prompt.endswith("<|im_start|>assistant\n<tool_call>")
+
+
+def test_parallel_calls_allowed_unless_disabled(client, replies):
+    two = ('[{"name":"get_weather","arguments":{"city":"A"}},'
+           '{"name":"get_weather","arguments":{"city":"B"}}]')
+    replies.text = two
+    calls = chat(client, tools=[TOOL], tool_choice="required").json()["choices"][0]
+    assert len(calls["message"]["tool_calls"]) == 2
+    with pytest.raises(AssertionError, match="breaks the grammar"):
+        chat(client, tools=[TOOL], tool_choice="required", parallel_tool_calls=False)
+
+
+def test_named_tool_choice_restricts_to_that_tool(client, replies):
+    replies.text = '[{"name":"noop","arguments":{}}]'
+    choice = {"type": "function", "function": {"name": "noop"}}
+    body = chat(client, tools=[TOOL, OTHER], tool_choice=choice).json()
+    assert body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "noop"
+
+
+def test_response_format_json_schema(client, replies):
+    replies.text = '{"answer":42}'
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": {
+        "type": "object", "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"]}}}
+    body = chat(client, response_format=fmt).json()
+    assert json.loads(body["choices"][0]["message"]["content"]) == {"answer": 42}
+    assert body["choices"][0]["finish_reason"] == "stop"
+
+
+def test_response_format_json_object(client, replies):
+    replies.text = '{"free":[1,"two"]}'
+    body = chat(client, response_format={"type": "json_object"}).json()
+    assert json.loads(body["choices"][0]["message"]["content"]) == {"free": [1, "two"]}
+
+
+def test_length_cut_off_is_never_a_tool_call(client, replies):
+    replies.text = '[{"name":"get_weather","arguments":{"city":"Paris is lovely"}}]'
+    body = chat(client, tools=[TOOL], tool_choice="required", max_tokens=5).json()
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert choice["message"]["tool_calls"] is None
+    assert body["usage"]["completion_tokens"] == 5
+
+
+def test_length_cut_off_json_is_marked_length(client, replies):
+    replies.text = '{"answer":12345678}'
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": {
+        "type": "object", "properties": {"answer": {"type": "integer"}}}}}
+    choice = chat(client, response_format=fmt, max_tokens=3).json()["choices"][0]
+    assert choice["finish_reason"] == "length"
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(choice["message"]["content"])
+
+
+def test_assistant_tool_calls_and_tool_results_round_trip(client, replies):
+    replies.text = "It is sunny."
+    messages = USER + [
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21C"},
+    ]
+    body = chat(client, messages=messages, tools=[TOOL], tool_choice="none").json()
+    assert body["choices"][0]["message"]["content"] == "It is sunny."
+    prompt = client.app.state.pipeline.engine.prompts[-1]
+    assert '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]' in prompt
+    assert "sunny, 21C" in prompt
+
+
+# -- bad input: always a 4xx problem that names the field and says what to do ---------------
+
+@pytest.mark.parametrize(("body", "param", "says"), [
+    ({"messages": []}, "messages", "at least 1"),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, None, "messages"),
+    ({"temperature": 3}, "temperature", "less than or equal"),
+    ({"max_tokens": 0}, "max_tokens", "greater than or equal"),
+    ({"frobnicate": True}, "frobnicate", "unknown field"),
+    ({"tool_choice": "required"}, "tool_choice", "no tools"),
+    ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+     "tool_choice.function.name", "unknown tool 'nope'"),
+    ({"tools": [TOOL]}, "tool_choice", "not supported yet"),
+    ({"tools": [TOOL], "tool_choice": "auto"}, "tool_choice", "not supported yet"),
+    ({"stream": True}, "stream", "not supported yet"),
+    ({"n": 2}, "n", "n > 1"),
+    ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4"),
+    ({"tools": [TOOL, TOOL], "tool_choice": "required"}, "tools[1].function.name", "twice"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "strng"}}}}}], "tool_choice": "required"},
+     "tools[0].function.parameters", "unknown type 'strng'"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string", "minLength": -1}}}}}],
+      "tool_choice": "required"}, "tools[0].function.parameters", "not a valid JSON Schema"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}}}}],
+      "tool_choice": "required"}, "tools[0].function.parameters", "uniqueItems"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "if": {}, "then": {}}}}},
+     "response_format.json_schema.schema", "'if'"),
+    ({"max_tokens": 10_000_000}, "max_tokens", "context"),
+])
+def test_bad_requests_get_400(client, body, param, says):
+    assert_problem(chat(client, **body), 400, param=param, says=says)
+
+
+def test_body_that_is_not_json(client):
+    resp = client.post("/v1/chat/completions", content=b"{nope",
+                       headers={"content-type": "application/json"})
+    assert_problem(resp, 400, says="not valid JSON")
+
+
+def test_unknown_model_is_404(client):
+    assert_problem(chat(client, model="gpt-4o"), 404, param="model", says="/v1/models")
+
+
+def test_unknown_route_is_problem_404(client):
+    assert_problem(client.get("/v1/nothing"), 404, says="no route")
+
+
+def test_prompt_longer_than_context_is_400(client):
+    long = [{"role": "user", "content": "word " * 9000}]
+    assert_problem(chat(client, messages=long), 400, param="messages", says="context")
