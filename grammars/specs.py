@@ -64,6 +64,14 @@ def check_schema(schema: Any, *, where: str = "schema") -> dict[str, Any]:
             raise UnsupportedSchemaError(
                 f"{where} uses 'uniqueItems', which the grammar backend cannot enforce",
                 pointer=f"{pointer}/uniqueItems", hint="Remove it and de-duplicate in your code.")
+        if ("pattern" in node or "format" in node) and ("minLength" in node
+                                                         or "maxLength" in node):
+            # Seen in xgrammar 0.2.9: with a pattern or format, length bounds are dropped.
+            raise UnsupportedSchemaError(
+                f"{where} combines 'pattern' or 'format' with 'minLength'/'maxLength'; the "
+                "grammar backend enforces only the pattern or format then",
+                pointer=pointer or "/",
+                hint="Put the length into the pattern (e.g. '^[0-9a-f]{12}$') or drop one.")
         if isinstance(node.get("allOf"), list) and len(node["allOf"]) > 1:
             raise UnsupportedSchemaError(
                 f"{where} uses 'allOf' with several branches, which the grammar backend cannot "

@@ -127,13 +127,15 @@ class TorchEngine(Engine):
         start = time.perf_counter()
         ids = torch.tensor([seq.request.prompt_ids], dtype=torch.long, device=self.device)
         out = self.model(input_ids=ids, use_cache=True)
-        seq.timings["prefill_s"] = time.perf_counter() - start
-        seq.timings["decode_started"] = time.perf_counter()
         logits = out.logits[:, -1, :].float()
-        if self._choose_and_check(seq, logits, 0):
+        done = self._choose_and_check(seq, logits, 0)
+        seq.timings["prefill_s"] = time.perf_counter() - start  # includes the first token
+        if done:
             return
         self._batch.add(out.cache, len(seq.request.prompt_ids))
         self._rows.append(seq)
+        # Decode time counts batched steps only, so tokens/s = (tokens - 1) / decode_s.
+        seq.timings["decode_started"] = time.perf_counter()
 
     @torch.inference_mode()
     def _decode_step(self) -> None:
@@ -174,6 +176,7 @@ class TorchEngine(Engine):
         if seq.matcher is not None and not seq.matcher.accept_token(token):
             raise RuntimeError(f"grammar refused token {token} that its own mask allowed")
         seq.last_token = token
+        seq.timings["sampled"] = seq.timings.get("sampled", 0) + 1  # EOS included
         if token in self.eos_ids:
             return self._finish(seq, "stop")
         seq.out.append(token)

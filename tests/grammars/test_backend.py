@@ -78,6 +78,20 @@ def test_bitmask_allows_only_grammar_tokens(backend, tokenizer):
     assert bool((logits[0] == 0).all())  # row 0 was not in `rows`: untouched
 
 
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3},
+    {"type": "string", "format": "date", "maxLength": 3},
+])
+def test_length_with_pattern_or_format_is_dropped_by_xgrammar(backend, tokenizer, schema):
+    """Why check_schema refuses these combinations: if this starts failing, a newer
+    xgrammar enforces them and the refusal can go."""
+    from grammars.specs import canonical_json
+
+    spec = JsonSchemaSpec(canonical_json(schema))  # bypasses check_schema on purpose
+    too_long = '"abcdefgh"' if "pattern" in schema else '"2026-11-29"'
+    assert _accepts(backend, tokenizer, spec, too_long)
+
+
 def test_backend_reports_schemas_it_cannot_compile(backend):
     spec = JsonSchemaSpec.from_schema({"type": "object", "properties": {
         "a": {"$ref": "#/$defs/Missing"}}})

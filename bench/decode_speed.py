@@ -1,0 +1,122 @@
+"""Constrained vs unconstrained decode speed, and grammar-cache lookup time, on one engine in
+one run (this machine is shared and noisy: compare the ratios, not the absolute numbers).
+
+    .venv/bin/python -m bench.decode_speed [--model DIR] [--rounds 5] [--tokens 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+
+from grammars import GrammarCache, JsonSchemaSpec, ToolCallsSpec, ToolSpec, bfcl_to_json_schema
+from server.engines.base import GenerationRequest, SamplingParams
+from server.model_store import resolve_model
+
+BFCL = Path(__file__).resolve().parents[1].parent / "shared/evaldata/bfcl/BFCL_v4_simple_python.json"
+STORY = {"type": "object", "properties": {"title": {"type": "string", "maxLength": 60},
+                                          "story": {"type": "string", "maxLength": 2000}},
+         "required": ["title", "story"]}
+PROMPT = "Write a long story about a lighthouse keeper, as a JSON object with a title."
+
+
+def main() -> None:
+    args = _args()
+    from server.engines.torch_engine import TorchEngine
+
+    engine = TorchEngine(resolve_model(args.model), device=args.device, threads=args.threads)
+    try:
+        cache = GrammarCache(engine.grammar_backend)
+        story = cache.get(JsonSchemaSpec.from_schema(STORY)).grammar
+        ids = engine.encode(engine.render_chat([{"role": "user", "content": PROMPT}]))
+        free, constrained = asyncio.run(_decode_rounds(engine, ids, story, args))
+        lookups = _lookup_times(cache)
+    finally:
+        engine.close()
+    _report(free, constrained, lookups, args)
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--json", action="store_true", help="print one JSON object only")
+    return p.parse_args()
+
+
+async def _decode_rounds(engine, ids, grammar, args) -> tuple[list[float], list[float]]:
+    """Alternate constrained and unconstrained runs of the same prompt, the free run capped at
+    the length the constrained one produced (per-step cost grows with the KV length), so that
+    load changes on the machine hit both alike. Returns decode tokens/s per run."""
+    free, constrained = [], []
+    lengths: list[int] = []
+    await engine.generate(GenerationRequest(ids, SamplingParams(max_tokens=8)))  # warm-up
+    for _ in range(args.rounds):
+        c = await engine.generate(GenerationRequest(ids, SamplingParams(args.tokens), grammar))
+        f = await engine.generate(GenerationRequest(ids, SamplingParams(c.completion_tokens)))
+        if c.completion_tokens < 3 or f.completion_tokens != c.completion_tokens:
+            continue  # the free run ended early: lengths differ, the pair says nothing
+        lengths.append(c.completion_tokens)
+        for r, sink in ((c, constrained), (f, free)):
+            # Decode steps per second: every sampled token after the prefill's first one,
+            # the closing EOS included (it costs a forward pass like any other token).
+            sink.append((r.timings["sampled"] - 1) / r.timings["decode_s"])
+    if not lengths:
+        raise SystemExit("no comparable pair of runs: try another --tokens")
+    args.lengths = lengths
+    return free, constrained
+
+
+def _lookup_times(cache: GrammarCache) -> dict[str, float]:
+    """Median milliseconds for a cache hit on BFCL tool-call grammars: the lookup alone, and
+    the whole request-path cost (schema check + canonical key + lookup)."""
+    questions = [json.loads(line) for line in BFCL.open()][:50] if BFCL.exists() else []
+    params = [[(f["name"], bfcl_to_json_schema(f["parameters"])) for f in q["function"]]
+              for q in questions] or [[("f", STORY)]]
+
+    def spec_for(tools):
+        return ToolCallsSpec(tuple(ToolSpec.from_parameters(n, p) for n, p in tools))
+
+    specs = [spec_for(t) for t in params]
+    for spec in specs:
+        cache.get(spec)  # compile once: everything below is a hit
+    compile_ms = [cache.get(s).grammar.compile_seconds * 1000 for s in specs]
+    lookup, path = [], []
+    for _ in range(20):
+        for spec, tools in zip(specs, params):
+            lookup.append(cache.get(spec).seconds * 1000)
+            start = time.perf_counter()
+            assert cache.get(spec_for(tools)).hit
+            path.append((time.perf_counter() - start) * 1000)
+    return {"cold_compile_ms_median": statistics.median(compile_ms),
+            "hit_lookup_ms_median": statistics.median(lookup),
+            "hit_lookup_ms_p99": sorted(lookup)[int(len(lookup) * 0.99)],
+            "hit_request_path_ms_median": statistics.median(path)}
+
+
+def _report(free, constrained, lookups, args) -> None:
+    # Median of per-pair ratios: each pair ran back to back under the same machine load.
+    ratio = statistics.median(c / f for c, f in zip(constrained, free))
+    result = {"unconstrained_tok_s_median": round(statistics.median(free), 2),
+              "constrained_tok_s_median": round(statistics.median(constrained), 2),
+              "ratio_constrained_over_unconstrained": round(ratio, 3), "ratio_goal": 0.95,
+              "rounds": args.rounds, "max_tokens": args.tokens, "threads": args.threads,
+              "pairs": len(args.lengths), "tokens_per_run_median": statistics.median(args.lengths),
+              **{k: round(v, 4) for k, v in lookups.items()}, "hit_lookup_goal_ms": 1.0}
+    if args.json:
+        print(json.dumps(result))
+        return
+    width = max(map(len, result))
+    for key, value in result.items():
+        print(f"{key:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""The post-decode check: whatever the grammar let through, a value that fails the schema is
+never returned as valid."""
+
+import pytest
+
+from grammars import JsonSchemaSpec, ToolCallsSpec, ToolSpec
+from server.engines.base import GenerationResult
+from server.errors import OutputInvalid
+from server.pipeline.chat import _choice
+from server.pipeline.plan import Plan
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 5}}}
+
+
+def _result(text: str) -> GenerationResult:
+    return GenerationResult(token_ids=(1,), text=text, finish_reason="stop", prompt_tokens=1,
+                            grammar_complete=True)
+
+
+def test_json_value_failing_the_schema_is_422_with_violations():
+    plan = Plan("json", JsonSchemaSpec.from_schema(SCHEMA), schemas={"": SCHEMA})
+    with pytest.raises(OutputInvalid) as info:
+        _choice(plan, _result('{"n":9}'))
+    assert info.value.status == 422
+    assert info.value.extensions["violations"] == [
+        {"pointer": "/n", "message": "9 is greater than the maximum of 5"}]
+
+
+def test_tool_arguments_failing_the_schema_are_422():
+    spec = ToolCallsSpec((ToolSpec.from_parameters("f", SCHEMA),))
+    plan = Plan("tools", spec, schemas={"f": SCHEMA})
+    with pytest.raises(OutputInvalid, match="arguments of 'f'"):
+        _choice(plan, _result('[{"name":"f","arguments":{"n":"x"}}]'))
+
+
+def test_valid_value_passes():
+    plan = Plan("json", JsonSchemaSpec.from_schema(SCHEMA), schemas={"": SCHEMA})
+    assert _choice(plan, _result('{"n":5}')).finish_reason == "stop"
