@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI, Request, Response
 
 from grammars import GrammarCache
 from server.api import errors
-from server.api.schemas import ChatCompletionRequest
+from server.protocol import ChatCompletionRequest
 from server.engines.base import Engine
 from server.pipeline.chat import ChatPipeline
 from server.settings import Settings

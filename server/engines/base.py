@@ -48,14 +48,16 @@ class Engine(abc.ABC):
 
     model_name: str
     max_context: int
+    tokenizer: Any  # a Hugging Face tokenizer with a chat template
     grammar_backend: XgrammarBackend
 
-    @abc.abstractmethod
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         """The chat template applied to messages, ending with the assistant turn's opening."""
+        return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
 
-    @abc.abstractmethod
-    def encode(self, text: str) -> tuple[int, ...]: ...
+    def encode(self, text: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer.encode(text, add_special_tokens=False))
 
     @abc.abstractmethod
     async def generate(self, request: GenerationRequest) -> GenerationResult:

@@ -35,13 +35,6 @@ class ScriptedEngine(Engine):
                                                stop_token_ids=[self.eos_id])
         self.prompts: list[str] = []
 
-    def render_chat(self, messages: list[dict[str, Any]]) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=True)
-
-    def encode(self, text: str) -> tuple[int, ...]:
-        return tuple(self.tokenizer.encode(text, add_special_tokens=False))
-
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         await asyncio.sleep(0)
         prompt = self.tokenizer.decode(request.prompt_ids)

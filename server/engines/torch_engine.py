@@ -66,13 +66,6 @@ class TorchEngine(Engine):
         self._thread.start()
 
     # -- Engine API -------------------------------------------------------------------
-    def render_chat(self, messages: list[dict[str, Any]]) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=True)
-
-    def encode(self, text: str) -> tuple[int, ...]:
-        return tuple(self.tokenizer.encode(text, add_special_tokens=False))
-
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         future: concurrent.futures.Future[GenerationResult] = concurrent.futures.Future()
         matcher = self.grammar_backend.matcher(request.grammar) if request.grammar else None

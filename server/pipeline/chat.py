@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 
 from grammars import CompiledGrammar, GrammarCache, GrammarError, Lookup
-from server.api.schemas import (ChatCompletion, ChatCompletionRequest, Choice, FunctionCall,
+from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice, FunctionCall,
                                 ResponseMessage, ToolCall, Usage)
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import InvalidRequest, ModelNotFound, OutputInvalid

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from grammars import (GrammarError, GrammarSpec, JsonSchemaSpec, ToolCallsSpec, ToolSpec,
                       bfcl_to_json_schema)
-from server.api.schemas import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
+from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
                                 ResponseFormatJsonSchema, Tool)
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.pipeline.prompt import CALL_OPEN, json_instructions, tools_instructions

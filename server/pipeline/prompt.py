@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from server.api.schemas import AssistantMessage, Content, Message, ToolMessage
+from server.protocol import AssistantMessage, Content, Message, ToolMessage
 
 # The call syntax SmolLM2-Instruct saw in its function-calling data; the grammar produces
 # the JSON list and the opening tag is written into the assistant turn for it.
