@@ -1,3 +1,23 @@
 """Tool contracts: Pydantic models that are the single source of a tool's grammar, its
 post-decode validation and its repair feedback. A leaf package: imports pydantic and the
-standard library only, never `server` or `grammars`."""
+standard library only, never `server` or `grammars`.
+
+    from contracts import tool, FromHeader, Violated
+
+    @tool(name="create_ticket", description="Open a support ticket.")
+    class CreateTicket(BaseModel):
+        title: Annotated[str, Field(max_length=200)]
+        tenant_id: Annotated[str, FromHeader("X-Tenant-Id")]
+"""
+
+from contracts.contract import (Contract, ContractError, MissingRuntimeValue, Outcome,
+                                allowed_values, contract_of, tool)
+from contracts.markers import FromHeader, Generated, RuntimeSource
+from contracts.registry import ContractRegistry
+from contracts.violations import Violated, Violation, ViolationCode
+
+__all__ = [
+    "Contract", "ContractError", "ContractRegistry", "FromHeader", "Generated",
+    "MissingRuntimeValue", "Outcome", "RuntimeSource", "Violated", "Violation",
+    "ViolationCode", "allowed_values", "contract_of", "tool",
+]

@@ -16,6 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "fetch-model":
         return _fetch_model(args)
+    if args.command == "contracts":
+        return _snapshot(args)
     return _serve(args)
 
 
@@ -33,9 +35,18 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-batch", dest="max_batch", type=int,
                        help="requests decoded together (default 8)")
     serve.add_argument("--cache-dir", dest="cache_dir", type=Path)
+    serve.add_argument("--contracts", action="append", metavar="MODULE_OR_FILE",
+                       help="load @tool contracts from a module or .py file (repeatable)")
+    serve.add_argument("--repair-attempts", dest="repair_attempts", type=int)
+    serve.add_argument("--repair-seconds", dest="repair_seconds", type=float)
     serve.add_argument("--log-level", default="info")
     fetch = sub.add_parser("fetch-model", help="download and convert the embedded model")
     fetch.add_argument("--cache-dir", dest="cache_dir", type=Path)
+    contracts = sub.add_parser("contracts", help="contract tools")
+    contracts.add_argument("action", choices=["snapshot"],
+                           help="snapshot: write each contract's schema to --out")
+    contracts.add_argument("--contracts", action="append", metavar="MODULE_OR_FILE")
+    contracts.add_argument("--out", type=Path, default=Path("contracts/snapshots"))
     return parser
 
 
@@ -52,25 +63,46 @@ def _fetch_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _snapshot(args: argparse.Namespace) -> int:
+    import json
+
+    from contracts import ContractError
+    from server.api.app import load_contracts
+
+    try:
+        registry = load_contracts(args.contracts or ["contracts.examples"])
+    except ContractError as exc:
+        return _fail(str(exc))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for contract in registry:
+        path = args.out / f"{contract.name}.json"
+        path.write_text(json.dumps(contract.snapshot(), indent=2, ensure_ascii=False) + "\n")
+        print(path)
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from server.api.app import create_app
+    from contracts import ContractError
+    from server.api.app import create_app, load_contracts
     from server.engines.factory import EngineConfigError, build_engine, check_config
 
     names = ("host", "port", "model", "served_model_name", "device", "threads", "max_batch",
-             "cache_dir")
+             "cache_dir", "contracts", "repair_attempts", "repair_seconds")
     try:
         settings = _settings(args, names)
+        registry = load_contracts(settings.contracts)
         check_config(settings)  # fail here with one line, not deep inside the lifespan
     except ValidationError as exc:
         first = exc.errors()[0]
         return _fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
-    except EngineConfigError as exc:
+    except (EngineConfigError, ContractError) as exc:
         return _fail(str(exc))
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvicorn.run(create_app(settings, build_engine), host=settings.host, port=settings.port,
+    uvicorn.run(create_app(settings, build_engine, registry), host=settings.host,
+                port=settings.port,
                 log_level=args.log_level)
     return 0
 

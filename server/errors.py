@@ -62,3 +62,14 @@ class OutputInvalid(ServiceError):
 
 class EngineFailure(ServiceError):
     status, slug, title, retryable = 503, "engine-failure", "Engine failure", True
+
+
+class ContractViolation(ServiceError):
+    """A contract call still broke its rules after the repair attempts: never a silent pass."""
+
+    status, slug, title, openai_type = 422, "contract-violation", \
+        "Tool call violates its contract", "invalid_output_error"
+
+    def __init__(self, detail: str, **kwargs) -> None:
+        super().__init__(detail, **kwargs)
+        self.extensions.setdefault("owner_action_required", True)

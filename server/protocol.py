@@ -63,8 +63,9 @@ Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage
 class FunctionDef(_Wire):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
     description: str | None = None
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object",
-                                                                "properties": {}})
+    # None: not sent. Allowed for registered contracts (the server has the schema) and for
+    # functions without arguments.
+    parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
 
@@ -106,6 +107,13 @@ ResponseFormat = Annotated[ResponseFormatJsonSchema | ResponseFormatJsonObject |
                            ResponseFormatText, Field(discriminator="type")]
 
 
+class StrictCallOptions(_Wire):
+    """Per-request options, sent as `extra_body={"strictcall": {...}}` with the openai SDK."""
+
+    max_repair_attempts: int | None = Field(None, ge=0, le=5)
+    repair_timeout_s: float | None = Field(None, gt=0, le=120)
+
+
 class ChatCompletionRequest(_Wire):
     model: str
     messages: list[Message] = Field(min_length=1)
@@ -125,6 +133,7 @@ class ChatCompletionRequest(_Wire):
     user: str | None = None
     metadata: dict[str, str] | None = None
     store: bool | None = None
+    strictcall: StrictCallOptions | None = None
 
 
 class Usage(BaseModel):
@@ -153,3 +162,5 @@ class ChatCompletion(BaseModel):
     model: str
     choices: list[Choice]
     usage: Usage
+    # Extension: how each contract call was validated (repair needed, attempts).
+    strictcall: dict[str, Any] | None = None

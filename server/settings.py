@@ -26,3 +26,7 @@ class Settings(BaseSettings):
     default_max_tokens: int = Field(512, ge=1)
     # The embedded model is tiny: greedy unless the client asks for a temperature.
     default_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    # Modules or .py files with @tool contracts, loaded and warmed at startup.
+    contracts: list[str] = Field(default_factory=list)
+    repair_attempts: int = Field(2, ge=0, le=5)
+    repair_seconds: float = Field(10.0, gt=0, le=120)

@@ -6,27 +6,51 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request, Response
+from pydantic import BaseModel, ConfigDict
 
-from grammars import GrammarCache
+from contracts import ContractRegistry
+from grammars import GrammarCache, ToolCallsSpec, ToolSpec
 from server.api import errors
+from server.errors import RouteNotFound
 from server.protocol import ChatCompletionRequest
 from server.engines.base import Engine
-from server.pipeline.chat import ChatPipeline
+from server.pipeline.chat import ChatPipeline, contract_runtime as pipeline_runtime
 from server.settings import Settings
 
 T = TypeVar("T")
 EngineFactory = Callable[[Settings], Engine]
 
 
-def create_app(settings: Settings, engine_factory: EngineFactory) -> FastAPI:
+def load_contracts(targets: list[str]) -> ContractRegistry:
+    """Raises contracts.ContractError with one readable line."""
+    registry = ContractRegistry()
+    for target in targets:
+        registry.load(target)
+    return registry
+
+
+def warm(cache: GrammarCache, registry: ContractRegistry) -> None:
+    """Compile each contract's call grammars now, so no request pays for them: the named
+    call (exactly one) and tool_choice="required" with that tool alone."""
+    for contract in registry:
+        tool = ToolSpec.from_parameters(contract.name, contract.schema())
+        cache.get(ToolCallsSpec((tool,), min_calls=1, max_calls=1))
+        cache.get(ToolCallsSpec((tool,), min_calls=1, max_calls=None))
+
+
+def create_app(settings: Settings, engine_factory: EngineFactory,
+               registry: ContractRegistry | None = None) -> FastAPI:
+    registry = registry or load_contracts(settings.contracts)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = engine_factory(settings)
         cache = GrammarCache(engine.grammar_backend, max_entries=settings.grammar_cache_entries)
-        app.state.pipeline = ChatPipeline(engine, cache, settings)
+        await asyncio.to_thread(warm, cache, registry)
+        app.state.pipeline = ChatPipeline(engine, cache, settings, registry)
         app.state.started = time.time()
         try:
             yield
@@ -38,6 +62,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory) -> FastAPI:
     app.get("/health")(health)
     app.get("/v1/models")(list_models)
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
+    app.get("/v1/contracts")(list_contracts)
+    app.post("/v1/contracts/{name}/validate")(validate_contract)
     return app
 
 
@@ -64,13 +90,35 @@ async def list_models(pipeline: PipelineDep, request: Request) -> dict:
 async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
                            request: Request, response: Response) -> dict | Response:
     try:
-        done = await _until_disconnect(request, pipeline.complete(body))
+        done = await _until_disconnect(request, pipeline.complete(body, dict(request.headers)))
     except _ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
     if done.grammar is not None:
         response.headers["X-StrictCall-Grammar-Cache"] = "hit" if done.grammar.hit else "miss"
         response.headers["X-StrictCall-Grammar-Ms"] = f"{done.grammar.seconds * 1000:.3f}"
     return done.response.model_dump(exclude_none=False)
+
+
+async def list_contracts(pipeline: PipelineDep) -> dict:
+    return {"object": "list", "data": [c.snapshot() for c in pipeline.registry]}
+
+
+class ValidateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    arguments: dict[str, Any]
+
+
+async def validate_contract(name: str, body: ValidateBody, pipeline: PipelineDep,
+                            request: Request) -> dict:
+    """Validate and normalize arguments produced anywhere (another model, a human form)."""
+    contract = pipeline.registry.get(name)
+    if contract is None:
+        raise RouteNotFound(f"no contract named {name!r}; registered: "
+                            f"{pipeline.registry.names()}")
+    runtime = pipeline_runtime(contract, dict(request.headers))
+    outcome = contract.validate(body.arguments, runtime=runtime)
+    return {"valid": outcome.valid, "arguments": outcome.arguments,
+            "violations": [v.as_dict() for v in outcome.violations]}
 
 
 async def _until_disconnect(request: Request, work: Awaitable[T]) -> T:

@@ -12,12 +12,14 @@ from typing import Any
 
 import jsonschema
 
+from contracts import Contract, ContractRegistry, MissingRuntimeValue
 from grammars import CompiledGrammar, GrammarCache, GrammarError, Lookup
 from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice, FunctionCall,
                                 ResponseMessage, ToolCall, Usage)
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
-from server.errors import InvalidRequest, ModelNotFound, OutputInvalid
+from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
 from server.pipeline.plan import Plan, plan_request
+from server.pipeline.repair import Budget, Repairer
 from server.pipeline.prompt import template_messages
 from server.settings import Settings
 
@@ -29,31 +31,78 @@ class Completed:
 
 
 class ChatPipeline:
-    def __init__(self, engine: Engine, cache: GrammarCache, settings: Settings) -> None:
+    def __init__(self, engine: Engine, cache: GrammarCache, settings: Settings,
+                 registry: ContractRegistry | None = None) -> None:
         self.engine = engine
         self.cache = cache
         self.settings = settings
+        self.registry = registry or ContractRegistry()
+        self.repairer = Repairer(engine, cache)
         self.model_name = settings.served_model_name or engine.model_name
 
-    async def complete(self, req: ChatCompletionRequest) -> Completed:
+    async def complete(self, req: ChatCompletionRequest,
+                       headers: dict[str, str] | None = None) -> Completed:
         if req.model != self.model_name:
             raise ModelNotFound(f"model {req.model!r} is not served here; this server serves "
                                 f"{self.model_name!r} (see GET /v1/models)", param="model",
                                 code="model_not_found")
-        plan = plan_request(req)
+        plan = plan_request(req, self.registry)
+        runtime = _runtime_values(plan, headers or {})  # before decoding: a 400 costs nothing
         lookup = await self._grammar(plan)
         messages = template_messages(req.messages, instructions=plan.instructions)
         prompt_ids = self.engine.encode(self.engine.render_chat(messages) + plan.prefill)
         sampling = self._sampling(req, len(prompt_ids))
         grammar: CompiledGrammar | None = lookup.grammar if lookup else None
         result = await self.engine.generate(GenerationRequest(prompt_ids, sampling, grammar))
-        choice = _choice(plan, result)
+        extension = None
+        if plan.mode == "tools" and result.grammar_complete:
+            choice, extension = await self._tool_choice(
+                plan, result, messages=messages, runtime=runtime, budget=self._budget(req))
+        else:
+            choice = _choice(plan, result)
         usage = Usage(prompt_tokens=result.prompt_tokens,
                       completion_tokens=result.completion_tokens,
                       total_tokens=result.prompt_tokens + result.completion_tokens)
         response = ChatCompletion(id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()),
-                                  model=self.model_name, choices=[choice], usage=usage)
+                                  model=self.model_name, choices=[choice], usage=usage,
+                                  strictcall=extension)
         return Completed(response, lookup)
+
+    def _budget(self, req: ChatCompletionRequest) -> Budget:
+        opts = req.strictcall
+        attempts = opts.max_repair_attempts if opts and opts.max_repair_attempts is not None \
+            else self.settings.repair_attempts
+        seconds = opts.repair_timeout_s if opts and opts.repair_timeout_s is not None \
+            else self.settings.repair_seconds
+        return Budget(attempts, seconds)
+
+    async def _tool_choice(self, plan: Plan, result: GenerationResult, *,
+                           messages: list[dict[str, str]], runtime: dict[str, dict[str, Any]],
+                           budget: Budget) -> tuple[Choice, dict[str, Any] | None]:
+        calls, reports = [], []
+        for call in _parse(result.text):
+            name, arguments = call["name"], call["arguments"]
+            _validate(plan.schemas[name], arguments, where=f"arguments of {name!r}")
+            contract = plan.contracts.get(name)
+            if contract is not None:
+                report = await self.repairer.run(contract, arguments, messages=messages,
+                                                 runtime=runtime[name], budget=budget)
+                if report.arguments is None:
+                    last = report.attempts[-1]["violations"]
+                    raise ContractViolation(
+                        f"the call to {name!r} broke its contract after "
+                        f"{len(report.attempts)} attempt(s): {last[0]['message']}",
+                        extensions={"violations": last, "attempts": report.attempts})
+                arguments = report.arguments
+                reports.append({"tool": name, "repaired": report.repaired,
+                                "attempts": len(report.attempts)})
+            calls.append(_tool_call(name, arguments))
+        choice = Choice(index=0, message=ResponseMessage(content=None, tool_calls=calls),
+                        finish_reason="tool_calls")
+        if not reports:
+            return choice, None
+        return choice, {"contracts": reports,
+                        "repaired": any(r["repaired"] for r in reports)}
 
     async def _grammar(self, plan: Plan) -> Lookup | None:
         if plan.spec is None:
@@ -84,7 +133,21 @@ class ChatPipeline:
                               seed=req.seed, stop=stop)
 
 
+def _runtime_values(plan: Plan, headers: dict[str, str]) -> dict[str, dict[str, Any]]:
+    return {name: contract_runtime(c, headers) for name, c in plan.contracts.items()}
+
+
+def contract_runtime(contract: Contract, headers: dict[str, str]) -> dict[str, Any]:
+    """The server-filled fields of a contract call, or a 400 naming the missing header."""
+    try:
+        return contract.runtime_values(headers)
+    except MissingRuntimeValue as exc:
+        raise InvalidRequest(f"{exc}; send it with the request", param=exc.header,
+                             code="missing_header") from None
+
+
 def _choice(plan: Plan, result: GenerationResult) -> Choice:
+    """Text, JSON, and every cut-off output."""
     cut_off = plan.spec is not None and not result.grammar_complete
     if plan.mode == "text" or cut_off:
         # A cut-off constrained output is returned as text with finish_reason "length":
@@ -92,18 +155,11 @@ def _choice(plan: Plan, result: GenerationResult) -> Choice:
         reason = "length" if cut_off else result.finish_reason
         return Choice(index=0, message=ResponseMessage(content=result.text),
                       finish_reason="length" if reason == "length" else "stop")
-    value = _parse(result.text)
-    if plan.mode == "json":
-        _validate(plan.schemas[""], value, where="the response")
-        return Choice(index=0, message=ResponseMessage(content=result.text), finish_reason="stop")
-    calls = [_tool_call(plan, call) for call in value]
-    return Choice(index=0, message=ResponseMessage(content=None, tool_calls=calls),
-                  finish_reason="tool_calls")
+    _validate(plan.schemas[""], _parse(result.text), where="the response")
+    return Choice(index=0, message=ResponseMessage(content=result.text), finish_reason="stop")
 
 
-def _tool_call(plan: Plan, call: dict[str, Any]) -> ToolCall:
-    name, arguments = call["name"], call["arguments"]
-    _validate(plan.schemas[name], arguments, where=f"arguments of {name!r}")
+def _tool_call(name: str, arguments: dict[str, Any]) -> ToolCall:
     text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
     return ToolCall(id=f"call_{uuid.uuid4().hex[:24]}",
                     function=FunctionCall(name=name, arguments=text))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from contracts import Contract, ContractRegistry
 from grammars import (GrammarError, GrammarSpec, JsonSchemaSpec, ToolCallsSpec, ToolSpec,
                       bfcl_to_json_schema)
 from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
@@ -24,9 +25,11 @@ class Plan:
     prefill: str = ""  # written into the assistant turn before decoding starts
     # Per tool (or "" for the JSON value): the JSON Schema the output is validated against.
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The request's tools that are registered contracts: their validators and repair apply.
+    contracts: dict[str, Contract] = field(default_factory=dict)
 
 
-def plan_request(req: ChatCompletionRequest) -> Plan:
+def plan_request(req: ChatCompletionRequest, registry: ContractRegistry) -> Plan:
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
@@ -34,7 +37,7 @@ def plan_request(req: ChatCompletionRequest) -> Plan:
             raise InvalidRequest("tool_choice asks for a tool call, but no tools were given",
                                  param="tool_choice")
         return _plan_format(req)
-    tools = _convert_tools(req.tools)
+    tools = _convert_tools(req.tools, registry)
     if choice is None or choice == "auto":
         raise UnsupportedFeature(
             "tool_choice 'auto' (the default when tools are given) is not supported yet; "
@@ -69,22 +72,30 @@ class _Tool:
     spec: ToolSpec
     schema: dict[str, Any]
     description: str | None
+    contract: Contract | None = None
 
 
-def _convert_tools(tools: list[Tool]) -> dict[str, _Tool]:
+_NO_ARGUMENTS = {"type": "object", "properties": {}}
+
+
+def _convert_tools(tools: list[Tool], registry: ContractRegistry) -> dict[str, _Tool]:
     out: dict[str, _Tool] = {}
     for i, tool in enumerate(tools):
         fn = tool.function
         if fn.name in out:
             raise InvalidRequest(f"tool name {fn.name!r} appears twice; names must be unique",
                                  param=f"tools[{i}].function.name")
+        contract = registry.get(fn.name)
         try:
-            schema = bfcl_to_json_schema(fn.parameters)
+            # A registered contract is authoritative: its schema, not the client's.
+            schema = contract.schema() if contract else \
+                bfcl_to_json_schema(fn.parameters or _NO_ARGUMENTS)
             spec = ToolSpec.from_parameters(fn.name, schema)
         except GrammarError as exc:
             raise InvalidRequest(exc.render(), param=f"tools[{i}].function.parameters",
                                  code="invalid_schema") from None
-        out[fn.name] = _Tool(spec, schema, fn.description)
+        description = contract.description if contract else fn.description
+        out[fn.name] = _Tool(spec, schema, description, contract)
     return out
 
 
@@ -94,7 +105,8 @@ def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | Non
     spec = ToolCallsSpec(tuple(t.spec for t in tools.values()), min_calls=min_calls,
                          max_calls=max_calls)
     return Plan("tools", spec, tools_instructions(described), CALL_OPEN,
-                {n: t.schema for n, t in tools.items()})
+                {n: t.schema for n, t in tools.items()},
+                {n: t.contract for n, t in tools.items() if t.contract is not None})
 
 
 def _plan_format(req: ChatCompletionRequest) -> Plan:

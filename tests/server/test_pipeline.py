@@ -1,6 +1,8 @@
 """The post-decode check: whatever the grammar let through, a value that fails the schema is
 never returned as valid."""
 
+import asyncio
+
 import pytest
 
 from grammars import JsonSchemaSpec, ToolCallsSpec, ToolSpec
@@ -26,11 +28,20 @@ def test_json_value_failing_the_schema_is_422_with_violations():
         {"pointer": "/n", "message": "9 is greater than the maximum of 5"}]
 
 
-def test_tool_arguments_failing_the_schema_are_422():
+def test_tool_arguments_failing_the_schema_are_422(model_dir):
+    from grammars import GrammarCache
+    from server.engines.scripted import ScriptedEngine
+    from server.pipeline.chat import ChatPipeline
+    from server.pipeline.repair import Budget
+    from server.settings import Settings
+
+    engine = ScriptedEngine(model_dir, lambda prompt: "")
+    pipeline = ChatPipeline(engine, GrammarCache(engine.grammar_backend), Settings())
     spec = ToolCallsSpec((ToolSpec.from_parameters("f", SCHEMA),))
     plan = Plan("tools", spec, schemas={"f": SCHEMA})
     with pytest.raises(OutputInvalid, match="arguments of 'f'"):
-        _choice(plan, _result('[{"name":"f","arguments":{"n":"x"}}]'))
+        asyncio.run(pipeline._tool_choice(plan, _result('[{"name":"f","arguments":{"n":"x"}}]'),
+                                          messages=[], runtime={}, budget=Budget(2, 10)))
 
 
 def test_valid_value_passes():

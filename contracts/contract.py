@@ -1,0 +1,206 @@
+"""`@tool` turns a Pydantic model into a contract: the schema the model may write (runtime
+fields left out), and validation that normalizes arguments or returns violations."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import GenerateJsonSchema
+
+from contracts.markers import FromHeader, Generated, RuntimeSource
+from contracts.violations import Violated, Violation, code_for
+
+M = TypeVar("M", bound=type[BaseModel])
+_ATTR = "__strictcall_contract__"
+
+
+class ContractError(Exception):
+    """A contract that cannot be loaded (bad definition, duplicate name, missing header)."""
+
+
+class MissingRuntimeValue(ContractError):
+    def __init__(self, field: str, header: str) -> None:
+        super().__init__(f"contract field {field!r} comes from the {header!r} header, which "
+                         "the request did not send")
+        self.field, self.header = field, header
+
+
+@dataclass(frozen=True)
+class Outcome:
+    arguments: dict[str, Any] | None  # normalized (the validated model's JSON) when valid
+    violations: tuple[Violation, ...]
+
+    @property
+    def valid(self) -> bool:
+        return not self.violations
+
+
+class _NoTitles(GenerateJsonSchema):
+    def field_title_should_be_set(self, schema) -> bool:  # noqa: ANN001 - pydantic's signature
+        return False  # titles only add noise to the prompt
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    description: str
+    model: type[BaseModel]
+    runtime: Mapping[str, RuntimeSource]
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of what the model writes: runtime-sourced fields are left out."""
+        full = self.model.model_json_schema(schema_generator=_NoTitles)
+        full.pop("title", None)
+        props = full.get("properties", {})
+        for name in self.runtime:
+            props.pop(name, None)
+        if "required" in full:
+            full["required"] = [r for r in full["required"] if r not in self.runtime]
+        full["additionalProperties"] = False
+        return full
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a schema snapshot records: a change here is a change to the contract."""
+        return {"name": self.name, "description": self.description, "parameters": self.schema(),
+                "runtime_fields": {f: src.describe() for f, src in self.runtime.items()}}
+
+    def runtime_values(self, headers: Mapping[str, str]) -> dict[str, Any]:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        values: dict[str, Any] = {}
+        for field, source in self.runtime.items():
+            sent = lowered.get(source.header.lower()) if source.header else None
+            if sent is not None:
+                values[field] = sent
+            elif isinstance(source, Generated):
+                values[field] = source.new_value()
+            else:
+                raise MissingRuntimeValue(field, source.header)
+        return values
+
+    def validate(self, arguments: Any, *, runtime: Mapping[str, Any],
+                 today: dt.date | None = None) -> Outcome:
+        """Validate model-written `arguments` plus server-filled `runtime` values."""
+        if not isinstance(arguments, dict):
+            return Outcome(None, (Violation("", "wrong_type", arguments, "a JSON object",
+                                            "arguments must be a JSON object"),))
+        written = [k for k in arguments if k in self.runtime]
+        if written:  # the model (or a client) may never set these
+            return Outcome(None, tuple(
+                Violation(f"/{k}", "unknown_field", arguments[k], None,
+                          "this field is filled by the server, not by the caller")
+                for k in written))
+        context = {"today": today or dt.date.today()}
+        try:
+            model = self.model.model_validate({**arguments, **runtime}, context=context)
+        except ValidationError as exc:
+            return Outcome(None, _violations(exc, self.schema(), arguments))
+        return Outcome(model.model_dump(mode="json"), ())
+
+
+def tool(*, name: str, description: str) -> Callable[[M], M]:
+    """Class decorator: register a Pydantic model as the contract of tool `name`."""
+
+    def wrap(model: M) -> M:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise ContractError(f"@tool({name!r}) decorates {model!r}, not a pydantic BaseModel")
+        runtime = {field: meta for field, info in model.model_fields.items()
+                   for meta in info.metadata if isinstance(meta, (FromHeader, Generated))}
+        setattr(model, _ATTR, Contract(name, description, model, runtime))
+        return model
+
+    return wrap
+
+
+def contract_of(obj: Any) -> Contract | None:
+    found = getattr(obj, _ATTR, None) if isinstance(obj, type) else None
+    return found if isinstance(found, Contract) and found.model is obj else None
+
+
+def _violations(exc: ValidationError, schema: dict[str, Any],
+                arguments: dict[str, Any]) -> tuple[Violation, ...]:
+    by_pointer: dict[str, Violation] = {}
+    for err in exc.errors(include_url=False):
+        raised = (err.get("ctx") or {}).get("error")
+        if isinstance(raised, Violated):
+            pointer = f"/{raised.field}" if raised.field else _pointer(err["loc"], schema)
+            found = Violation(pointer, raised.code, _at(arguments, pointer), raised.allowed,
+                              raised.message)
+        else:
+            pointer = _pointer(err["loc"], schema)
+            node = _node(schema, pointer)
+            found = Violation(pointer, code_for(err["type"]), _at(arguments, pointer),
+                              allowed_values(schema, node), _message(err))
+        by_pointer.setdefault(pointer, found)  # union branches repeat one problem: keep one
+    return tuple(by_pointer.values())
+
+
+def _message(err: dict[str, Any]) -> str:
+    msg = err["msg"]
+    return msg.removeprefix("Value error, ")
+
+
+def _pointer(loc: tuple[Any, ...], schema: dict[str, Any]) -> str:
+    """Pydantic's loc, minus the union-branch labels it inserts, as a JSON Pointer."""
+    node, parts = schema, []
+    for part in loc:
+        node = _resolve(schema, node)
+        if isinstance(part, int) and "items" in node:
+            parts.append(str(part))
+            node = node["items"]
+        elif isinstance(part, str) and "properties" in node:  # an object: part is a key,
+            parts.append(part.replace("~", "~0").replace("/", "~1"))  # known or not
+            node = node["properties"].get(part, {})
+        # anything else is a union-branch label: not part of the data's path
+    return "".join(f"/{p}" for p in parts)
+
+
+def _node(schema: dict[str, Any], pointer: str) -> dict[str, Any]:
+    node = schema
+    for part in [p for p in pointer.split("/") if p]:
+        node = _resolve(schema, node)
+        node = node["items"] if part.isdigit() and "items" in node else \
+            node.get("properties", {}).get(part.replace("~1", "/").replace("~0", "~"), {})
+    return _resolve(schema, node)
+
+
+def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
+    return node
+
+
+def allowed_values(schema: dict[str, Any], node: dict[str, Any]) -> Any:
+    """What a schema node allows, in the terms a repair prompt can use."""
+    node = _resolve(schema, node)
+    if "enum" in node:
+        return list(node["enum"])
+    if "const" in node:
+        return [node["const"]]
+    if "anyOf" in node:
+        options = [allowed_values(schema, sub) for sub in node["anyOf"]]
+        flat: list[Any] = []
+        for option in options:
+            flat.extend(option if isinstance(option, list) else [option])
+        return flat
+    keys = ("type", "format", "pattern", "minimum", "maximum", "exclusiveMinimum",
+            "exclusiveMaximum", "minLength", "maxLength", "multipleOf")
+    summary = {k: node[k] for k in keys if k in node}
+    return copy.deepcopy(summary) or None
+
+
+def _at(arguments: dict[str, Any], pointer: str) -> Any:
+    value: Any = arguments
+    for part in [p for p in pointer.split("/") if p]:
+        key: Any = int(part) if isinstance(value, list) and part.isdigit() else \
+            part.replace("~1", "/").replace("~0", "~")
+        try:
+            value = value[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value

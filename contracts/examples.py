@@ -1,0 +1,147 @@
+"""Example contracts, shipped with StrictCall and used by its tests and benchmarks.
+
+    strictcall serve --contracts contracts.examples
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, \
+    model_validator
+
+from contracts.contract import tool
+from contracts.markers import FromHeader, Generated
+from contracts.violations import Violated
+
+# Reference data for reissue_card: the branches of each city.
+BRANCHES: dict[str, list[int]] = {
+    "Moscow": [101, 102, 103, 104],
+    "Saint Petersburg": [201, 202, 203],
+    "Kazan": [301, 302],
+    "Novosibirsk": [401, 402],
+}
+RELATIVE_DAYS = {"today": 0, "yesterday": 1, "сегодня": 0, "вчера": 1}
+RelativeDay = Literal["today", "yesterday", "сегодня", "вчера"]
+Reason = Literal["duplicate", "fraud", "not_received", "wrong_amount"]
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _digits(value: Any) -> Any:
+    return re.sub(r"\D", "", value) if isinstance(value, str) else value
+
+
+
+
+@tool(name="open_dispute", description="Open a dispute about a card operation the customer "
+      "does not recognise or that went wrong.")
+class OpenDispute(_Contract):
+    card_last4: Annotated[str, Field(pattern=r"^[0-9]{4}$",
+                                     description="Last four digits of the card")]
+    operation_date: Annotated[dt.date | RelativeDay, Field(
+        description="Date of the operation: YYYY-MM-DD, or today / yesterday")]
+    amount: Annotated[str, Field(pattern=r"^[0-9]{1,9}(\.[0-9]{1,2})?$",
+                                 description="Amount of the operation, e.g. 1200.50")]
+    reason: Reason
+    original_operation_id: Annotated[str | None, Field(
+        pattern=r"^OP-[0-9]{6}$",
+        description="Id of the original operation (OP-123456); required for duplicate")] = None
+
+    @field_validator("card_last4", mode="before")
+    @classmethod
+    def _last4(cls, value: Any) -> Any:
+        digits = _digits(value)  # "•• 4417", "card 4417"
+        return digits[-4:] if isinstance(digits, str) and len(digits) >= 4 else value
+
+    @field_validator("amount", mode="before")
+    @classmethod
+    def _amount(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)):
+            return f"{value:.2f}".rstrip("0").rstrip(".")
+        if isinstance(value, str):  # "1 200,50 ₽", "1,200.50"
+            text = re.sub(r"[^\d.,]", "", value)
+            if "," in text and "." not in text:
+                text = text.replace(",", ".")
+            return text.replace(",", "")
+        return value
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _reason(cls, value: Any) -> Any:
+        return value.strip().lower().replace(" ", "_") if isinstance(value, str) else value
+
+    @field_validator("operation_date", mode="before")
+    @classmethod
+    def _word_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) and \
+            value.strip().lower() in RELATIVE_DAYS else value
+
+    @field_validator("operation_date", mode="after")
+    @classmethod
+    def _resolve_date(cls, value: dt.date | str, info: ValidationInfo) -> dt.date:
+        today = (info.context or {}).get("today") or dt.date.today()
+        day = today - dt.timedelta(days=RELATIVE_DAYS[value]) if isinstance(value, str) \
+            else value
+        if day > today:
+            raise Violated(f"the operation date {day.isoformat()} is in the future",
+                           field="operation_date", code="semantic_mismatch",
+                           allowed=f"a date on or before {today.isoformat()}")
+        return day
+
+    @model_validator(mode="after")
+    def _duplicate_needs_original(self) -> OpenDispute:
+        if self.reason == "duplicate" and self.original_operation_id is None:
+            raise Violated("a 'duplicate' dispute needs the id of the original operation",
+                           field="original_operation_id", code="cross_field",
+                           allowed="an id like OP-123456, required when reason is 'duplicate'")
+        return self
+
+
+@tool(name="create_support_ticket", description="Create a support ticket in a queue.")
+class CreateSupportTicket(_Contract):
+    title: Annotated[str, Field(min_length=1, max_length=200, description="Short summary")]
+    queue: Literal["support", "security", "ops"]
+    description: Annotated[str, Field(max_length=4000, description="What happened")]
+    tenant_id: Annotated[str, FromHeader("X-Tenant-Id")]
+    idempotency_key: Annotated[str, Generated("uuid4", header="Idempotency-Key")]
+
+
+@tool(name="check_access_request_status",
+      description="Read the status of an access request. Changes nothing.")
+class CheckAccessRequestStatus(_Contract):
+    request_id: Annotated[str, Field(pattern=r"^AR-[0-9]{6}$",
+                                     description="Access request id, e.g. AR-004217")]
+
+
+@tool(name="search_products", description="Search the product catalogue.")
+class SearchProducts(_Contract):
+    query: Annotated[str, Field(min_length=1, max_length=100, description="Search words")]
+    category: Literal["electronics", "books", "clothing", "home", "toys"]
+    max_price: Annotated[float | None, Field(ge=0, description="Highest price, if any")] = None
+
+
+@tool(name="reissue_card", description="Reissue a card for pickup at a bank branch.")
+class ReissueCard(_Contract):
+    card_last4: Annotated[str, Field(pattern=r"^[0-9]{4}$",
+                                     description="Last four digits of the card")]
+    city: Literal["Moscow", "Saint Petersburg", "Kazan", "Novosibirsk"]
+    branch_id: Annotated[int, Field(description="Branch for pickup; must be in the city")]
+
+    @field_validator("card_last4", mode="before")
+    @classmethod
+    def _last4(cls, value: Any) -> Any:
+        digits = _digits(value)
+        return digits[-4:] if isinstance(digits, str) and len(digits) >= 4 else value
+
+    @model_validator(mode="after")
+    def _branch_in_city(self) -> ReissueCard:
+        if self.branch_id not in BRANCHES[self.city]:
+            raise Violated(f"branch {self.branch_id} is not in {self.city}",
+                           field="branch_id", code="semantic_mismatch",
+                           allowed=BRANCHES[self.city])
+        return self
