@@ -15,7 +15,7 @@ from grammars import GrammarError, bfcl_to_json_schema, check_schema
 from tests.conftest import EVALDATA, bfcl
 
 pytestmark = pytest.mark.slow
-MODEL = "smollm2-135m-instruct"
+from tests.e2e.conftest import MODEL
 
 
 def _validate(schema, value):

@@ -1,0 +1,62 @@
+"""A real `strictcall serve` child process on 127.0.0.1, for end-to-end tests and benchmarks."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ServerProcess:
+    def __init__(self, *args: str, startup_s: float = 120) -> None:
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._args = args
+        self._startup_s = startup_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.log_path = Path(tempfile.mkstemp(prefix="strictcall-", suffix=".log")[1])
+
+    def __enter__(self) -> ServerProcess:
+        log = self.log_path.open("wb")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1",
+             "--port", str(self.port), *self._args],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + self._startup_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self._proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        self.__exit__()
+        raise RuntimeError(f"server did not become healthy in {self._startup_s} s:\n{self.log()}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+        self._proc = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
