@@ -12,6 +12,7 @@ class ServiceError(Exception):
     title: str = "Internal server error"
     openai_type: str = "server_error"
     retryable: bool = False
+    retry_after_s: int = 1  # sent (body and Retry-After header) only when retryable
 
     def __init__(self, detail: str, *, param: str | None = None, code: str | None = None,
                  extensions: dict[str, Any] | None = None) -> None:
@@ -29,6 +30,7 @@ class ServiceError(Exception):
             "detail": self.detail,
             "instance": instance,
             "retryable": self.retryable,
+            **({"retry_after": self.retry_after_s} if self.retryable else {}),
             **self.extensions,
             "error": {"message": self.detail, "type": self.openai_type,
                       "param": self.param, "code": self.code},

@@ -16,7 +16,7 @@ PROBLEM = "application/problem+json"
 
 
 def render(error: ServiceError, request: Request) -> JSONResponse:
-    headers = {"Retry-After": "1"} if error.retryable else None
+    headers = {"Retry-After": str(error.retry_after_s)} if error.retryable else None
     return JSONResponse(error.problem(request.url.path), status_code=error.status,
                         media_type=PROBLEM, headers=headers)
 

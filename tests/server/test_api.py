@@ -221,3 +221,11 @@ def test_unknown_route_is_problem_404(client):
 def test_prompt_longer_than_context_is_400(client):
     long = [{"role": "user", "content": "word " * 9000}]
     assert_problem(chat(client, messages=long), 400, param="messages", says="context")
+
+
+def test_retryable_errors_say_when_to_retry():
+    from server.errors import EngineFailure, InvalidRequest
+
+    body = EngineFailure("engine restarting").problem("/v1/chat/completions")
+    assert body["retryable"] is True and body["retry_after"] == 1 and body["status"] == 503
+    assert "retry_after" not in InvalidRequest("bad").problem("/x")

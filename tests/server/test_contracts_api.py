@@ -118,6 +118,13 @@ def test_per_request_attempt_budget(client, script):
     assert len(body["attempts"]) == 1
 
 
+def test_per_request_time_budget(client, script):
+    script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
+                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud"}}]')
+    resp = call(client, "open_dispute", strictcall={"repair_timeout_s": 1e-9})
+    assert len(assert_problem(resp, 422)["attempts"]) == 1  # no time left for a repair
+
+
 def test_missing_value_is_required_on_repair(client, script):
     script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
                     '"operation_date":"yesterday","amount":"10","reason":"duplicate"}}]')
