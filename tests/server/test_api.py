@@ -229,3 +229,12 @@ def test_retryable_errors_say_when_to_retry():
     body = EngineFailure("engine restarting").problem("/v1/chat/completions")
     assert body["retryable"] is True and body["retry_after"] == 1 and body["status"] == 503
     assert "retry_after" not in InvalidRequest("bad").problem("/x")
+
+
+def test_engine_failure_is_a_retryable_503(client, replies):
+    def broken(prompt):
+        raise RuntimeError("worker died")
+
+    client.app.state.pipeline.engine.script = broken
+    body = assert_problem(chat(client), 503, says="worker died")
+    assert body["retryable"] is True
