@@ -17,8 +17,8 @@ from grammars import CompiledGrammar, GrammarCache, GrammarError, Lookup
 from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice, FunctionCall,
                                 ResponseMessage, ToolCall, Usage)
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
-from server.errors import (ContractViolation, EngineFailure, InvalidRequest, ModelNotFound,
-                           OutputInvalid)
+from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
+from server.pipeline.decode import decode
 from server.pipeline.plan import Plan, plan_request
 from server.pipeline.repair import Budget, Repairer
 from server.pipeline.prompt import template_messages
@@ -54,10 +54,7 @@ class ChatPipeline:
         prompt_ids = self.engine.encode(self.engine.render_chat(messages) + plan.prefill)
         sampling = self._sampling(req, len(prompt_ids))
         grammar: CompiledGrammar | None = lookup.grammar if lookup else None
-        try:
-            result = await self.engine.generate(GenerationRequest(prompt_ids, sampling, grammar))
-        except Exception as exc:  # the engine's failure, not the request's: worth a retry
-            raise EngineFailure(f"the engine failed on this request: {exc}") from exc
+        result = await decode(self.engine, GenerationRequest(prompt_ids, sampling, grammar))
         extension = None
         if plan.mode == "tools" and result.grammar_complete:
             choice, extension = await self._tool_choice(

@@ -17,6 +17,7 @@ from typing import Any
 from contracts import Contract, Violation
 from grammars import GrammarCache, GrammarError, JsonSchemaSpec
 from server.engines.base import Engine, GenerationRequest, SamplingParams
+from server.pipeline.decode import decode
 from server.pipeline.prompt import CALL_CLOSE, CALL_OPEN
 
 REPAIR_MAX_TOKENS = 256
@@ -90,7 +91,7 @@ class Repairer:
         request = GenerationRequest(ids, SamplingParams(max_tokens=REPAIR_MAX_TOKENS),
                                     lookup.grammar)
         try:
-            result = await asyncio.wait_for(self.engine.generate(request), timeout=seconds)
+            result = await asyncio.wait_for(decode(self.engine, request), timeout=seconds)
         except TimeoutError:
             return None
         if not result.grammar_complete:
