@@ -17,7 +17,7 @@ import torch
 import xgrammar as xgr
 
 from grammars.errors import InvalidSchemaError
-from grammars.specs import GrammarSpec
+from grammars.specs import GrammarSpec, TextOrToolCallsSpec
 
 # Compact output: no free whitespace, `,` and `:` separators, no keys outside the schema.
 COMPILE_OPTIONS = {"any_whitespace": False, "separators": (",", ":"), "strict_mode": True}
@@ -72,7 +72,10 @@ class XgrammarBackend:
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         start = time.perf_counter()
         try:
-            handle = self._compiler.compile_json_schema(spec.json_schema(), **COMPILE_OPTIONS)
+            if isinstance(spec, TextOrToolCallsSpec):
+                handle = self._compiler.compile_structural_tag(json.dumps(spec.structural_tag()))
+            else:
+                handle = self._compiler.compile_json_schema(spec.json_schema(), **COMPILE_OPTIONS)
         except (RuntimeError, ValueError) as exc:  # xgrammar reports bad schemas this way
             first_line = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
             raise InvalidSchemaError(f"the grammar backend rejected the schema: {first_line}",

@@ -181,7 +181,30 @@ def _hoist_defs(schema: dict[str, Any], prefix: str) -> tuple[dict[str, Any], di
     return body, defs
 
 
-GrammarSpec = JsonSchemaSpec | ToolCallsSpec
+@dataclass(frozen=True)
+class TextOrToolCallsSpec:
+    """Free text; once the model writes `begin`, a `ToolCallsSpec` array, then `end`, then
+    nothing more. For tool_choice="auto": any call it makes is valid, or it answers in text."""
+
+    calls: ToolCallsSpec
+    begin: str = "<tool_call>"
+    end: str = "</tool_call>"
+
+    @cached_property
+    def key(self) -> str:
+        return _digest("text_or_tool_calls", f"{self.begin}\0{self.end}\0{self.calls.key}")
+
+    def structural_tag(self) -> dict[str, Any]:
+        content = {"type": "json_schema", "json_schema": self.calls.json_schema(),
+                   # xgrammar requires >= 1: at most one whitespace character in a row
+                   "max_whitespace_cnt": 1}
+        return {"type": "structural_tag", "format": {
+            "type": "triggered_tags", "triggers": [self.begin],
+            "tags": [{"type": "tag", "begin": self.begin, "content": content, "end": self.end}],
+            "at_least_one": False, "stop_after_first": True}}
+
+
+GrammarSpec = JsonSchemaSpec | ToolCallsSpec | TextOrToolCallsSpec
 
 
 def _digest(kind: str, text: str) -> str:

@@ -114,6 +114,10 @@ class StrictCallOptions(_Wire):
     repair_timeout_s: float | None = Field(None, gt=0, le=120)
 
 
+class StreamOptions(_Wire):
+    include_usage: bool | None = None
+
+
 class ChatCompletionRequest(_Wire):
     model: str
     messages: list[Message] = Field(min_length=1)
@@ -128,11 +132,26 @@ class ChatCompletionRequest(_Wire):
     seed: int | None = None
     stop: str | list[str] | None = None
     stream: bool | None = None
+    stream_options: StreamOptions | None = None
     n: int | None = Field(None, ge=1)
+    # Refused with a 400 that names them when they would change the output (see plan.py).
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    logit_bias: dict[str, float] | None = None
+    functions: list[Any] | None = None
+    function_call: Any = None
+    prediction: Any = None
+    modalities: list[str] | None = None
+    audio: Any = None
+    reasoning_effort: str | None = None
+    web_search_options: Any = None
     # Accepted and ignored: they do not change what is generated.
     user: str | None = None
     metadata: dict[str, str] | None = None
     store: bool | None = None
+    service_tier: str | None = None
     strictcall: StrictCallOptions | None = None
 
 

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from contracts import ContractRegistry
-from grammars import GrammarCache, ToolCallsSpec, ToolSpec
+from grammars import GrammarCache, Lookup, ToolCallsSpec, ToolSpec
 from server.api import errors
-from server.errors import RouteNotFound
+from server.errors import RouteNotFound, ServiceError
 from server.protocol import ChatCompletionRequest
 from server.engines.base import Engine
-from server.pipeline.chat import ChatPipeline, contract_runtime as pipeline_runtime
+from server.pipeline.chat import ChatPipeline, contract_runtime
+from server.pipeline.stream import ChunkStream
 from server.settings import Settings
 
 T = TypeVar("T")
+log = logging.getLogger("strictcall.api")
 EngineFactory = Callable[[Settings], Engine]
 
 
@@ -89,14 +94,39 @@ async def list_models(pipeline: PipelineDep, request: Request) -> dict:
 
 async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
                            request: Request, response: Response) -> dict | Response:
+    if body.stream:
+        # Request errors (400s) are answered before the stream starts, as plain problems.
+        prep = await pipeline.prepare(body, dict(request.headers))
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        stream = ChunkStream(pipeline, prep, include_usage=include_usage)
+        return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
+                                 headers=_grammar_headers(prep.lookup))
     try:
         done = await _until_disconnect(request, pipeline.complete(body, dict(request.headers)))
     except _ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
-    if done.grammar is not None:
-        response.headers["X-StrictCall-Grammar-Cache"] = "hit" if done.grammar.hit else "miss"
-        response.headers["X-StrictCall-Grammar-Ms"] = f"{done.grammar.seconds * 1000:.3f}"
+    response.headers.update(_grammar_headers(done.grammar))
     return done.response.model_dump(exclude_none=False)
+
+
+def _grammar_headers(lookup: Lookup | None) -> dict[str, str]:
+    if lookup is None:
+        return {}
+    return {"X-StrictCall-Grammar-Cache": "hit" if lookup.hit else "miss",
+            "X-StrictCall-Grammar-Ms": f"{lookup.seconds * 1000:.3f}"}
+
+
+async def _sse(stream: ChunkStream, request: Request) -> AsyncIterator[str]:
+    try:
+        async for chunk in stream.events():
+            yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+    except ServiceError as exc:  # after the stream started: a final error event
+        yield f"data: {json.dumps(exc.problem(request.url.path), ensure_ascii=False)}\n\n"
+    except Exception:  # noqa: BLE001 - never a broken connection without a word
+        log.exception("stream failed")
+        error = ServiceError("internal error while streaming; the server log has the details")
+        yield f"data: {json.dumps(error.problem(request.url.path))}\n\n"
+    yield "data: [DONE]\n\n"
 
 
 async def list_contracts(pipeline: PipelineDep) -> dict:
@@ -115,7 +145,7 @@ async def validate_contract(name: str, body: ValidateBody, pipeline: PipelineDep
     if contract is None:
         raise RouteNotFound(f"no contract named {name!r}; registered: "
                             f"{pipeline.registry.names()}")
-    runtime = pipeline_runtime(contract, dict(request.headers))
+    runtime = contract_runtime(contract, dict(request.headers))
     outcome = contract.validate(body.arguments, runtime=runtime)
     return {"valid": outcome.valid, "arguments": outcome.arguments,
             "violations": [v.as_dict() for v in outcome.violations]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,6 +27,8 @@ class GenerationRequest:
     prompt_ids: tuple[int, ...]
     sampling: SamplingParams
     grammar: CompiledGrammar | None = None
+    # Called with each output token id as it is chosen (from the engine's thread): streaming.
+    on_token: Callable[[int], None] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ class Engine(abc.ABC):
 
     def encode(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, token_ids: list[int] | tuple[int, ...]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
     @abc.abstractmethod
     async def generate(self, request: GenerationRequest) -> GenerationResult:

@@ -50,13 +50,21 @@ class ScriptedEngine(Engine):
             if token == self.eos_id:
                 return self._result(request, out, "stop", matcher)
             out.append(token)
+            text = self.tokenizer.decode(out)
+            cut = [i for i in (text.find(s) for s in request.sampling.stop) if i >= 0]
+            if cut and matcher is None:
+                return self._result(request, out, "stop", matcher, text=text[:min(cut)])
+            if request.on_token is not None:
+                request.on_token(token)
+                await asyncio.sleep(0.001)  # one token at a time, as a model would
             if len(out) >= request.sampling.max_tokens:
                 return self._result(request, out, "length", matcher)
         return self._result(request, out, "stop", matcher)
 
     def _result(self, request: GenerationRequest, out: list[int], reason: str,
-                matcher) -> GenerationResult:
-        return GenerationResult(token_ids=tuple(out), text=self.tokenizer.decode(out),
+                matcher, *, text: str | None = None) -> GenerationResult:
+        return GenerationResult(token_ids=tuple(out),
+                                text=self.tokenizer.decode(out) if text is None else text,
                                 finish_reason=reason,  # type: ignore[arg-type]
                                 prompt_tokens=len(request.prompt_ids),
                                 grammar_complete=matcher is not None and matcher.is_terminated())

@@ -173,6 +173,8 @@ class TorchEngine(Engine):
         if token in self.eos_ids:
             return self._finish(seq, "stop")
         seq.out.append(token)
+        if seq.request.on_token is not None:
+            seq.request.on_token(token)
         if seq.matcher is not None and seq.matcher.is_terminated():
             return self._finish(seq, "stop")
         if sp.stop and seq.matcher is None and self._hit_stop(seq):

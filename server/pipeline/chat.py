@@ -1,5 +1,6 @@
 """The chat pipeline: plan -> grammar (cached, compiled off the event loop) -> prompt ->
-constrained decode -> post-decode validation -> OpenAI response."""
+constrained decode -> post-decode validation (and contract repair) -> OpenAI response.
+`prepare` and `finish` are shared by the plain and the streaming paths."""
 
 from __future__ import annotations
 
@@ -7,22 +8,34 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jsonschema
 
 from contracts import Contract, ContractRegistry, MissingRuntimeValue
-from grammars import CompiledGrammar, GrammarCache, GrammarError, Lookup
-from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice, FunctionCall,
-                                ResponseMessage, ToolCall, Usage)
+from grammars import GrammarCache, GrammarError, Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
 from server.pipeline.decode import decode
 from server.pipeline.plan import Plan, plan_request
+from server.pipeline.prompt import CALL_CLOSE, CALL_OPEN, template_messages
 from server.pipeline.repair import Budget, Repairer
-from server.pipeline.prompt import template_messages
+from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice, FunctionCall,
+                             ResponseMessage, ToolCall, Usage)
 from server.settings import Settings
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything decided before decoding starts."""
+
+    plan: Plan
+    lookup: Lookup | None
+    messages: list[dict[str, str]]
+    request: GenerationRequest
+    runtime: dict[str, dict[str, Any]]
+    budget: Budget
 
 
 @dataclass(frozen=True)
@@ -43,67 +56,77 @@ class ChatPipeline:
 
     async def complete(self, req: ChatCompletionRequest,
                        headers: dict[str, str] | None = None) -> Completed:
+        prep = await self.prepare(req, headers or {})
+        result = await decode(self.engine, prep.request)
+        choice, extension = await self.finish(prep, result)
+        return Completed(self.response([choice], result, extension), prep.lookup)
+
+    async def prepare(self, req: ChatCompletionRequest, headers: dict[str, str]) -> Prepared:
         if req.model != self.model_name:
             raise ModelNotFound(f"model {req.model!r} is not served here; this server serves "
                                 f"{self.model_name!r} (see GET /v1/models)", param="model",
                                 code="model_not_found")
         plan = plan_request(req, self.registry)
-        runtime = _runtime_values(plan, headers or {})  # before decoding: a 400 costs nothing
-        lookup = await self._grammar(plan)
+        runtime = {n: contract_runtime(c, headers) for n, c in plan.contracts.items()}
+        lookup = await self._grammar(plan)  # before decoding: every 400 costs nothing
         messages = template_messages(req.messages, instructions=plan.instructions)
         prompt_ids = self.engine.encode(self.engine.render_chat(messages) + plan.prefill)
-        sampling = self._sampling(req, len(prompt_ids))
-        grammar: CompiledGrammar | None = lookup.grammar if lookup else None
-        result = await decode(self.engine, GenerationRequest(prompt_ids, sampling, grammar))
-        extension = None
-        if plan.mode == "tools" and result.grammar_complete:
-            choice, extension = await self._tool_choice(
-                plan, result, messages=messages, runtime=runtime, budget=self._budget(req))
-        else:
-            choice = _choice(plan, result)
-        usage = Usage(prompt_tokens=result.prompt_tokens,
-                      completion_tokens=result.completion_tokens,
-                      total_tokens=result.prompt_tokens + result.completion_tokens)
-        response = ChatCompletion(id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()),
-                                  model=self.model_name, choices=[choice], usage=usage,
-                                  strictcall=extension)
-        return Completed(response, lookup)
+        request = GenerationRequest(prompt_ids, self._sampling(req, len(prompt_ids)),
+                                    lookup.grammar if lookup else None)
+        return Prepared(plan, lookup, messages, request, runtime, self._budget(req))
 
-    def _budget(self, req: ChatCompletionRequest) -> Budget:
-        opts = req.strictcall
-        attempts = opts.max_repair_attempts if opts and opts.max_repair_attempts is not None \
-            else self.settings.repair_attempts
-        seconds = opts.repair_timeout_s if opts and opts.repair_timeout_s is not None \
-            else self.settings.repair_seconds
-        return Budget(attempts, seconds)
+    async def finish(self, prep: Prepared,
+                     result: GenerationResult) -> tuple[Choice, dict[str, Any] | None]:
+        """Post-decode checks on a finished decode: the choice to return, and the contract
+        report (the `strictcall` extension) when contracts were called."""
+        plan = prep.plan
+        if plan.mode in ("tools", "auto") and result.grammar_complete:
+            content, calls_text = split_calls(plan, result.text)
+            if calls_text is not None:
+                return await self._tool_choice(prep, calls_text, content)
+        return _choice(plan, result), None
 
-    async def _tool_choice(self, plan: Plan, result: GenerationResult, *,
-                           messages: list[dict[str, str]], runtime: dict[str, dict[str, Any]],
-                           budget: Budget) -> tuple[Choice, dict[str, Any] | None]:
+    def response(self, choices: list[Choice], result: GenerationResult,
+                 extension: dict[str, Any] | None) -> ChatCompletion:
+        return ChatCompletion(id=new_completion_id(), created=int(time.time()),
+                              model=self.model_name, choices=choices, usage=usage_of(result),
+                              strictcall=extension)
+
+    def with_token_callback(self, prep: Prepared, on_token) -> Prepared:  # noqa: ANN001
+        return replace(prep, request=replace(prep.request, on_token=on_token))
+
+    async def _tool_choice(self, prep: Prepared, calls_text: str,
+                           content: str | None) -> tuple[Choice, dict[str, Any] | None]:
         calls, reports = [], []
-        for call in _parse(result.text):
+        for call in _parse(calls_text):
             name, arguments = call["name"], call["arguments"]
-            _validate(plan.schemas[name], arguments, where=f"arguments of {name!r}")
-            contract = plan.contracts.get(name)
+            _validate(prep.plan.schemas[name], arguments, where=f"arguments of {name!r}")
+            contract = prep.plan.contracts.get(name)
             if contract is not None:
-                report = await self.repairer.run(contract, arguments, messages=messages,
-                                                 runtime=runtime[name], budget=budget)
-                if report.arguments is None:
-                    last = report.attempts[-1]["violations"]
-                    raise ContractViolation(
-                        f"the call to {name!r} broke its contract after "
-                        f"{len(report.attempts)} attempt(s): {last[0]['message']}",
-                        extensions={"violations": last, "attempts": report.attempts})
-                arguments = report.arguments
-                reports.append({"tool": name, "repaired": report.repaired,
-                                "attempts": len(report.attempts)})
-            calls.append(_tool_call(name, arguments))
-        choice = Choice(index=0, message=ResponseMessage(content=None, tool_calls=calls),
+                arguments, report = await self._enforce(prep, contract, arguments)
+                reports.append(report)
+            calls.append(ToolCall(id=new_call_id(), function=FunctionCall(
+                name=name, arguments=json.dumps(arguments, ensure_ascii=False,
+                                                separators=(",", ":")))))
+        choice = Choice(index=0, message=ResponseMessage(content=content, tool_calls=calls),
                         finish_reason="tool_calls")
         if not reports:
             return choice, None
-        return choice, {"contracts": reports,
-                        "repaired": any(r["repaired"] for r in reports)}
+        return choice, {"contracts": reports, "repaired": any(r["repaired"] for r in reports)}
+
+    async def _enforce(self, prep: Prepared, contract: Contract,
+                       arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        report = await self.repairer.run(contract, arguments, messages=prep.messages,
+                                         runtime=prep.runtime[contract.name],
+                                         budget=prep.budget)
+        if report.arguments is None:
+            last = report.attempts[-1]["violations"]
+            raise ContractViolation(
+                f"the call to {contract.name!r} broke its contract after "
+                f"{len(report.attempts)} attempt(s): {last[0]['message']}",
+                extensions={"violations": last, "attempts": report.attempts})
+        return report.arguments, {"tool": contract.name, "repaired": report.repaired,
+                                  "attempts": len(report.attempts)}
 
     async def _grammar(self, plan: Plan) -> Lookup | None:
         if plan.spec is None:
@@ -113,6 +136,14 @@ class ChatPipeline:
             return await asyncio.to_thread(self.cache.get, plan.spec)
         except GrammarError as exc:
             raise InvalidRequest(exc.render(), code="invalid_schema") from None
+
+    def _budget(self, req: ChatCompletionRequest) -> Budget:
+        opts = req.strictcall
+        attempts = opts.max_repair_attempts if opts and opts.max_repair_attempts is not None \
+            else self.settings.repair_attempts
+        seconds = opts.repair_timeout_s if opts and opts.repair_timeout_s is not None \
+            else self.settings.repair_seconds
+        return Budget(attempts, seconds)
 
     def _sampling(self, req: ChatCompletionRequest, prompt_len: int) -> SamplingParams:
         room = self.engine.max_context - prompt_len
@@ -134,10 +165,6 @@ class ChatPipeline:
                               seed=req.seed, stop=stop)
 
 
-def _runtime_values(plan: Plan, headers: dict[str, str]) -> dict[str, dict[str, Any]]:
-    return {name: contract_runtime(c, headers) for name, c in plan.contracts.items()}
-
-
 def contract_runtime(contract: Contract, headers: dict[str, str]) -> dict[str, Any]:
     """The server-filled fields of a contract call, or a 400 naming the missing header."""
     try:
@@ -147,10 +174,21 @@ def contract_runtime(contract: Contract, headers: dict[str, str]) -> dict[str, A
                              code="missing_header") from None
 
 
+def split_calls(plan: Plan, text: str) -> tuple[str | None, str | None]:
+    """(text before the calls, the JSON array of calls) of a complete decode."""
+    if plan.mode == "tools":
+        return None, text
+    start = text.find(CALL_OPEN)
+    if start < 0:
+        return text, None
+    block = text[start + len(CALL_OPEN):]
+    return text[:start].rstrip() or None, block[:block.rfind(CALL_CLOSE)]
+
+
 def _choice(plan: Plan, result: GenerationResult) -> Choice:
     """Text, JSON, and every cut-off output."""
     cut_off = plan.spec is not None and not result.grammar_complete
-    if plan.mode == "text" or cut_off:
+    if plan.mode in ("text", "auto") or cut_off:
         # A cut-off constrained output is returned as text with finish_reason "length":
         # never as a tool call, never with a "stop" that would suggest it is complete.
         reason = "length" if cut_off else result.finish_reason
@@ -160,10 +198,17 @@ def _choice(plan: Plan, result: GenerationResult) -> Choice:
     return Choice(index=0, message=ResponseMessage(content=result.text), finish_reason="stop")
 
 
-def _tool_call(name: str, arguments: dict[str, Any]) -> ToolCall:
-    text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-    return ToolCall(id=f"call_{uuid.uuid4().hex[:24]}",
-                    function=FunctionCall(name=name, arguments=text))
+def usage_of(result: GenerationResult) -> Usage:
+    return Usage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+                 total_tokens=result.prompt_tokens + result.completion_tokens)
+
+
+def new_completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def _parse(text: str) -> Any:

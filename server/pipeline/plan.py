@@ -7,14 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from contracts import Contract, ContractRegistry
-from grammars import (GrammarError, GrammarSpec, JsonSchemaSpec, ToolCallsSpec, ToolSpec,
-                      bfcl_to_json_schema)
+from grammars import (GrammarError, GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec,
+                      ToolCallsSpec, ToolSpec, bfcl_to_json_schema)
 from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
                                 ResponseFormatJsonSchema, Tool)
 from server.errors import InvalidRequest, UnsupportedFeature
-from server.pipeline.prompt import CALL_OPEN, json_instructions, tools_instructions
+from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, auto_instructions, json_instructions,
+                                    tools_instructions)
 
-Mode = Literal["text", "json", "tools"]
+# tools: the answer is the calls; auto: free text, or text then one block of calls.
+Mode = Literal["text", "json", "tools", "auto"]
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,9 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry) -> Plan
                                  param="tool_choice")
         return _plan_format(req)
     tools = _convert_tools(req.tools, registry)
-    if choice is None or choice == "auto":
-        raise UnsupportedFeature(
-            "tool_choice 'auto' (the default when tools are given) is not supported yet; "
-            "send tool_choice='required' or a named function", param="tool_choice")
+    max_calls = 1 if req.parallel_tool_calls is False else None
+    if choice is None or choice == "auto":  # OpenAI's default when tools are given
+        return _plan_tools(tools, min_calls=1, max_calls=max_calls, auto=True)
     if choice == "none":
         return _plan_format(req)
     if isinstance(choice, NamedToolChoice):
@@ -51,14 +52,35 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry) -> Plan
                                  param="tool_choice.function.name")
         chosen = {choice.function.name: tools[choice.function.name]}
         return _plan_tools(chosen, min_calls=1, max_calls=1)
-    max_calls = 1 if req.parallel_tool_calls is False else None
     return _plan_tools(tools, min_calls=1, max_calls=max_calls)
 
 
+# Fields that would change the output and that this server does not implement: refused by
+# name rather than silently ignored. (field, is it set in a way that matters?, what to do)
+_REFUSED = (
+    ("logprobs", lambda v: v is True, "send logprobs=false"),
+    ("top_logprobs", lambda v: bool(v), "remove it"),
+    ("frequency_penalty", lambda v: bool(v), "send 0 or remove it"),
+    ("presence_penalty", lambda v: bool(v), "send 0 or remove it"),
+    ("logit_bias", lambda v: bool(v), "remove it"),
+    ("functions", lambda v: v is not None, "use `tools` instead"),
+    ("function_call", lambda v: v is not None, "use `tool_choice` instead"),
+    ("prediction", lambda v: v is not None, "remove it"),
+    ("modalities", lambda v: v not in (None, ["text"]), "send ['text'] or remove it"),
+    ("audio", lambda v: v is not None, "remove it"),
+    ("reasoning_effort", lambda v: v is not None, "remove it"),
+    ("web_search_options", lambda v: v is not None, "remove it"),
+)
+
+
 def _refuse_unsupported(req: ChatCompletionRequest) -> None:
-    if req.stream:
-        raise UnsupportedFeature("stream=true is not supported yet; send stream=false",
-                                 param="stream")
+    for name, matters, fix in _REFUSED:
+        if matters(getattr(req, name)):
+            raise UnsupportedFeature(f"{name} is not supported by this server; {fix}",
+                                     param=name)
+    if req.stream_options is not None and not req.stream:
+        raise InvalidRequest("stream_options is only allowed with stream=true",
+                             param="stream_options")
     if req.n is not None and req.n > 1:
         raise UnsupportedFeature("n > 1 is not supported; send n=1 and repeat the request",
                                  param="n")
@@ -99,14 +121,18 @@ def _convert_tools(tools: list[Tool], registry: ContractRegistry) -> dict[str, _
     return out
 
 
-def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | None) -> Plan:
+def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | None,
+                auto: bool = False) -> Plan:
     described = [{"name": n, "description": t.description or "", "parameters": t.schema}
                  for n, t in tools.items()]
-    spec = ToolCallsSpec(tuple(t.spec for t in tools.values()), min_calls=min_calls,
-                         max_calls=max_calls)
-    return Plan("tools", spec, tools_instructions(described), CALL_OPEN,
-                {n: t.schema for n, t in tools.items()},
-                {n: t.contract for n, t in tools.items() if t.contract is not None})
+    calls = ToolCallsSpec(tuple(t.spec for t in tools.values()), min_calls=min_calls,
+                          max_calls=max_calls)
+    schemas = {n: t.schema for n, t in tools.items()}
+    contracts = {n: t.contract for n, t in tools.items() if t.contract is not None}
+    if auto:
+        spec = TextOrToolCallsSpec(calls, begin=CALL_OPEN, end=CALL_CLOSE)
+        return Plan("auto", spec, auto_instructions(described), "", schemas, contracts)
+    return Plan("tools", calls, tools_instructions(described), CALL_OPEN, schemas, contracts)
 
 
 def _plan_format(req: ChatCompletionRequest) -> Plan:

@@ -22,13 +22,29 @@ taken from the question.
 Answer only with the calls, as a JSON list inside tags:
 <tool_call>[{{"name": "tool_name", "arguments": {{"argument": "value"}}}}]</tool_call>"""
 
+AUTO_INSTRUCTIONS = """You are a helpful assistant with access to these tools:
+<tools>
+{tools}
+</tools>
+If one of the tools answers the question, call it, with argument values taken from the \
+question, written as:
+<tool_call>[{{"name": "tool_name", "arguments": {{"argument": "value"}}}}]</tool_call>
+If no tool fits the question, answer it in plain text without calling a tool."""
+
 JSON_INSTRUCTIONS = """Answer only with JSON that matches this JSON Schema:
 {schema}"""
 
 
+def _tool_lines(tools: list[dict[str, Any]]) -> str:
+    return "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+
+
 def tools_instructions(tools: list[dict[str, Any]]) -> str:
-    lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
-    return TOOLS_INSTRUCTIONS.format(tools=lines)
+    return TOOLS_INSTRUCTIONS.format(tools=_tool_lines(tools))
+
+
+def auto_instructions(tools: list[dict[str, Any]]) -> str:
+    return AUTO_INSTRUCTIONS.format(tools=_tool_lines(tools))
 
 
 def json_instructions(schema: dict[str, Any]) -> str:

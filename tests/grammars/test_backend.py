@@ -2,7 +2,8 @@
 
 import pytest
 
-from grammars import InvalidSchemaError, JsonSchemaSpec, ToolCallsSpec, ToolSpec
+from grammars import (InvalidSchemaError, JsonSchemaSpec, TextOrToolCallsSpec, ToolCallsSpec,
+                      ToolSpec)
 
 OBJ = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 TOOLS = ToolCallsSpec((
@@ -55,6 +56,23 @@ def test_json_schema_grammar(backend, tokenizer, schema, text, ok):
 ])
 def test_tool_calls_grammar(backend, tokenizer, text, ok):
     assert _accepts(backend, tokenizer, TOOLS, text) is ok
+
+
+AUTO = TextOrToolCallsSpec(TOOLS)
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ("Paris is the capital of France.", True),
+    ('<tool_call>[{"name":"f","arguments":{"a":1}}]</tool_call>', True),
+    ('Let me check. <tool_call>[{"name":"g","arguments":{"item":"x"}}]</tool_call>', True),
+    ('<tool_call>[{"name":"h","arguments":{"a":1}}]</tool_call>', False),   # no such tool
+    ('<tool_call>[{"name":"f","arguments":{"a":"1"}}]</tool_call>', False),  # wrong type
+    ('<tool_call>[{"name":"f","arguments":{"a":1}}]</tool_call> and more', False),  # stops
+    ('<tool_call>[{"name":"f","arguments":{"a":1}},{"name":"f","arguments":{"a":2}}]'
+     '</tool_call>', False),                                               # max_calls=1
+])
+def test_text_or_tool_calls_grammar(backend, tokenizer, text, ok):
+    assert _accepts(backend, tokenizer, AUTO, text) is ok
 
 
 def test_stop_token_is_refused_before_the_value_is_complete(backend, tokenizer):

@@ -179,9 +179,12 @@ def test_assistant_tool_calls_and_tool_results_round_trip(client, replies):
     ({"tool_choice": "required"}, "tool_choice", "no tools"),
     ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
      "tool_choice.function.name", "unknown tool 'nope'"),
-    ({"tools": [TOOL]}, "tool_choice", "not supported yet"),
-    ({"tools": [TOOL], "tool_choice": "auto"}, "tool_choice", "not supported yet"),
-    ({"stream": True}, "stream", "not supported yet"),
+    ({"logprobs": True}, "logprobs", "not supported"),
+    ({"frequency_penalty": 0.5}, "frequency_penalty", "not supported"),
+    ({"logit_bias": {"42": 5}}, "logit_bias", "not supported"),
+    ({"functions": [{"name": "f"}]}, "functions", "use `tools`"),
+    ({"modalities": ["text", "audio"]}, "modalities", "not supported"),
+    ({"stream_options": {"include_usage": True}}, "stream_options", "stream=true"),
     ({"n": 2}, "n", "n > 1"),
     ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4"),
     ({"tools": [TOOL, TOOL], "tool_choice": "required"}, "tools[1].function.name", "twice"),
@@ -201,6 +204,15 @@ def test_assistant_tool_calls_and_tool_results_round_trip(client, replies):
 ])
 def test_bad_requests_get_400(client, body, param, says):
     assert_problem(chat(client, **body), 400, param=param, says=says)
+
+
+@pytest.mark.parametrize("body", [
+    {"user": "u1", "metadata": {"k": "v"}, "store": False, "service_tier": "auto"},
+    {"logprobs": False, "frequency_penalty": 0, "presence_penalty": 0.0, "n": 1,
+     "modalities": ["text"]},
+])
+def test_harmless_fields_are_accepted(client, body):
+    assert chat(client, **body).status_code == 200
 
 
 def test_body_that_is_not_json(client):

@@ -31,7 +31,7 @@ def test_json_value_failing_the_schema_is_422_with_violations():
 def test_tool_arguments_failing_the_schema_are_422(model_dir):
     from grammars import GrammarCache
     from server.engines.scripted import ScriptedEngine
-    from server.pipeline.chat import ChatPipeline
+    from server.pipeline.chat import ChatPipeline, Prepared
     from server.pipeline.repair import Budget
     from server.settings import Settings
 
@@ -39,9 +39,9 @@ def test_tool_arguments_failing_the_schema_are_422(model_dir):
     pipeline = ChatPipeline(engine, GrammarCache(engine.grammar_backend), Settings())
     spec = ToolCallsSpec((ToolSpec.from_parameters("f", SCHEMA),))
     plan = Plan("tools", spec, schemas={"f": SCHEMA})
+    prep = Prepared(plan, None, [], None, {}, Budget(2, 10))
     with pytest.raises(OutputInvalid, match="arguments of 'f'"):
-        asyncio.run(pipeline._tool_choice(plan, _result('[{"name":"f","arguments":{"n":"x"}}]'),
-                                          messages=[], runtime={}, budget=Budget(2, 10)))
+        asyncio.run(pipeline.finish(prep, _result('[{"name":"f","arguments":{"n":"x"}}]')))
 
 
 def test_valid_value_passes():

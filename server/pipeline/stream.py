@@ -1,0 +1,161 @@
+"""Streaming: one decode turned into OpenAI `chat.completion.chunk` events as tokens arrive.
+
+Text streams as content deltas (holding back what could be the start of a stop string).
+Calls stream as `delta.tool_calls`: the id and name once the name is decoded, then argument
+fragments; a contract call's arguments come in one piece after validation and repair. The
+same post-decode checks as without streaming run at the end; if they fail, the stream ends
+with an error event instead of a finish reason."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_completion_id, \
+    usage_of
+from server.pipeline.decode import decode
+from server.pipeline.prompt import CALL_OPEN
+from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
+from server.protocol import Choice
+
+
+class ChunkStream:
+    def __init__(self, pipeline: ChatPipeline, prep: Prepared, *, include_usage: bool) -> None:
+        self.pipeline = pipeline
+        self.prep = prep
+        self.include_usage = include_usage
+        self.id = new_completion_id()
+        self.created = int(time.time())
+        self.view = _View(prep)
+
+    def chunk(self, delta: dict[str, Any] | None, finish: str | None = None,
+              **extra: Any) -> dict[str, Any]:
+        choices = [] if delta is None else [
+            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                "model": self.pipeline.model_name, "choices": choices, **extra}
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        """Chunks; raises a ServiceError if the post-decode checks fail (after some chunks)."""
+        loop = asyncio.get_running_loop()
+        tokens: asyncio.Queue[int] = asyncio.Queue()
+        prep = self.pipeline.with_token_callback(
+            self.prep, lambda t: loop.call_soon_threadsafe(tokens.put_nowait, t))
+        task = asyncio.ensure_future(decode(self.pipeline.engine, prep.request))
+        engine, ids = self.pipeline.engine, []
+        try:
+            yield self.chunk({"role": "assistant", "content": self.view.first_content})
+            while not (task.done() and tokens.empty()):
+                getter = asyncio.ensure_future(tokens.get())
+                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                    continue
+                ids.append(getter.result())
+                while not tokens.empty():
+                    ids.append(tokens.get_nowait())
+                for delta in self.view.feed(engine.decode(ids)):
+                    yield self.chunk(delta)
+            result = task.result()
+            choice, extension = await self.pipeline.finish(self.prep, result)
+            for delta in self.view.close(choice):
+                yield self.chunk(delta)
+            yield self.chunk({}, choice.finish_reason,
+                             **({"strictcall": extension} if extension else {}))
+            if self.include_usage:
+                yield self.chunk(None, usage=usage_of(result).model_dump())
+        finally:
+            if not task.done():
+                task.cancel()  # the client went away: stop the decode
+
+
+class _View:
+    """What the client has been shown so far, and the deltas that extend it."""
+
+    def __init__(self, prep: Prepared) -> None:
+        self.mode = prep.plan.mode
+        self.contracts = prep.plan.contracts
+        self.holdback = max((len(s) for s in prep.request.sampling.stop), default=1) - 1
+        self.shown = ""                  # content shown
+        self.scanner: CallScanner | None = CallScanner() if self.mode == "tools" else None
+        self.calls_from = 0              # where the calls' text starts in the decoded text
+        self.fed = 0                     # how much of the calls' text the scanner has read
+        self.names: dict[int, str] = {}
+        self.ids: dict[int, str] = {}
+
+    @property
+    def first_content(self) -> str | None:
+        return None if self.mode == "tools" else ""
+
+    def feed(self, text: str) -> list[dict[str, Any]]:
+        if text.endswith("\ufffd"):
+            return []  # a character split across tokens: wait for the rest
+        if self.scanner is None:
+            return self._content(text)
+        return self._calls(text)
+
+    def _content(self, text: str) -> list[dict[str, Any]]:
+        if self.mode == "auto":
+            start = text.find(CALL_OPEN)
+            if start >= 0:  # the call began: the text before it is all the content there is
+                self.scanner, self.calls_from = CallScanner(), start + len(CALL_OPEN)
+                return self._show(text[:start].rstrip()) + self._calls(text)
+            # Trailing whitespace waits too: before a call it is not part of the content.
+            return self._show(text[: len(text) - _partial_suffix(text, CALL_OPEN)].rstrip())
+        return self._show(text[: max(len(self.shown), len(text) - self.holdback)])
+
+    def _show(self, upto: str) -> list[dict[str, Any]]:
+        if not upto.startswith(self.shown) or len(upto) <= len(self.shown):
+            return []
+        new, self.shown = upto[len(self.shown):], upto
+        return [{"content": new}]
+
+    def _calls(self, text: str) -> list[dict[str, Any]]:
+        assert self.scanner is not None
+        calls_text = text[self.calls_from:]
+        events = self.scanner.feed(calls_text[self.fed:])
+        self.fed = len(calls_text)
+        deltas = []
+        for event in events:
+            if isinstance(event, CallStarted):
+                self.names[event.index] = event.name
+                self.ids[event.index] = new_call_id()
+                deltas.append(_call_delta(event.index, id=self.ids[event.index],
+                                          name=event.name, arguments=""))
+            elif isinstance(event, ArgumentsDelta) and self.names[event.index] not in \
+                    self.contracts:  # contract arguments only after validation
+                deltas.append(_call_delta(event.index, arguments=event.text))
+        return deltas
+
+    def close(self, choice: Choice) -> list[dict[str, Any]]:
+        """The rest, once the final (validated, normalized) choice is known."""
+        message = choice.message
+        if not message.tool_calls:
+            return self._show(message.content or "") if message.content is not None else []
+        deltas = []
+        for index, call in enumerate(message.tool_calls):
+            if index not in self.names:  # decoded all at once (a very short stream)
+                deltas.append(_call_delta(index, id=call.id, name=call.function.name,
+                                          arguments=call.function.arguments))
+            elif call.function.name in self.contracts:
+                deltas.append(_call_delta(index, arguments=call.function.arguments))
+        return deltas
+
+
+def _call_delta(index: int, *, id: str | None = None, name: str | None = None,
+                arguments: str) -> dict[str, Any]:
+    call: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if id is not None:
+        call.update(id=id, type="function")
+        call["function"]["name"] = name
+    return {"tool_calls": [call]}
+
+
+def _partial_suffix(text: str, marker: str) -> int:
+    """Length of the longest end of `text` that is a beginning of `marker`."""
+    for n in range(min(len(marker) - 1, len(text)), 0, -1):
+        if text.endswith(marker[:n]):
+            return n
+    return 0
