@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="load @tool contracts from a module or .py file (repeatable)")
     serve.add_argument("--repair-attempts", dest="repair_attempts", type=int)
     serve.add_argument("--repair-seconds", dest="repair_seconds", type=float)
+    serve.add_argument("--auto-tools", dest="auto_tools", choices=["decide", "trigger"],
+                       help="how tool_choice=auto decides between a call and text")
     serve.add_argument("--log-level", default="info")
     fetch = sub.add_parser("fetch-model", help="download and convert the embedded model")
     fetch.add_argument("--cache-dir", dest="cache_dir", type=Path)
@@ -89,7 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
     from server.engines.factory import EngineConfigError, build_engine, check_config
 
     names = ("host", "port", "model", "served_model_name", "device", "threads", "max_batch",
-             "cache_dir", "contracts", "repair_attempts", "repair_seconds")
+             "cache_dir", "contracts", "repair_attempts", "repair_seconds", "auto_tools")
     try:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)

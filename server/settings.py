@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     default_max_tokens: int = Field(512, ge=1)
     # The embedded model is tiny: greedy unless the client asks for a temperature.
     default_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    # tool_choice="auto": "decide" opens the call block and lets the model write `[]` (then a
+    # second, text pass answers), which small models follow; "trigger" lets the model write
+    # text and constrains a call once it writes the opening tag: one pass, for larger models.
+    auto_tools: Literal["decide", "trigger"] = "decide"
     # Modules or .py files with @tool contracts, loaded and warmed at startup.
     contracts: list[str] = Field(default_factory=list)
     repair_attempts: int = Field(2, ge=0, le=5)

@@ -36,6 +36,12 @@ class Prepared:
     request: GenerationRequest
     runtime: dict[str, dict[str, Any]]
     budget: Budget
+    fallback: Prepared | None = None  # tool_choice="auto" that decided on no call
+
+    def needs_fallback(self, result: GenerationResult) -> bool:
+        """The decode chose no call (an empty list): the fallback plan answers instead."""
+        return (self.fallback is not None and result.grammar_complete
+                and _parse(result.text) == [])
 
 
 @dataclass(frozen=True)
@@ -56,24 +62,32 @@ class ChatPipeline:
 
     async def complete(self, req: ChatCompletionRequest,
                        headers: dict[str, str] | None = None) -> Completed:
-        prep = await self.prepare(req, headers or {})
-        result = await decode(self.engine, prep.request)
-        choice, extension = await self.finish(prep, result)
-        return Completed(self.response([choice], result, extension), prep.lookup)
+        prep = first = await self.prepare(req, headers or {})
+        results = [await decode(self.engine, prep.request)]
+        if prep.needs_fallback(results[-1]):
+            prep = prep.fallback  # type: ignore[assignment]
+            results.append(await decode(self.engine, prep.request))
+        choice, extension = await self.finish(prep, results[-1])
+        return Completed(self.response([choice], results, extension), first.lookup)
 
     async def prepare(self, req: ChatCompletionRequest, headers: dict[str, str]) -> Prepared:
         if req.model != self.model_name:
             raise ModelNotFound(f"model {req.model!r} is not served here; this server serves "
                                 f"{self.model_name!r} (see GET /v1/models)", param="model",
                                 code="model_not_found")
-        plan = plan_request(req, self.registry)
+        plan = plan_request(req, self.registry, auto_tools=self.settings.auto_tools)
+        return await self._prepare(req, plan, headers)
+
+    async def _prepare(self, req: ChatCompletionRequest, plan: Plan,
+                       headers: dict[str, str]) -> Prepared:
         runtime = {n: contract_runtime(c, headers) for n, c in plan.contracts.items()}
         lookup = await self._grammar(plan)  # before decoding: every 400 costs nothing
         messages = template_messages(req.messages, instructions=plan.instructions)
         prompt_ids = self.engine.encode(self.engine.render_chat(messages) + plan.prefill)
         request = GenerationRequest(prompt_ids, self._sampling(req, len(prompt_ids)),
                                     lookup.grammar if lookup else None)
-        return Prepared(plan, lookup, messages, request, runtime, self._budget(req))
+        fallback = await self._prepare(req, plan.fallback, headers) if plan.fallback else None
+        return Prepared(plan, lookup, messages, request, runtime, self._budget(req), fallback)
 
     async def finish(self, prep: Prepared,
                      result: GenerationResult) -> tuple[Choice, dict[str, Any] | None]:
@@ -86,10 +100,10 @@ class ChatPipeline:
                 return await self._tool_choice(prep, calls_text, content)
         return _choice(plan, result), None
 
-    def response(self, choices: list[Choice], result: GenerationResult,
+    def response(self, choices: list[Choice], results: list[GenerationResult],
                  extension: dict[str, Any] | None) -> ChatCompletion:
         return ChatCompletion(id=new_completion_id(), created=int(time.time()),
-                              model=self.model_name, choices=choices, usage=usage_of(result),
+                              model=self.model_name, choices=choices, usage=usage_of(*results),
                               strictcall=extension)
 
     def with_token_callback(self, prep: Prepared, on_token) -> Prepared:  # noqa: ANN001
@@ -198,9 +212,12 @@ def _choice(plan: Plan, result: GenerationResult) -> Choice:
     return Choice(index=0, message=ResponseMessage(content=result.text), finish_reason="stop")
 
 
-def usage_of(result: GenerationResult) -> Usage:
-    return Usage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-                 total_tokens=result.prompt_tokens + result.completion_tokens)
+def usage_of(*results: GenerationResult) -> Usage:
+    """Tokens of every decode the answer took (two when "auto" decided on no call)."""
+    prompt = sum(r.prompt_tokens for r in results)
+    completion = sum(r.completion_tokens for r in results)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion,
+                 total_tokens=prompt + completion)
 
 
 def new_completion_id() -> str:

@@ -3,7 +3,7 @@ spec that guarantees it. All request-level checks live here, before any decoding
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from contracts import Contract, ContractRegistry
@@ -12,8 +12,8 @@ from grammars import (GrammarError, GrammarSpec, JsonSchemaSpec, TextOrToolCalls
 from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
                                 ResponseFormatJsonSchema, Tool)
 from server.errors import InvalidRequest, UnsupportedFeature
-from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, auto_instructions, json_instructions,
-                                    tools_instructions)
+from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, auto_instructions,
+                                    decide_instructions, json_instructions, tools_instructions)
 
 # tools: the answer is the calls; auto: free text, or text then one block of calls.
 Mode = Literal["text", "json", "tools", "auto"]
@@ -29,9 +29,12 @@ class Plan:
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The request's tools that are registered contracts: their validators and repair apply.
     contracts: dict[str, Contract] = field(default_factory=dict)
+    # "auto" decided by an empty call list: the plan that answers instead (text or JSON).
+    fallback: Plan | None = None
 
 
-def plan_request(req: ChatCompletionRequest, registry: ContractRegistry) -> Plan:
+def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
+                 auto_tools: Literal["decide", "trigger"] = "decide") -> Plan:
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
@@ -42,7 +45,11 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry) -> Plan
     tools = _convert_tools(req.tools, registry)
     max_calls = 1 if req.parallel_tool_calls is False else None
     if choice is None or choice == "auto":  # OpenAI's default when tools are given
-        return _plan_tools(tools, min_calls=1, max_calls=max_calls, auto=True)
+        if auto_tools == "trigger":
+            return _plan_tools(tools, min_calls=1, max_calls=max_calls, auto=True)
+        decide = _plan_tools(tools, min_calls=0, max_calls=max_calls)
+        return replace(decide, instructions=decide_instructions(_described(tools)),
+                       fallback=_plan_format(req))
     if choice == "none":
         return _plan_format(req)
     if isinstance(choice, NamedToolChoice):
@@ -121,10 +128,14 @@ def _convert_tools(tools: list[Tool], registry: ContractRegistry) -> dict[str, _
     return out
 
 
+def _described(tools: dict[str, _Tool]) -> list[dict[str, Any]]:
+    return [{"name": n, "description": t.description or "", "parameters": t.schema}
+            for n, t in tools.items()]
+
+
 def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | None,
                 auto: bool = False) -> Plan:
-    described = [{"name": n, "description": t.description or "", "parameters": t.schema}
-                 for n, t in tools.items()]
+    described = _described(tools)
     calls = ToolCallsSpec(tuple(t.spec for t in tools.values()), min_calls=min_calls,
                           max_calls=max_calls)
     schemas = {n: t.schema for n, t in tools.items()}

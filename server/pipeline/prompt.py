@@ -22,14 +22,28 @@ taken from the question.
 Answer only with the calls, as a JSON list inside tags:
 <tool_call>[{{"name": "tool_name", "arguments": {{"argument": "value"}}}}]</tool_call>"""
 
-AUTO_INSTRUCTIONS = """You are a helpful assistant with access to these tools:
+AUTO_INSTRUCTIONS = """You are an expert in composing functions. You are given a question \
+and a set of possible functions. Based on the question, you will need to make one or more \
+function/tool calls to achieve the purpose. If none of the functions can be used, answer the \
+question yourself in plain text.
+
+You have access to the following tools:
 <tools>
 {tools}
 </tools>
-If one of the tools answers the question, call it, with argument values taken from the \
-question, written as:
-<tool_call>[{{"name": "tool_name", "arguments": {{"argument": "value"}}}}]</tool_call>
-If no tool fits the question, answer it in plain text without calling a tool."""
+
+To call tools, answer with this format and no other text:
+<tool_call>[{{"name": "func_name1", "arguments": {{"argument1": "value1"}}}}]</tool_call>"""
+
+DECIDE_INSTRUCTIONS = """You are an expert in composing functions. You are given a question \
+and a set of possible functions. Based on the question, you will need to make one or more \
+function/tool calls to achieve the purpose. If none of the functions can be used, make the \
+tool calls an empty list '[]'.
+<tools>
+{tools}
+</tools>
+Answer only with the calls, as a JSON list inside tags:
+<tool_call>[{{"name": "tool_name", "arguments": {{"argument": "value"}}}}]</tool_call>"""
 
 JSON_INSTRUCTIONS = """Answer only with JSON that matches this JSON Schema:
 {schema}"""
@@ -45,6 +59,10 @@ def tools_instructions(tools: list[dict[str, Any]]) -> str:
 
 def auto_instructions(tools: list[dict[str, Any]]) -> str:
     return AUTO_INSTRUCTIONS.format(tools=_tool_lines(tools))
+
+
+def decide_instructions(tools: list[dict[str, Any]]) -> str:
+    return DECIDE_INSTRUCTIONS.format(tools=_tool_lines(tools))
 
 
 def json_instructions(schema: dict[str, Any]) -> str:

@@ -39,14 +39,33 @@ class ChunkStream:
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         """Chunks; raises a ServiceError if the post-decode checks fail (after some chunks)."""
+        yield self.chunk({"role": "assistant", "content": self.view.first_content})
+        prep, results = self.prep, []
+        while True:
+            async for delta in self._pump(prep):
+                yield self.chunk(delta)
+            results.append(self._result)
+            if not prep.needs_fallback(self._result):
+                break
+            prep = prep.fallback  # type: ignore[assignment]
+            self.view = _View(prep)
+        choice, extension = await self.pipeline.finish(prep, results[-1])
+        for delta in self.view.close(choice):
+            yield self.chunk(delta)
+        yield self.chunk({}, choice.finish_reason,
+                         **({"strictcall": extension} if extension else {}))
+        if self.include_usage:
+            yield self.chunk(None, usage=usage_of(*results).model_dump())
+
+    async def _pump(self, prep: Prepared) -> AsyncIterator[dict[str, Any]]:
+        """Decode `prep`, yielding deltas as tokens arrive; leaves the result in _result."""
         loop = asyncio.get_running_loop()
         tokens: asyncio.Queue[int] = asyncio.Queue()
         prep = self.pipeline.with_token_callback(
-            self.prep, lambda t: loop.call_soon_threadsafe(tokens.put_nowait, t))
+            prep, lambda t: loop.call_soon_threadsafe(tokens.put_nowait, t))
         task = asyncio.ensure_future(decode(self.pipeline.engine, prep.request))
-        engine, ids = self.pipeline.engine, []
+        ids: list[int] = []
         try:
-            yield self.chunk({"role": "assistant", "content": self.view.first_content})
             while not (task.done() and tokens.empty()):
                 getter = asyncio.ensure_future(tokens.get())
                 await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
@@ -56,16 +75,9 @@ class ChunkStream:
                 ids.append(getter.result())
                 while not tokens.empty():
                     ids.append(tokens.get_nowait())
-                for delta in self.view.feed(engine.decode(ids)):
-                    yield self.chunk(delta)
-            result = task.result()
-            choice, extension = await self.pipeline.finish(self.prep, result)
-            for delta in self.view.close(choice):
-                yield self.chunk(delta)
-            yield self.chunk({}, choice.finish_reason,
-                             **({"strictcall": extension} if extension else {}))
-            if self.include_usage:
-                yield self.chunk(None, usage=usage_of(result).model_dump())
+                for delta in self.view.feed(self.pipeline.engine.decode(ids)):
+                    yield delta
+            self._result = task.result()
         finally:
             if not task.done():
                 task.cancel()  # the client went away: stop the decode

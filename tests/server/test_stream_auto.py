@@ -57,57 +57,132 @@ def assemble(chunks: list) -> dict:
             "usage": usage}
 
 
-# -- tool_choice="auto" ---------------------------------------------------------------
+# -- tool_choice="auto", strategy "decide" (the default) ------------------------------
 
-def test_auto_answers_in_text_when_no_tool_is_called(client, replies):
-    replies.text = "Paris is in France."
+class Decide:
+    """The first pass (prompt ends with the opened call block) answers `calls`; the text pass
+    answers `text`."""
+
+    def __init__(self) -> None:
+        self.calls, self.text = "[]", "Paris is in France."
+
+    def __call__(self, prompt: str) -> str:
+        return self.calls if prompt.endswith("<tool_call>") else self.text
+
+
+@pytest.fixture()
+def decide(client):
+    script = Decide()
+    client.app.state.pipeline.engine.script = script
+    return script
+
+
+def test_decide_no_call_answers_in_a_second_text_pass(client, decide):
     body = chat(client, tools=[TOOL]).json()  # auto is the default with tools
     choice = body["choices"][0]
-    assert choice["message"]["content"] == "Paris is in France."
-    assert choice["message"]["tool_calls"] is None and choice["finish_reason"] == "stop"
+    assert choice["message"] == {"role": "assistant", "content": "Paris is in France.",
+                                 "tool_calls": None}
+    assert choice["finish_reason"] == "stop"
+    prompts = client.app.state.pipeline.engine.prompts[-2:]
+    assert "empty list" in prompts[0] and "get_weather" not in prompts[1]
+    assert body["usage"]["prompt_tokens"] > len(prompts[0]) // 8  # both passes counted
 
 
-def test_auto_call_after_some_text(client, replies):
-    replies.text = 'Let me look. <tool_call>[{"name":"get_weather","arguments":{"city":"Paris"}}]</tool_call>'
+def test_decide_call(client, decide):
+    decide.calls = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
     choice = chat(client, tools=[TOOL, OTHER], tool_choice="auto").json()["choices"][0]
-    assert choice["finish_reason"] == "tool_calls"
-    assert choice["message"]["content"] == "Let me look."
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
     assert json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"]) == {
         "city": "Paris"}
 
 
-def test_auto_call_must_be_valid(client, replies):
-    replies.text = '<tool_call>[{"name":"get_weather","arguments":{"town":"Paris"}}]</tool_call>'
+def test_decide_call_must_be_valid(client, decide):
+    decide.calls = '[{"name":"get_weather","arguments":{"town":"Paris"}}]'
     assert_problem(chat(client, tools=[TOOL]), 503, says="breaks the grammar")
 
 
-def test_auto_parallel_calls_are_limited_in_the_grammar(client, replies):
-    replies.text = ('<tool_call>[{"name":"get_weather","arguments":{"city":"A"}},'
-                    '{"name":"get_weather","arguments":{"city":"B"}}]</tool_call>')
+def test_decide_parallel_calls_are_limited_in_the_grammar(client, decide):
+    decide.calls = ('[{"name":"get_weather","arguments":{"city":"A"}},'
+                    '{"name":"get_weather","arguments":{"city":"B"}}]')
     assert len(chat(client, tools=[TOOL]).json()["choices"][0]["message"]["tool_calls"]) == 2
     assert_problem(chat(client, tools=[TOOL], parallel_tool_calls=False), 503,
                    says="breaks the grammar")
 
 
-def test_auto_prompt_offers_the_text_answer(client, replies):
-    replies.text = "ok"
-    chat(client, tools=[TOOL])
-    prompt = client.app.state.pipeline.engine.prompts[-1]
-    assert "If no tool fits" in prompt and prompt.endswith("<|im_start|>assistant\n")
+def test_decide_fallback_keeps_the_response_format(client, decide):
+    decide.text = '{"answer":"no tool"}'
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": {
+        "type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}}}}}
+    body = chat(client, tools=[TOOL], response_format=fmt).json()
+    assert json.loads(body["choices"][0]["message"]["content"]) == {"answer": "no tool"}
 
 
-def test_auto_contract_call_is_validated_and_normalized(client, replies):
-    replies.text = ('<tool_call>[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"2026-11-01","amount":"10","reason":"fraud"}}]</tool_call>')
+def test_decide_contract_call_is_validated_and_normalized(client, decide):
+    decide.calls = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
+                    '"operation_date":"2026-11-01","amount":"10","reason":"fraud"}}]')
     body = chat(client, tools=[{"type": "function", "function": {"name": "open_dispute"}}]).json()
     args = json.loads(body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])
     assert args["original_operation_id"] is None and body["strictcall"]["repaired"] is False
+
+
+def test_decide_streams_the_text_pass(client, decide):
+    decide.text = "No tool needed here, friend."
+    got = assemble(events(chat(client, stream=True, tools=[TOOL],
+                               stream_options={"include_usage": True})))
+    assert got["content"] == "No tool needed here, friend." and not got["calls"]
+    assert got["finish"] == "stop" and got["usage"]["completion_tokens"] > 3
+
+
+def test_decide_streams_calls(client, decide):
+    decide.calls = '[{"name":"get_weather","arguments":{"city":"Oslo"}}]'
+    got = assemble(events(chat(client, stream=True, tools=[TOOL])))
+    assert got["calls"][0]["name"] == "get_weather" and got["finish"] == "tool_calls"
+    assert json.loads(got["calls"][0]["arguments"]) == {"city": "Oslo"}
 
 
 def test_tool_choice_none_never_calls(client, replies):
     replies.text = '<tool_call>[{"name":"get_weather","arguments":{"city":"Paris"}}]</tool_call>'
     choice = chat(client, tools=[TOOL], tool_choice="none").json()["choices"][0]
     assert choice["message"]["tool_calls"] is None and choice["finish_reason"] == "stop"
+
+
+# -- tool_choice="auto", strategy "trigger" ---------------------------------------------
+
+@pytest.fixture()
+def trigger(model_dir, replies):
+    settings = Settings(served_model_name="scripted", auto_tools="trigger")
+    with TestClient(create_app(settings, lambda s: ScriptedEngine(model_dir, replies))) as c:
+        yield c
+
+
+def test_trigger_answers_in_text(trigger, replies):
+    replies.text = "Paris is in France."
+    choice = chat(trigger, tools=[TOOL]).json()["choices"][0]
+    assert choice["message"]["content"] == "Paris is in France."
+    assert choice["finish_reason"] == "stop"
+    assert trigger.app.state.pipeline.engine.prompts[-1].endswith("<|im_start|>assistant\n")
+
+
+def test_trigger_call_after_some_text(trigger, replies):
+    replies.text = ('Let me look. <tool_call>[{"name":"get_weather","arguments":'
+                    '{"city":"Paris"}}]</tool_call>')
+    choice = chat(trigger, tools=[TOOL, OTHER]).json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["content"] == "Let me look."
+
+
+def test_trigger_call_must_be_valid(trigger, replies):
+    replies.text = '<tool_call>[{"name":"get_weather","arguments":{"town":"Paris"}}]</tool_call>'
+    assert_problem(chat(trigger, tools=[TOOL]), 503, says="breaks the grammar")
+
+
+def test_trigger_streams_text_then_call(trigger, replies):
+    replies.text = ('Checking. <tool_call>[{"name":"get_weather","arguments":{"city":"Oslo"}}]'
+                    '</tool_call>')
+    got = assemble(events(chat(trigger, stream=True, tools=[TOOL])))
+    assert got["content"] == "Checking."
+    assert got["calls"][0]["name"] == "get_weather" and got["finish"] == "tool_calls"
+    assert json.loads(got["calls"][0]["arguments"]) == {"city": "Oslo"}
 
 
 # -- stream=true -------------------------------------------------------------------------
@@ -150,15 +225,6 @@ def test_stream_required_tool_calls(client, replies):
     assert all(c["id"].startswith("call_") for c in got["calls"])
     fragments = [c for c in chunks if c["choices"] and c["choices"][0]["delta"].get("tool_calls")]
     assert len(fragments) > 3  # arguments arrive in pieces, not at the end
-
-
-def test_stream_auto_text_then_call(client, replies):
-    replies.text = ('Checking. <tool_call>[{"name":"get_weather","arguments":{"city":"Oslo"}}]'
-                    '</tool_call>')
-    got = assemble(events(chat(client, stream=True, tools=[TOOL])))
-    assert got["content"] == "Checking."
-    assert got["calls"][0]["name"] == "get_weather" and got["finish"] == "tool_calls"
-    assert json.loads(got["calls"][0]["arguments"]) == {"city": "Oslo"}
 
 
 def test_stream_contract_arguments_arrive_normalized(client, replies):
