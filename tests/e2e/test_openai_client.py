@@ -137,3 +137,53 @@ def test_client_disconnect_stops_the_decode(server):
             break
         time.sleep(0.2)
     assert engine["cancelled"] == before + 1 and engine["running"] == 0, engine
+
+
+NO_TOOL_FITS = ["Hi! How are you today?", "Write a haiku about autumn leaves.",
+                "Tell me a joke about cats.", "What does the word 'serendipity' mean?",
+                "How do I politely decline an invitation?"]
+
+
+def test_auto_mode_every_emitted_call_is_valid(client):
+    questions = bfcl("BFCL_v4_simple_python.json")
+    cases = [(q["question"][0], q["function"]) for q in questions[:8]]
+    cases += [([{"role": "user", "content": p}], questions[i]["function"])
+              for i, p in enumerate(NO_TOOL_FITS)]
+
+    def ask(case):
+        messages, functions = case
+        resp = client.chat.completions.create(
+            model=MODEL, messages=messages, max_tokens=150,
+            tools=[{"type": "function", "function": f} for f in functions])
+        return functions, resp.choices[0]
+
+    with ThreadPoolExecutor(4) as pool:
+        answered = list(pool.map(ask, cases))
+    emitted = 0
+    for functions, choice in answered:
+        if choice.finish_reason != "tool_calls":
+            assert choice.finish_reason in ("stop", "length") and not choice.message.tool_calls
+            continue
+        schemas = {f["name"]: bfcl_to_json_schema(f["parameters"]) for f in functions}
+        for call in choice.message.tool_calls:
+            _validate(schemas[call.function.name], json.loads(call.function.arguments))
+            emitted += 1
+    print(f"\nauto: {emitted} calls emitted over {len(cases)} prompts, all valid")
+
+
+def test_stream_disconnect_stops_the_decode(server):
+    before = httpx.get(f"{server}/health").json()["engine"]["cancelled"]
+    body = {"model": MODEL, "max_tokens": 3000, "stream": True,
+            "messages": [{"role": "user", "content": "Write a very long story."}]}
+    with httpx.stream("POST", f"{server}/v1/chat/completions", json=body, timeout=30) as resp:
+        lines = resp.iter_lines()
+        received = [next(lines) for _ in range(6)]  # a few events, then hang up
+    assert any(line.startswith("data: ") for line in received)
+    deadline = time.monotonic() + 15
+    engine = {}
+    while time.monotonic() < deadline:
+        engine = httpx.get(f"{server}/health").json()["engine"]
+        if engine["cancelled"] > before and engine["running"] == 0:
+            break
+        time.sleep(0.2)
+    assert engine["cancelled"] == before + 1 and engine["running"] == 0, engine
