@@ -1,7 +1,12 @@
-"""Compiled-grammar cache: a bounded LRU keyed by what determines the compiled result."""
+"""Compiled-grammar cache: a bounded LRU keyed by what determines the compiled result.
+
+Compiles run on a small pool of their own threads, once per key however many requests ask
+at the same time (single flight); callers wait on a future, with whatever timeout they like,
+so a schema that compiles for minutes never holds anyone else up."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections import OrderedDict
@@ -45,23 +50,35 @@ class CacheStats:
     misses: int
     evictions: int
     entries: int
+    compiles: int = 0   # compilations started (misses that joined one in flight are not)
+    joined: int = 0     # misses that waited on a compilation already in flight
 
 
 class GrammarCache:
-    def __init__(self, backend: CompilingBackend, *, max_entries: int = 512) -> None:
+    def __init__(self, backend: CompilingBackend, *, max_entries: int = 512,
+                 compile_workers: int = 2) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
         self._backend = backend
         self._max = max_entries
         self._entries: OrderedDict[CacheKey, CompiledGrammar] = OrderedDict()
+        self._inflight: dict[CacheKey, concurrent.futures.Future[Lookup]] = {}
         self._lock = threading.Lock()
-        self._hits = self._misses = self._evictions = 0
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            compile_workers, thread_name_prefix="grammar-compile")
+        self._hits = self._misses = self._evictions = self._compiles = self._joined = 0
 
     def key_for(self, spec: GrammarSpec) -> CacheKey:
         b = self._backend
         return CacheKey(spec.key, b.tokenizer_fingerprint, b.name, b.version, b.options_key)
 
     def get(self, spec: GrammarSpec) -> Lookup:
+        """Blocking lookup (startup warm-up, benchmarks)."""
+        return self.submit(spec).result()
+
+    def submit(self, spec: GrammarSpec) -> concurrent.futures.Future[Lookup]:
+        """A future of the lookup: done at once on a hit; on a miss, the one compilation of
+        this key, shared by every caller until it finishes. A failed compile is not cached."""
         start = time.perf_counter()
         key = self.key_for(spec)
         with self._lock:
@@ -69,10 +86,28 @@ class GrammarCache:
             if found is not None:
                 self._entries.move_to_end(key)
                 self._hits += 1
-                return Lookup(found, True, time.perf_counter() - start)
+                done: concurrent.futures.Future[Lookup] = concurrent.futures.Future()
+                done.set_result(Lookup(found, True, time.perf_counter() - start))
+                return done
             self._misses += 1
-        compiled = self._backend.compile(spec)  # outside the lock: hits never wait on a compile
-        with self._lock:
+            running = self._inflight.get(key)
+            if running is not None:
+                self._joined += 1
+                return running
+            self._compiles += 1
+            future = self._pool.submit(self._compile, key, spec, start)
+            self._inflight[key] = future
+            return future
+
+    def _compile(self, key: CacheKey, spec: GrammarSpec, start: float) -> Lookup:
+        try:
+            compiled = self._backend.compile(spec)
+        except BaseException:
+            with self._lock:
+                self._inflight.pop(key, None)
+            raise
+        with self._lock:  # cached and no longer in flight in one step: no second compile
+            self._inflight.pop(key, None)
             self._entries[key] = compiled
             self._entries.move_to_end(key)
             while len(self._entries) > self._max:
@@ -82,4 +117,8 @@ class GrammarCache:
 
     def stats(self) -> CacheStats:
         with self._lock:
-            return CacheStats(self._hits, self._misses, self._evictions, len(self._entries))
+            return CacheStats(self._hits, self._misses, self._evictions, len(self._entries),
+                              self._compiles, self._joined)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
+
+from grammars import Budget
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -23,6 +25,15 @@ class Settings(BaseSettings):
     threads: int = Field(1, ge=1)
     max_batch: int = Field(8, ge=1, le=256)
     grammar_cache_entries: int = Field(512, ge=1)
+    compile_timeout_s: float = Field(10.0, gt=0, le=600)
+    # Complexity budgets for client schemas (registered contracts are trusted).
+    max_tools: int = Field(Budget.max_tools, ge=1)
+    max_optional_params: int = Field(Budget.max_optional_params, ge=0)
+    max_union_params: int = Field(Budget.max_union_params, ge=0)
+    max_depth: int = Field(Budget.max_depth, ge=1)
+    max_enum_values: int = Field(Budget.max_enum_values, ge=1)
+    max_schema_bytes: int = Field(Budget.max_schema_bytes, ge=2)
+    compile_workers: int = Field(2, ge=1, le=32)
     default_max_tokens: int = Field(512, ge=1)
     # The embedded model is tiny: greedy unless the client asks for a temperature.
     default_temperature: float = Field(0.0, ge=0.0, le=2.0)
@@ -34,3 +45,8 @@ class Settings(BaseSettings):
     contracts: list[str] = Field(default_factory=list)
     repair_attempts: int = Field(2, ge=0, le=5)
     repair_seconds: float = Field(10.0, gt=0, le=120)
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.max_tools, self.max_optional_params, self.max_union_params,
+                      self.max_depth, self.max_enum_values, self.max_schema_bytes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -53,13 +54,15 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = engine_factory(settings)
-        cache = GrammarCache(engine.grammar_backend, max_entries=settings.grammar_cache_entries)
+        cache = GrammarCache(engine.grammar_backend, max_entries=settings.grammar_cache_entries,
+                             compile_workers=settings.compile_workers)
         await asyncio.to_thread(warm, cache, registry)
         app.state.pipeline = ChatPipeline(engine, cache, settings, registry)
         app.state.started = time.time()
         try:
             yield
         finally:
+            cache.close()
             engine.close()
 
     app = FastAPI(title="StrictCall", lifespan=lifespan)
@@ -82,8 +85,7 @@ PipelineDep = Annotated[ChatPipeline, Depends(_pipeline)]
 async def health(pipeline: PipelineDep) -> dict:
     stats = pipeline.cache.stats()
     return {"status": "ok", "model": pipeline.model_name, "engine": pipeline.engine.stats(),
-            "grammar_cache": {"hits": stats.hits, "misses": stats.misses,
-                              "evictions": stats.evictions, "entries": stats.entries}}
+            "grammar_cache": dataclasses.asdict(stats)}
 
 
 async def list_models(pipeline: PipelineDep, request: Request) -> dict:

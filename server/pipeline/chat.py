@@ -4,7 +4,6 @@ constrained decode -> post-decode validation (and contract repair) -> OpenAI res
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -14,10 +13,10 @@ from typing import Any
 import jsonschema
 
 from contracts import Contract, ContractRegistry, MissingRuntimeValue
-from grammars import GrammarCache, GrammarError, Lookup
+from grammars import GrammarCache, Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
-from server.pipeline.decode import decode
+from server.pipeline.decode import compiled, decode
 from server.pipeline.plan import Plan, plan_request
 from server.pipeline.prompt import CALL_CLOSE, CALL_OPEN, template_messages
 from server.pipeline.repair import Budget, Repairer
@@ -57,7 +56,7 @@ class ChatPipeline:
         self.cache = cache
         self.settings = settings
         self.registry = registry or ContractRegistry()
-        self.repairer = Repairer(engine, cache)
+        self.repairer = Repairer(engine, cache, compile_timeout_s=settings.compile_timeout_s)
         self.model_name = settings.served_model_name or engine.model_name
 
     async def complete(self, req: ChatCompletionRequest,
@@ -75,7 +74,8 @@ class ChatPipeline:
             raise ModelNotFound(f"model {req.model!r} is not served here; this server serves "
                                 f"{self.model_name!r} (see GET /v1/models)", param="model",
                                 code="model_not_found")
-        plan = plan_request(req, self.registry, auto_tools=self.settings.auto_tools)
+        plan = plan_request(req, self.registry, auto_tools=self.settings.auto_tools,
+                            budget=self.settings.budget)
         return await self._prepare(req, plan, headers)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,
@@ -145,11 +145,7 @@ class ChatPipeline:
     async def _grammar(self, plan: Plan) -> Lookup | None:
         if plan.spec is None:
             return None
-        try:
-            # Compiling can take from milliseconds to seconds: never on the event loop.
-            return await asyncio.to_thread(self.cache.get, plan.spec)
-        except GrammarError as exc:
-            raise InvalidRequest(exc.render(), code="invalid_schema") from None
+        return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s)
 
     def _budget(self, req: ChatCompletionRequest) -> Budget:
         opts = req.strictcall

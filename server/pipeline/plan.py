@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from contracts import Contract, ContractRegistry
-from grammars import (GrammarError, GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec,
+from grammars import (Budget, BudgetExceeded, GrammarError, GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec,
                       ToolCallsSpec, ToolSpec, bfcl_to_json_schema)
 from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
                                 ResponseFormatJsonSchema, Tool)
@@ -34,24 +34,28 @@ class Plan:
 
 
 def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
-                 auto_tools: Literal["decide", "trigger"] = "decide") -> Plan:
+                 auto_tools: Literal["decide", "trigger"] = "decide",
+                 budget: Budget = Budget()) -> Plan:
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
         if choice == "required" or isinstance(choice, NamedToolChoice):
             raise InvalidRequest("tool_choice asks for a tool call, but no tools were given",
                                  param="tool_choice")
-        return _plan_format(req)
-    tools = _convert_tools(req.tools, registry)
+        return _plan_format(req, budget)
+    if len(req.tools) > budget.max_tools:
+        raise _over_budget(BudgetExceeded("max_tools", len(req.tools), budget.max_tools,
+                                          where="the request"), param="tools")
+    tools = _convert_tools(req.tools, registry, budget)
     max_calls = 1 if req.parallel_tool_calls is False else None
     if choice is None or choice == "auto":  # OpenAI's default when tools are given
         if auto_tools == "trigger":
             return _plan_tools(tools, min_calls=1, max_calls=max_calls, auto=True)
         decide = _plan_tools(tools, min_calls=0, max_calls=max_calls)
         return replace(decide, instructions=decide_instructions(_described(tools)),
-                       fallback=_plan_format(req))
+                       fallback=_plan_format(req, budget))
     if choice == "none":
-        return _plan_format(req)
+        return _plan_format(req, budget)
     if isinstance(choice, NamedToolChoice):
         if choice.function.name not in tools:
             raise InvalidRequest(f"tool_choice names unknown tool {choice.function.name!r}; "
@@ -107,7 +111,14 @@ class _Tool:
 _NO_ARGUMENTS = {"type": "object", "properties": {}}
 
 
-def _convert_tools(tools: list[Tool], registry: ContractRegistry) -> dict[str, _Tool]:
+def _over_budget(exc: BudgetExceeded, *, param: str) -> InvalidRequest:
+    return InvalidRequest(exc.render(), param=param, code="budget_exceeded",
+                          extensions={"limit": exc.limit, "measured": exc.measured,
+                                      "allowed": exc.allowed})
+
+
+def _convert_tools(tools: list[Tool], registry: ContractRegistry,
+                   budget: Budget) -> dict[str, _Tool]:
     out: dict[str, _Tool] = {}
     for i, tool in enumerate(tools):
         fn = tool.function
@@ -119,7 +130,11 @@ def _convert_tools(tools: list[Tool], registry: ContractRegistry) -> dict[str, _
             # A registered contract is authoritative: its schema, not the client's.
             schema = contract.schema() if contract else \
                 bfcl_to_json_schema(fn.parameters or _NO_ARGUMENTS)
+            if contract is None:  # a registered contract is the operator's: trusted
+                budget.check_schema(schema, where=f"the parameters of tool {fn.name!r}")
             spec = ToolSpec.from_parameters(fn.name, schema)
+        except BudgetExceeded as exc:
+            raise _over_budget(exc, param=f"tools[{i}].function.parameters") from None
         except GrammarError as exc:
             raise InvalidRequest(exc.render(), param=f"tools[{i}].function.parameters",
                                  code="invalid_schema") from None
@@ -146,7 +161,7 @@ def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | Non
     return Plan("tools", calls, tools_instructions(described), CALL_OPEN, schemas, contracts)
 
 
-def _plan_format(req: ChatCompletionRequest) -> Plan:
+def _plan_format(req: ChatCompletionRequest, budget: Budget) -> Plan:
     fmt = req.response_format
     if isinstance(fmt, ResponseFormatJsonSchema):
         schema, where = fmt.json_schema.schema_, "response_format.json_schema.schema"
@@ -155,7 +170,10 @@ def _plan_format(req: ChatCompletionRequest) -> Plan:
     else:
         return Plan("text")
     try:
+        budget.check_schema(schema, where=where)
         spec = JsonSchemaSpec.from_schema(schema, where=where)
+    except BudgetExceeded as exc:
+        raise _over_budget(exc, param=where) from None
     except GrammarError as exc:
         raise InvalidRequest(exc.render(), param=where, code="invalid_schema") from None
     return Plan("json", spec, json_instructions(schema), "", {"": schema})

@@ -17,7 +17,8 @@ from typing import Any
 from contracts import Contract, Violation
 from grammars import GrammarCache, GrammarError, JsonSchemaSpec
 from server.engines.base import Engine, GenerationRequest, SamplingParams
-from server.pipeline.decode import decode
+from server.errors import InvalidRequest
+from server.pipeline.decode import compiled, decode
 from server.pipeline.prompt import CALL_CLOSE, CALL_OPEN
 
 REPAIR_MAX_TOKENS = 256
@@ -48,9 +49,11 @@ class Repair:
 
 
 class Repairer:
-    def __init__(self, engine: Engine, cache: GrammarCache) -> None:
+    def __init__(self, engine: Engine, cache: GrammarCache, *,
+                 compile_timeout_s: float = 10.0) -> None:
         self.engine = engine
         self.cache = cache
+        self.compile_timeout_s = compile_timeout_s
 
     async def run(self, contract: Contract, arguments: dict[str, Any], *,
                   messages: list[dict[str, str]], runtime: dict[str, Any], budget: Budget,
@@ -79,9 +82,10 @@ class Repairer:
                        seconds: float) -> dict[str, Any] | None:
         schema = repair_schema(contract.schema(), violations)
         try:
-            lookup = await asyncio.to_thread(self.cache.get, JsonSchemaSpec.from_schema(schema))
-        except GrammarError:
-            return None
+            lookup = await compiled(self.cache, JsonSchemaSpec.from_schema(schema),
+                                    timeout_s=min(seconds, self.compile_timeout_s))
+        except (GrammarError, InvalidRequest):
+            return None  # recorded as an attempt that could not be made
         prompt = messages + [
             {"role": "assistant",
              "content": f"{CALL_OPEN}{json.dumps([{'name': contract.name, 'arguments': arguments}], ensure_ascii=False)}{CALL_CLOSE}"},

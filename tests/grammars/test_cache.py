@@ -34,7 +34,7 @@ def test_miss_then_hit(backend):
     assert (first.hit, second.hit) == (False, True)
     assert second.grammar is first.grammar
     assert counting.compiles == 1
-    assert dataclasses.astuple(cache.stats()) == (1, 1, 0, 1)
+    assert dataclasses.astuple(cache.stats()) == (1, 1, 0, 1, 1, 0)
 
 
 def test_equivalent_key_order_hits(backend):
@@ -78,3 +78,54 @@ def test_lru_evicts_least_recently_used(backend):
 def test_max_entries_must_be_positive(backend):
     with pytest.raises(ValueError, match="max_entries"):
         GrammarCache(backend, max_entries=0)
+
+
+class SlowBackend(CountingBackend):
+    """Compiles only when released, to hold a compilation in flight."""
+
+    def __init__(self, real):
+        super().__init__(real)
+        self.release = threading.Event()
+
+    def compile(self, spec):
+        self.release.wait(timeout=30)
+        return super().compile(spec)
+
+
+def test_concurrent_misses_compile_once(backend):
+    slow = SlowBackend(backend)
+    cache = GrammarCache(slow)
+    spec = JsonSchemaSpec.from_schema(SCHEMA)
+    futures = [cache.submit(JsonSchemaSpec.from_schema(SCHEMA)) for _ in range(8)]
+    slow.release.set()
+    lookups = [f.result(timeout=30) for f in futures]
+    assert slow.compiles == 1
+    assert len({id(lk.grammar) for lk in lookups}) == 1
+    stats = cache.stats()
+    assert (stats.compiles, stats.joined, stats.misses) == (1, 7, 8)
+    assert cache.get(spec).hit
+
+
+def test_a_slow_compile_does_not_block_hits_or_other_compiles(backend):
+    slow = SlowBackend(backend)
+    cache = GrammarCache(slow, compile_workers=2)
+    fast_spec = JsonSchemaSpec.from_schema({"type": "integer"})
+    slow.release.set()
+    cache.get(fast_spec)  # cached
+    slow.release.clear()
+    stuck = cache.submit(JsonSchemaSpec.from_schema(SCHEMA))
+    assert cache.submit(fast_spec).result(timeout=1).hit  # a hit never waits on a compile
+    assert not stuck.done()
+    slow.release.set()
+    assert not stuck.result(timeout=30).hit
+
+
+def test_failed_compile_is_not_cached(backend):
+    from grammars import InvalidSchemaError
+
+    cache = GrammarCache(CountingBackend(backend))
+    bad = JsonSchemaSpec.from_schema({"properties": {"a": {"$ref": "#/$defs/Nope"}}})
+    for _ in range(2):
+        with pytest.raises(InvalidSchemaError):
+            cache.get(bad)
+    assert cache.stats().compiles == 2 and cache.stats().entries == 0

@@ -249,3 +249,72 @@ def test_engine_failure_is_a_retryable_503(client, replies):
     client.app.state.pipeline.engine.script = broken
     body = assert_problem(chat(client), 503, says="worker died")
     assert body["retryable"] is True
+
+
+@pytest.mark.parametrize(("body", "param", "limit"), [
+    ({"tools": [{"type": "function", "function": {"name": f"t{i}"}} for i in range(21)],
+      "tool_choice": "required"}, "tools", "max_tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(25)}}}}],
+      "tool_choice": "required"}, "tools[0].function.parameters", "max_optional_params"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {f"p{i}": {"type": ["string", "null"]}
+                                         for i in range(17)},
+        "required": [f"p{i}" for i in range(17)]}}}], "tool_choice": "required"},
+     "tools[0].function.parameters", "max_union_params"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "enum": list(range(1001))}}}}, "response_format.json_schema.schema", "max_enum_values"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": (
+        lambda f: f(f, 12))(lambda f, n: {"type": "array", "items": f(f, n - 1)} if n else {})}}},
+     "response_format.json_schema.schema", "max_depth"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "description": "x" * 100_001}}}}, "response_format.json_schema.schema",
+     "max_schema_bytes"),
+])
+def test_each_budget_is_a_400_with_measured_and_limit(client, body, param, limit):
+    problem = assert_problem(chat(client, **body), 400, param=param, says=limit)
+    assert problem["error"]["code"] == "budget_exceeded"
+    assert problem["limit"] == limit and problem["measured"] > problem["allowed"]
+
+
+def test_slow_compile_times_out_while_other_requests_are_served(model_dir, replies):
+    """A schema that would compile for seconds is a 400 at the timeout; meanwhile other
+    requests are answered, and /health stays up."""
+    import threading
+    import time
+
+    def factory(settings):
+        engine = ScriptedEngine(model_dir, replies)
+        real = engine.grammar_backend.compile
+
+        def compile_(spec):
+            if "slowpoke" in json.dumps(spec.json_schema()):
+                time.sleep(3)
+            return real(spec)
+
+        engine.grammar_backend.compile = compile_
+        return engine
+
+    app = create_app(Settings(served_model_name="scripted", compile_timeout_s=0.5), factory)
+    slow_fmt = {"type": "json_schema", "json_schema": {"name": "s", "schema": {
+        "type": "object", "description": "slowpoke"}}}
+    with TestClient(app) as c:
+        out = {}
+
+        def slow():
+            start = time.monotonic()
+            out["slow"] = (chat(c, response_format=slow_fmt), time.monotonic() - start)
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        time.sleep(0.1)
+        start = time.monotonic()
+        replies.text = "fast"
+        fast = chat(c)
+        fast_s = time.monotonic() - start
+        assert c.get("/health").status_code == 200
+        thread.join(timeout=10)
+    assert fast.status_code == 200 and fast_s < 0.5
+    resp, slow_s = out["slow"]
+    problem = assert_problem(resp, 400, says="longer than 0.5 s")
+    assert problem["error"]["code"] == "grammar_timeout" and slow_s < 2.5
