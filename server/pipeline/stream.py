@@ -16,6 +16,7 @@ from typing import Any
 from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_completion_id, \
     usage_of
 from server.pipeline.decode import decode
+from server.pipeline.detokenize import IncrementalDetokenizer
 from server.pipeline.prompt import CALL_OPEN
 from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
 from server.protocol import Choice
@@ -64,7 +65,7 @@ class ChunkStream:
         prep = self.pipeline.with_token_callback(
             prep, lambda t: loop.call_soon_threadsafe(tokens.put_nowait, t))
         task = asyncio.ensure_future(decode(self.pipeline.engine, prep.request))
-        ids: list[int] = []
+        text = IncrementalDetokenizer(self.pipeline.engine.decode)
         try:
             while not (task.done() and tokens.empty()):
                 getter = asyncio.ensure_future(tokens.get())
@@ -72,10 +73,10 @@ class ChunkStream:
                 if not getter.done():
                     getter.cancel()
                     continue
-                ids.append(getter.result())
+                ids = [getter.result()]
                 while not tokens.empty():
                     ids.append(tokens.get_nowait())
-                for delta in self.view.feed(self.pipeline.engine.decode(ids)):
+                for delta in self.view.feed(text.add(ids)):
                     yield delta
             self._result = task.result()
         finally:
