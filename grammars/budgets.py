@@ -16,7 +16,7 @@ class BudgetExceeded(GrammarError):
         self.limit, self.measured, self.allowed = limit, measured, allowed
         super().__init__(f"{where} exceeds the {limit} limit: {measured} > {allowed}",
                          hint="Simplify the schema, or raise the limit on the server "
-                              f"(--{limit.replace('_', '-')}).")
+                              f"(STRICTCALL_{limit.upper()}).")
 
 
 @dataclass(frozen=True)

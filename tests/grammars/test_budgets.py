@@ -24,7 +24,7 @@ def test_each_limit_names_itself(schema, limit, measured):
     assert (info.value.limit, info.value.measured, info.value.allowed) == (
         limit, measured, getattr(SMALL, limit))
     assert f"{measured} > {getattr(SMALL, limit)}" in info.value.render()
-    assert f"--{limit.replace('_', '-')}" in info.value.render()
+    assert f"STRICTCALL_{limit.upper()}" in info.value.render()
 
 
 def test_within_budget_passes():
