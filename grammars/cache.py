@@ -10,6 +10,7 @@ import concurrent.futures
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -56,10 +57,12 @@ class CacheStats:
 
 class GrammarCache:
     def __init__(self, backend: CompilingBackend, *, max_entries: int = 512,
-                 compile_workers: int = 2) -> None:
+                 compile_workers: int = 2,
+                 on_compile: Callable[[float], None] | None = None) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
         self._backend = backend
+        self._on_compile = on_compile  # told each compile's duration in seconds (metrics)
         self._max = max_entries
         self._entries: OrderedDict[CacheKey, CompiledGrammar] = OrderedDict()
         self._inflight: dict[CacheKey, concurrent.futures.Future[Lookup]] = {}
@@ -106,6 +109,8 @@ class GrammarCache:
             with self._lock:
                 self._inflight.pop(key, None)
             raise
+        if self._on_compile is not None:
+            self._on_compile(compiled.compile_seconds)
         with self._lock:  # cached and no longer in flight in one step: no second compile
             self._inflight.pop(key, None)
             self._entries[key] = compiled

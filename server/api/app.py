@@ -12,13 +12,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from contracts import ContractRegistry
 from grammars import GrammarCache, Lookup, ToolCallsSpec, ToolSpec
 from server.api import errors
 from server.errors import RouteNotFound, ServiceError
+from server.metrics import Metrics
 from server.protocol import ChatCompletionRequest
 from server.engines.base import Engine
 from server.pipeline.chat import ChatPipeline, contract_runtime
@@ -54,8 +55,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = engine_factory(settings)
+        metrics = Metrics()
         cache = GrammarCache(engine.grammar_backend, max_entries=settings.grammar_cache_entries,
-                             compile_workers=settings.compile_workers)
+                             compile_workers=settings.compile_workers,
+                             on_compile=metrics.compile_seconds.observe)
+        app.state.metrics = metrics
         await asyncio.to_thread(warm, cache, registry)
         app.state.pipeline = ChatPipeline(engine, cache, settings, registry)
         app.state.started = time.time()
@@ -69,6 +73,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     errors.install(app)
     app.get("/health")(health)
     app.get("/v1/models")(list_models)
+    app.get("/metrics", response_class=PlainTextResponse)(metrics_text)
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
     app.get("/v1/contracts")(list_contracts)
     app.post("/v1/contracts/{name}/validate")(validate_contract)
@@ -86,6 +91,12 @@ async def health(pipeline: PipelineDep) -> dict:
     stats = pipeline.cache.stats()
     return {"status": "ok", "model": pipeline.model_name, "engine": pipeline.engine.stats(),
             "grammar_cache": dataclasses.asdict(stats)}
+
+
+async def metrics_text(pipeline: PipelineDep, request: Request) -> str:
+    """Prometheus text format."""
+    cache = dataclasses.asdict(pipeline.cache.stats())
+    return request.app.state.metrics.render(cache=cache, engine=pipeline.engine.stats())
 
 
 async def list_models(pipeline: PipelineDep, request: Request) -> dict:

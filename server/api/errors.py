@@ -16,6 +16,9 @@ PROBLEM = "application/problem+json"
 
 
 def render(error: ServiceError, request: Request) -> JSONResponse:
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.reject(error.code or error.slug)
     headers = {"Retry-After": str(error.retry_after_s)} if error.retryable else None
     return JSONResponse(error.problem(request.url.path), status_code=error.status,
                         media_type=PROBLEM, headers=headers)

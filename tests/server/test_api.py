@@ -318,3 +318,21 @@ def test_slow_compile_times_out_while_other_requests_are_served(model_dir, repli
     resp, slow_s = out["slow"]
     problem = assert_problem(resp, 400, says="longer than 0.5 s")
     assert problem["error"]["code"] == "grammar_timeout" and slow_s < 2.5
+
+
+def test_metrics_in_prometheus_text(client, replies):
+    replies.text = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
+    chat(client, tools=[TOOL], tool_choice="required")
+    chat(client, tools=[TOOL], tool_choice="required")
+    chat(client, tool_choice="required")  # a 400
+    chat(client, response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "enum": list(range(1001))}}})  # over budget
+    resp = client.get("/metrics")
+    assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
+    text = resp.text
+    assert "# TYPE strictcall_grammar_compile_seconds histogram" in text
+    assert 'strictcall_grammar_compile_seconds_bucket{le="+Inf"} 1' in text
+    assert "strictcall_grammar_cache_hits_total 1" in text
+    assert "strictcall_grammar_cache_misses_total 1" in text
+    assert 'strictcall_requests_rejected_total{reason="budget_exceeded"} 1' in text
+    assert 'strictcall_requests_rejected_total{reason="invalid-request"} 1' in text
