@@ -7,6 +7,7 @@ import copy
 import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -53,7 +54,12 @@ class Contract:
     runtime: Mapping[str, RuntimeSource]
 
     def schema(self) -> dict[str, Any]:
-        """The JSON Schema of what the model writes: runtime-sourced fields are left out."""
+        """The JSON Schema of what the model writes: runtime-sourced fields are left out.
+        A fresh copy each call: callers may change it."""
+        return copy.deepcopy(self._schema)
+
+    @cached_property
+    def _schema(self) -> dict[str, Any]:
         full = self.model.model_json_schema(schema_generator=_NoTitles)
         full.pop("title", None)
         props = full.get("properties", {})
