@@ -18,12 +18,12 @@ from pydantic import BaseModel, ConfigDict
 from contracts import ContractRegistry
 from grammars import GrammarCache, Lookup, ToolCallsSpec, ToolSpec
 from server.api import errors
+from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
 from server.metrics import Metrics
-from server.protocol import ChatCompletionRequest
-from server.engines.base import Engine
 from server.pipeline.chat import ChatPipeline, contract_runtime
 from server.pipeline.stream import ChunkStream
+from server.protocol import ChatCompletionRequest
 from server.settings import Settings
 
 T = TypeVar("T")
@@ -39,13 +39,17 @@ def load_contracts(targets: list[str]) -> ContractRegistry:
     return registry
 
 
+# (min_calls, max_calls) of the call grammars a request with one tool can ask for: named or
+# required (1..), "auto" deciding (0..), each with and without parallel calls.
+_CALL_COUNTS = ((1, 1), (1, None), (0, 1), (0, None))
+
+
 def warm(cache: GrammarCache, registry: ContractRegistry) -> None:
-    """Compile each contract's call grammars now, so no request pays for them: the named
-    call (exactly one) and tool_choice="required" with that tool alone."""
+    """Compile each contract's call grammars now, so no request with that tool pays for them."""
     for contract in registry:
         tool = ToolSpec.from_parameters(contract.name, contract.schema())
-        cache.get(ToolCallsSpec((tool,), min_calls=1, max_calls=1))
-        cache.get(ToolCallsSpec((tool,), min_calls=1, max_calls=None))
+        for low, high in _CALL_COUNTS:
+            cache.get(ToolCallsSpec((tool,), min_calls=low, max_calls=high))
 
 
 def create_app(settings: Settings, engine_factory: EngineFactory,

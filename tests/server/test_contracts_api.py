@@ -60,9 +60,14 @@ def only_call(resp):
 def test_contracts_are_warmed_at_startup(client, script):
     script.first = '[{"name":"search_products","arguments":{"query":"lego","category":"toys"}}]'
     stats = client.get("/health").json()["grammar_cache"]
-    assert stats["entries"] == 10 and stats["misses"] == 10  # 5 contracts x 2 call grammars
+    assert stats["entries"] == 20 and stats["misses"] == 20  # 5 contracts x 4 call grammars
     resp = call(client, "search_products")  # the first request finds its grammar compiled
     assert resp.headers["X-StrictCall-Grammar-Cache"] == "hit"
+    script.first = '[]'  # the "auto" decision pass is warm too
+    auto = client.post("/v1/chat/completions", json={
+        "model": "scripted", "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "search_products"}}]})
+    assert auto.headers["X-StrictCall-Grammar-Cache"] == "hit"
 
 
 def test_valid_call_passes_without_repair(client, script):
