@@ -29,10 +29,6 @@ class CompiledGrammar:
     handle: xgr.CompiledGrammar
     compile_seconds: float
 
-    @property
-    def memory_bytes(self) -> int:
-        return int(self.handle.memory_size_bytes)
-
 
 class Matcher:
     """One request's position in its grammar."""

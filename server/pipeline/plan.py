@@ -43,9 +43,10 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
             raise InvalidRequest("tool_choice asks for a tool call, but no tools were given",
                                  param="tool_choice")
         return _plan_format(req, budget)
-    if len(req.tools) > budget.max_tools:
-        raise _over_budget(BudgetExceeded("max_tools", len(req.tools), budget.max_tools,
-                                          where="the request"), param="tools")
+    try:
+        budget.check_tools(len(req.tools))
+    except BudgetExceeded as exc:
+        raise _over_budget(exc, param="tools") from None
     tools = _convert_tools(req.tools, registry, budget)
     max_calls = 1 if req.parallel_tool_calls is False else None
     if choice is None or choice == "auto":  # OpenAI's default when tools are given
