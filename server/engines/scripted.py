@@ -50,7 +50,7 @@ class ScriptedEngine(Engine):
             if token == self.eos_id:
                 return self._result(request, out, "stop", matcher)
             out.append(token)
-            text = self.tokenizer.decode(out)
+            text = self.decode(out)
             cut = [i for i in (text.find(s) for s in request.sampling.stop) if i >= 0]
             if cut and matcher is None:
                 return self._result(request, out, "stop", matcher, text=text[:min(cut)])
@@ -64,7 +64,7 @@ class ScriptedEngine(Engine):
     def _result(self, request: GenerationRequest, out: list[int], reason: str,
                 matcher, *, text: str | None = None) -> GenerationResult:
         return GenerationResult(token_ids=tuple(out),
-                                text=self.tokenizer.decode(out) if text is None else text,
+                                text=self.decode(out) if text is None else text,
                                 finish_reason=reason,  # type: ignore[arg-type]
                                 prompt_tokens=len(request.prompt_ids),
                                 grammar_complete=matcher is not None and matcher.is_terminated())

@@ -20,6 +20,7 @@ import torch
 
 from grammars import Matcher, XgrammarBackend
 from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
+from server.engines.detokenize import IncrementalDetokenizer
 from server.engines.kv_batch import KvBatch
 from server.engines.sampling import choose_token, make_generator
 
@@ -35,6 +36,8 @@ class _Sequence:
     out: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     last_token: int = -1
+    # Only for free text with stop strings: the text so far, a short decode per token.
+    text: IncrementalDetokenizer | None = None
 
 
 class TorchEngine(Engine):
@@ -70,6 +73,8 @@ class TorchEngine(Engine):
         future: concurrent.futures.Future[GenerationResult] = concurrent.futures.Future()
         matcher = self.grammar_backend.matcher(request.grammar) if request.grammar else None
         seq = _Sequence(request, future, matcher, make_generator(request.sampling.seed))
+        if request.sampling.stop and matcher is None:
+            seq.text = IncrementalDetokenizer(self.decode)
         seq.timings["queued_at"] = time.perf_counter()
         self._queue.put(seq)
         # Cancelling the awaiting task cancels `future`; the worker sees it at its next step.
@@ -177,15 +182,14 @@ class TorchEngine(Engine):
             seq.request.on_token(token)
         if seq.matcher is not None and seq.matcher.is_terminated():
             return self._finish(seq, "stop")
-        if sp.stop and seq.matcher is None and self._hit_stop(seq):
+        if seq.text is not None and self._hit_stop(seq, seq.text.add([token])):
             return True
         total = len(seq.request.prompt_ids) + len(seq.out)
         if len(seq.out) >= sp.max_tokens or total >= self.max_context:
             return self._finish(seq, "length")
         return False
 
-    def _hit_stop(self, seq: _Sequence) -> bool:
-        text = self.tokenizer.decode(seq.out, skip_special_tokens=True)
+    def _hit_stop(self, seq: _Sequence, text: str) -> bool:
         cut = min((i for i in (text.find(s) for s in seq.request.sampling.stop) if i >= 0),
                   default=-1)
         if cut < 0:
@@ -200,8 +204,7 @@ class TorchEngine(Engine):
         complete = seq.matcher is not None and seq.matcher.is_terminated()
         result = GenerationResult(
             token_ids=tuple(seq.out),
-            text=text if text is not None else self.tokenizer.decode(seq.out,
-                                                                     skip_special_tokens=True),
+            text=text if text is not None else self.decode(seq.out),
             finish_reason=reason, prompt_tokens=len(seq.request.prompt_ids),
             grammar_complete=complete, timings=dict(seq.timings))
         _settle(seq.future, result=result)

@@ -16,7 +16,7 @@ from typing import Any
 from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_completion_id, \
     usage_of
 from server.pipeline.decode import decode
-from server.pipeline.detokenize import IncrementalDetokenizer
+from server.engines.detokenize import IncrementalDetokenizer
 from server.pipeline.prompt import CALL_OPEN
 from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
 from server.protocol import Choice

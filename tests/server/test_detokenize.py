@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from server.pipeline.detokenize import IncrementalDetokenizer
+from server.engines.detokenize import IncrementalDetokenizer
 
 TEXTS = ["Hello there, how are you?", "Привет, как дела? вчера 1 200,50 ₽",
          "emoji 🙂🙃 and 中文字符 mixed", '{"a":[1,2,{"b":"x y"}]}  spaces   kept',
