@@ -9,7 +9,8 @@ from typing import Any
 SUB_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else",
            "propertyNames", "unevaluatedItems", "unevaluatedProperties", "additionalItems")
 SUB_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
-SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
+           "dependencies")
 
 
 def iter_schema_nodes(node: Any, pointer: str = "") -> Iterator[tuple[dict[str, Any], str]]:
@@ -19,6 +20,9 @@ def iter_schema_nodes(node: Any, pointer: str = "") -> Iterator[tuple[dict[str, 
     yield node, pointer
     for key in SUB_ONE:
         yield from iter_schema_nodes(node.get(key), f"{pointer}/{key}")
+    if isinstance(node.get("items"), list):  # draft-4 tuple form
+        for i, sub in enumerate(node["items"]):
+            yield from iter_schema_nodes(sub, f"{pointer}/items/{i}")
     for key in SUB_LIST:
         value = node.get(key)
         if isinstance(value, list):

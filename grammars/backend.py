@@ -17,6 +17,7 @@ import torch
 import xgrammar as xgr
 
 from grammars.errors import InvalidSchemaError
+from grammars.keywords import XGRAMMAR_KEYWORDS
 from grammars.specs import GrammarSpec, TextOrToolCallsSpec
 
 # Compact output: no free whitespace, `,` and `:` separators, no keys outside the schema.
@@ -50,6 +51,7 @@ class Matcher:
 class XgrammarBackend:
     name = "xgrammar"
     version = importlib.metadata.version("xgrammar")
+    keywords = XGRAMMAR_KEYWORDS
 
     def __init__(self, tokenizer: Any, *, vocab_size: int, stop_token_ids: list[int],
                  compile_threads: int = 1) -> None:
@@ -77,6 +79,11 @@ class XgrammarBackend:
             raise InvalidSchemaError(f"the grammar backend rejected the schema: {first_line}",
                                      hint="Simplify or correct the schema.") from None
         return CompiledGrammar(spec, handle, time.perf_counter() - start)
+
+    def accepts(self, compiled: CompiledGrammar, text: str) -> bool:
+        """Whether the mask lets `text` through as one complete value (benchmarks, tests)."""
+        matcher = xgr.GrammarMatcher(compiled.handle, terminate_without_stop_token=True)
+        return bool(matcher.accept_string(text)) and bool(matcher.is_completed())
 
     def matcher(self, compiled: CompiledGrammar) -> Matcher:
         return Matcher(compiled)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from grammars.backend import CompiledGrammar
+from grammars.keywords import KeywordTable
 from grammars.specs import GrammarSpec
 
 
@@ -22,6 +23,7 @@ class CompilingBackend(Protocol):
     name: str
     version: str
     tokenizer_fingerprint: str
+    keywords: KeywordTable
 
     @property
     def options_key(self) -> str: ...
@@ -70,6 +72,10 @@ class GrammarCache:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             compile_workers, thread_name_prefix="grammar-compile")
         self._hits = self._misses = self._evictions = self._compiles = self._joined = 0
+
+    @property
+    def backend(self) -> CompilingBackend:
+        return self._backend
 
     def key_for(self, spec: GrammarSpec) -> CacheKey:
         b = self._backend

@@ -6,8 +6,10 @@ from __future__ import annotations
 class GrammarError(Exception):
     """Base class: a schema or grammar request this layer cannot serve."""
 
-    def __init__(self, message: str, *, pointer: str = "", hint: str = "") -> None:
+    def __init__(self, message: str, *, pointer: str = "", hint: str = "",
+                 details: list[dict[str, str]] | None = None) -> None:
         self.message = message
+        self.details = details or []  # e.g. every rejected keyword, with its pointer
         self.pointer = pointer
         self.hint = hint
         super().__init__(self.render())

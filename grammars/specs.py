@@ -19,12 +19,7 @@ from jsonschema.exceptions import SchemaError
 
 from grammars._walk import iter_schema_nodes
 from grammars.errors import InvalidSchemaError, UnsupportedSchemaError
-
-# xgrammar 0.2.9 accepts these keywords without enforcing them (or, for patternProperties,
-# rejects valid input): compiling them would hand out output the schema forbids.
-_UNENFORCED = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-               "patternProperties", "unevaluatedProperties", "unevaluatedItems")
-
+from grammars.keywords import XGRAMMAR_KEYWORDS, Analysis, KeywordTable, analyze
 
 def canonical_json(schema: Any) -> str:
     """Compact JSON with keys sorted, except inside `properties`, whose order the grammar keeps."""
@@ -41,8 +36,10 @@ def _canonical(node: Any, *, keep_order: bool = False) -> Any:
     return node
 
 
-def check_schema(schema: Any, *, where: str = "schema") -> dict[str, Any]:
-    """Validate a client JSON Schema and refuse keywords the grammar cannot enforce."""
+def check_schema(schema: Any, *, where: str = "schema",
+                 table: KeywordTable = XGRAMMAR_KEYWORDS) -> Analysis:
+    """Validate a client JSON Schema against its draft's metaschema and classify every keyword;
+    refuse it, naming each keyword, if any is enforced by nothing here."""
     if not isinstance(schema, dict):
         raise InvalidSchemaError(f"{where} must be a JSON object, got {type(schema).__name__}",
                                  hint="Send a JSON Schema object such as {\"type\": \"object\"}.")
@@ -53,31 +50,18 @@ def check_schema(schema: Any, *, where: str = "schema") -> dict[str, Any]:
         pointer = "/" + "/".join(str(p) for p in exc.absolute_path) if exc.absolute_path else ""
         raise InvalidSchemaError(f"{where} is not a valid JSON Schema: {exc.message}",
                                  pointer=pointer) from None
-    for node, pointer in iter_schema_nodes(schema):
-        for key in _UNENFORCED:
-            if key in node:
-                raise UnsupportedSchemaError(
-                    f"{where} uses {key!r}, which the grammar backend cannot enforce",
-                    pointer=f"{pointer}/{key}",
-                    hint="Remove it and check that rule in your own code.")
-        if node.get("uniqueItems") is True:
-            raise UnsupportedSchemaError(
-                f"{where} uses 'uniqueItems', which the grammar backend cannot enforce",
-                pointer=f"{pointer}/uniqueItems", hint="Remove it and de-duplicate in your code.")
-        if ("pattern" in node or "format" in node) and ("minLength" in node
-                                                         or "maxLength" in node):
-            # Seen in xgrammar 0.2.9: with a pattern or format, length bounds are dropped.
-            raise UnsupportedSchemaError(
-                f"{where} combines 'pattern' or 'format' with 'minLength'/'maxLength'; the "
-                "grammar backend enforces only the pattern or format then",
-                pointer=pointer or "/",
-                hint="Put the length into the pattern (e.g. '^[0-9a-f]{12}$') or drop one.")
-        if isinstance(node.get("allOf"), list) and len(node["allOf"]) > 1:
-            raise UnsupportedSchemaError(
-                f"{where} uses 'allOf' with several branches, which the grammar backend cannot "
-                "enforce", pointer=f"{pointer}/allOf",
-                hint="Merge the branches into one schema.")
-    return schema
+    analysis = analyze(schema, table)
+    rejected = analysis.report.of("rejected")
+    if rejected:
+        first = rejected[0]
+        more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
+        raise UnsupportedSchemaError(
+            f"{where} uses {first.keyword!r}{more}, which nothing here enforces: {first.note}",
+            pointer=first.pointer,
+            hint="Remove it, or express the rule with keywords listed by "
+                 "POST /v1/grammars/compile, or check it in your own code.",
+            details=[u.to_json() for u in rejected])
+    return analysis
 
 
 @dataclass(frozen=True)
@@ -87,8 +71,13 @@ class JsonSchemaSpec:
     schema_json: str
 
     @classmethod
-    def from_schema(cls, schema: Any, *, where: str = "schema") -> JsonSchemaSpec:
-        return cls(canonical_json(check_schema(schema, where=where)))
+    def from_schema(cls, schema: Any, *, where: str = "schema",
+                    table: KeywordTable = XGRAMMAR_KEYWORDS) -> JsonSchemaSpec:
+        return cls.from_analysis(check_schema(schema, where=where, table=table))
+
+    @classmethod
+    def from_analysis(cls, analysis: Analysis) -> JsonSchemaSpec:
+        return cls(canonical_json(analysis.grammar_schema))
 
     @cached_property
     def key(self) -> str:
@@ -104,9 +93,14 @@ class ToolSpec:
     parameters_json: str
 
     @classmethod
-    def from_parameters(cls, name: str, parameters: Any) -> ToolSpec:
-        checked = check_schema(parameters, where=f"parameters of tool {name!r}")
-        return cls(name, canonical_json(checked))
+    def from_parameters(cls, name: str, parameters: Any, *,
+                        table: KeywordTable = XGRAMMAR_KEYWORDS) -> ToolSpec:
+        checked = check_schema(parameters, where=f"parameters of tool {name!r}", table=table)
+        return cls.from_analysis(name, checked)
+
+    @classmethod
+    def from_analysis(cls, name: str, analysis: Analysis) -> ToolSpec:
+        return cls(name, canonical_json(analysis.grammar_schema))
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,20 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Body, Depends, FastAPI, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from contracts import ContractRegistry
 from grammars import GrammarCache, Lookup, ToolCallsSpec, ToolSpec
+from grammars.keywords import EnforcementReport
 from server.api import errors
 from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
 from server.metrics import Metrics
 from server.pipeline.chat import ChatPipeline, contract_runtime
+from server.pipeline.decode import compiled
+from server.pipeline.plan import plan_schema
 from server.pipeline.stream import ChunkStream
 from server.protocol import ChatCompletionRequest
 from server.settings import Settings
@@ -47,7 +50,8 @@ _CALL_COUNTS = ((1, 1), (1, None), (0, 1), (0, None))
 def warm(cache: GrammarCache, registry: ContractRegistry) -> None:
     """Compile each contract's call grammars now, so no request with that tool pays for them."""
     for contract in registry:
-        tool = ToolSpec.from_parameters(contract.name, contract.schema())
+        tool = ToolSpec.from_parameters(contract.name, contract.schema(),
+                                        table=cache.backend.keywords)
         for low, high in _CALL_COUNTS:
             cache.get(ToolCallsSpec((tool,), min_calls=low, max_calls=high))
 
@@ -79,6 +83,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.get("/v1/models")(list_models)
     app.get("/metrics", response_class=PlainTextResponse)(metrics_text)
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
+    app.post("/v1/grammars/compile")(compile_grammar)
     app.get("/v1/contracts")(list_contracts)
     app.post("/v1/contracts/{name}/validate")(validate_contract)
     return app
@@ -117,20 +122,29 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         stream = ChunkStream(pipeline, prep, include_usage=include_usage)
         return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
-                                 headers=_grammar_headers(prep.lookup))
+                                 headers=_grammar_headers(prep.lookup, prep.plan.enforcement))
     try:
         done = await _until_disconnect(request, pipeline.complete(body, dict(request.headers)))
     except _ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
-    response.headers.update(_grammar_headers(done.grammar))
+    response.headers.update(_grammar_headers(done.grammar, done.enforcement))
     return done.response.model_dump(exclude_none=False)
 
 
-def _grammar_headers(lookup: Lookup | None) -> dict[str, str]:
+def _grammar_headers(lookup: Lookup | None,
+                     enforcement: EnforcementReport | None) -> dict[str, str]:
     if lookup is None:
         return {}
-    return {"X-StrictCall-Grammar-Cache": "hit" if lookup.hit else "miss",
-            "X-StrictCall-Grammar-Ms": f"{lookup.seconds * 1000:.3f}"}
+    headers = {"X-StrictCall-Grammar-Cache": "hit" if lookup.hit else "miss",
+               "X-StrictCall-Grammar-Ms": f"{lookup.seconds * 1000:.3f}"}
+    if enforcement is not None:  # the full report: POST /v1/grammars/compile
+        headers["X-StrictCall-Enforcement"] = _latin1(enforcement.summary())
+    return headers
+
+
+def _latin1(text: str) -> str:
+    """Header values are latin-1: anything else (a property name in Cyrillic) is escaped."""
+    return text.encode("latin-1", "backslashreplace").decode("latin-1")
 
 
 async def _sse(stream: ChunkStream, request: Request) -> AsyncIterator[str]:
@@ -144,6 +158,20 @@ async def _sse(stream: ChunkStream, request: Request) -> AsyncIterator[str]:
         error = ServiceError("internal error while streaming; the server log has the details")
         yield f"data: {json.dumps(error.problem(request.url.path))}\n\n"
     yield "data: [DONE]\n\n"
+
+
+async def compile_grammar(schema: Annotated[Any, Body()], pipeline: PipelineDep) -> dict:
+    """Compile a JSON Schema (or find it compiled): which keyword is enforced by what, the
+    compile time, and whether it was a cache hit. A refused keyword is a 400 naming it."""
+    cache = pipeline.cache
+    spec, analysis = plan_schema(schema, where="the schema", budget=pipeline.settings.budget,
+                                 keywords=cache.backend.keywords)
+    lookup = await compiled(cache, spec, timeout_s=pipeline.settings.compile_timeout_s)
+    return {"object": "grammar", "key": spec.key, "backend": cache.backend.name,
+            "backend_version": cache.backend.version, "cache": "hit" if lookup.hit else "miss",
+            "compile_ms": round(lookup.grammar.compile_seconds * 1000, 3),
+            "lookup_ms": round(lookup.seconds * 1000, 3),
+            "enforcement": analysis.report.to_json()}
 
 
 async def list_contracts(pipeline: PipelineDep) -> dict:

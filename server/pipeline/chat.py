@@ -14,6 +14,7 @@ import jsonschema
 
 from contracts import Contract, ContractRegistry, MissingRuntimeValue
 from grammars import GrammarCache, Lookup
+from grammars.keywords import EnforcementReport
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
 from server.pipeline.decode import compiled, decode
@@ -47,6 +48,7 @@ class Prepared:
 class Completed:
     response: ChatCompletion
     grammar: Lookup | None
+    enforcement: EnforcementReport | None = None
 
 
 class ChatPipeline:
@@ -67,7 +69,8 @@ class ChatPipeline:
             prep = prep.fallback  # type: ignore[assignment]
             results.append(await decode(self.engine, prep.request))
         choice, extension = await self.finish(prep, results[-1])
-        return Completed(self.response([choice], results, extension), first.lookup)
+        return Completed(self.response([choice], results, extension), first.lookup,
+                         first.plan.enforcement)
 
     async def prepare(self, req: ChatCompletionRequest, headers: dict[str, str]) -> Prepared:
         if req.model != self.model_name:
@@ -75,7 +78,7 @@ class ChatPipeline:
                                 f"{self.model_name!r} (see GET /v1/models)", param="model",
                                 code="model_not_found")
         plan = plan_request(req, self.registry, auto_tools=self.settings.auto_tools,
-                            budget=self.settings.budget)
+                            budget=self.settings.budget, keywords=self.cache.backend.keywords)
         return await self._prepare(req, plan, headers)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,
@@ -233,7 +236,8 @@ def _parse(text: str) -> Any:
 
 def _validate(schema: dict[str, Any], value: Any, *, where: str) -> None:
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    errors = sorted(cls(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     if errors:
         violations = [{"pointer": "/" + "/".join(str(p) for p in e.absolute_path),
                        "message": e.message} for e in errors]

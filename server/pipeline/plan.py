@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from contracts import Contract, ContractRegistry
 from grammars import (Budget, BudgetExceeded, GrammarError, GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec,
-                      ToolCallsSpec, ToolSpec, bfcl_to_json_schema)
+                      ToolCallsSpec, ToolSpec, bfcl_to_json_schema, check_schema)
+from grammars.keywords import XGRAMMAR_KEYWORDS, Analysis, EnforcementReport, KeywordTable
 from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
                                 ResponseFormatJsonSchema, Tool)
 from server.errors import InvalidRequest, UnsupportedFeature
@@ -31,32 +32,35 @@ class Plan:
     contracts: dict[str, Contract] = field(default_factory=dict)
     # "auto" decided by an empty call list: the plan that answers instead (text or JSON).
     fallback: Plan | None = None
+    # Which keyword of the request's schemas is enforced by what (None: nothing constrained).
+    enforcement: EnforcementReport | None = None
 
 
 def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
                  auto_tools: Literal["decide", "trigger"] = "decide",
-                 budget: Budget = Budget()) -> Plan:
+                 budget: Budget = Budget(),
+                 keywords: KeywordTable = XGRAMMAR_KEYWORDS) -> Plan:
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
         if choice == "required" or isinstance(choice, NamedToolChoice):
             raise InvalidRequest("tool_choice asks for a tool call, but no tools were given",
                                  param="tool_choice")
-        return _plan_format(req, budget)
+        return _plan_format(req, budget, keywords)
     try:
         budget.check_tools(len(req.tools))
     except BudgetExceeded as exc:
         raise _over_budget(exc, param="tools") from None
-    tools = _convert_tools(req.tools, registry, budget)
+    tools = _convert_tools(req.tools, registry, budget, keywords)
     max_calls = 1 if req.parallel_tool_calls is False else None
     if choice is None or choice == "auto":  # OpenAI's default when tools are given
         if auto_tools == "trigger":
             return _plan_tools(tools, min_calls=1, max_calls=max_calls, auto=True)
         decide = _plan_tools(tools, min_calls=0, max_calls=max_calls)
         return replace(decide, instructions=decide_instructions(_described(tools)),
-                       fallback=_plan_format(req, budget))
+                       fallback=_plan_format(req, budget, keywords))
     if choice == "none":
-        return _plan_format(req, budget)
+        return _plan_format(req, budget, keywords)
     if isinstance(choice, NamedToolChoice):
         if choice.function.name not in tools:
             raise InvalidRequest(f"tool_choice names unknown tool {choice.function.name!r}; "
@@ -106,6 +110,7 @@ class _Tool:
     spec: ToolSpec
     schema: dict[str, Any]
     description: str | None
+    report: EnforcementReport
     contract: Contract | None = None
 
 
@@ -118,8 +123,8 @@ def _over_budget(exc: BudgetExceeded, *, param: str) -> InvalidRequest:
                                       "allowed": exc.allowed})
 
 
-def _convert_tools(tools: list[Tool], registry: ContractRegistry,
-                   budget: Budget) -> dict[str, _Tool]:
+def _convert_tools(tools: list[Tool], registry: ContractRegistry, budget: Budget,
+                   keywords: KeywordTable) -> dict[str, _Tool]:
     out: dict[str, _Tool] = {}
     for i, tool in enumerate(tools):
         fn = tool.function
@@ -133,15 +138,22 @@ def _convert_tools(tools: list[Tool], registry: ContractRegistry,
                 bfcl_to_json_schema(fn.parameters or _NO_ARGUMENTS)
             if contract is None:  # a registered contract is the operator's: trusted
                 budget.check_schema(schema, where=f"the parameters of tool {fn.name!r}")
-            spec = ToolSpec.from_parameters(fn.name, schema)
+            analysis = check_schema(schema, where=f"the parameters of tool {fn.name!r}",
+                                    table=keywords)
         except BudgetExceeded as exc:
             raise _over_budget(exc, param=f"tools[{i}].function.parameters") from None
         except GrammarError as exc:
-            raise InvalidRequest(exc.render(), param=f"tools[{i}].function.parameters",
-                                 code="invalid_schema") from None
+            raise _schema_error(exc, param=f"tools[{i}].function.parameters") from None
         description = contract.description if contract else fn.description
-        out[fn.name] = _Tool(spec, schema, description, contract)
+        out[fn.name] = _Tool(ToolSpec.from_analysis(fn.name, analysis), schema, description,
+                             analysis.report.prefixed(f"{fn.name}#"), contract)
     return out
+
+
+def _schema_error(exc: GrammarError, *, param: str) -> InvalidRequest:
+    extensions = {"keywords": exc.details} if exc.details else None
+    return InvalidRequest(exc.render(), param=param, code="invalid_schema",
+                          extensions=extensions)
 
 
 def _described(tools: dict[str, _Tool]) -> list[dict[str, Any]]:
@@ -156,13 +168,17 @@ def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | Non
                           max_calls=max_calls)
     schemas = {n: t.schema for n, t in tools.items()}
     contracts = {n: t.contract for n, t in tools.items() if t.contract is not None}
+    report = EnforcementReport.merge(next(iter(tools.values())).report.backend,
+                                     [t.report for t in tools.values()])
     if auto:
         spec = TextOrToolCallsSpec(calls, begin=CALL_OPEN, end=CALL_CLOSE)
-        return Plan("auto", spec, auto_instructions(described), "", schemas, contracts)
-    return Plan("tools", calls, tools_instructions(described), CALL_OPEN, schemas, contracts)
+        return Plan("auto", spec, auto_instructions(described), "", schemas, contracts,
+                    enforcement=report)
+    return Plan("tools", calls, tools_instructions(described), CALL_OPEN, schemas, contracts,
+                enforcement=report)
 
 
-def _plan_format(req: ChatCompletionRequest, budget: Budget) -> Plan:
+def _plan_format(req: ChatCompletionRequest, budget: Budget, keywords: KeywordTable) -> Plan:
     fmt = req.response_format
     if isinstance(fmt, ResponseFormatJsonSchema):
         schema, where = fmt.json_schema.schema_, "response_format.json_schema.schema"
@@ -170,11 +186,20 @@ def _plan_format(req: ChatCompletionRequest, budget: Budget) -> Plan:
         schema, where = {"type": "object"}, "response_format"
     else:
         return Plan("text")
+    spec, analysis = plan_schema(schema, where=where, budget=budget, keywords=keywords)
+    return Plan("json", spec, json_instructions(schema), "", {"": schema},
+                enforcement=analysis.report)
+
+
+def plan_schema(schema: Any, *, where: str, budget: Budget,
+                keywords: KeywordTable) -> tuple[JsonSchemaSpec, Analysis]:
+    """A client JSON Schema checked against the budgets and classified; 400 if refused."""
     try:
-        budget.check_schema(schema, where=where)
-        spec = JsonSchemaSpec.from_schema(schema, where=where)
+        if isinstance(schema, dict):
+            budget.check_schema(schema, where=where)
+        analysis = check_schema(schema, where=where, table=keywords)
     except BudgetExceeded as exc:
         raise _over_budget(exc, param=where) from None
     except GrammarError as exc:
-        raise InvalidRequest(exc.render(), param=where, code="invalid_schema") from None
-    return Plan("json", spec, json_instructions(schema), "", {"": schema})
+        raise _schema_error(exc, param=where) from None
+    return JsonSchemaSpec.from_analysis(analysis), analysis

@@ -23,37 +23,6 @@ def test_a_property_named_properties_is_not_reordered_as_a_keyword():
     assert list(inner) == ["y", "x"]
 
 
-@pytest.mark.parametrize(("schema", "keyword"), [
-    ({"not": {"type": "string"}}, "not"),
-    ({"if": {}, "then": {}}, "if"),
-    ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired"),
-    ({"type": "object", "patternProperties": {"^x": {}}}, "patternProperties"),
-    ({"type": "array", "uniqueItems": True}, "uniqueItems"),
-    ({"allOf": [{"type": "object"}, {"required": ["a"]}]}, "allOf"),
-    ({"type": "object", "properties": {"deep": {"type": "array", "items": {"not": {}}}}},
-     "not"),
-    ({"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-f]+$",
-                                              "maxLength": 12}}}, "/properties/id"),
-    ({"type": "string", "format": "email", "minLength": 3}, "/"),
-])
-def test_unenforceable_keywords_are_refused_with_their_pointer(schema, keyword):
-    with pytest.raises(UnsupportedSchemaError) as info:
-        check_schema(schema)
-    assert keyword in info.value.pointer
-    assert info.value.hint
-
-
-@pytest.mark.parametrize("schema", [
-    {"type": "array", "uniqueItems": False},
-    {"allOf": [{"type": "object"}]},
-    {"type": "object", "properties": {"not": {"type": "string"}}},  # a property named "not"
-    {"type": "string", "pattern": "^[0-9a-f]{12}$"},
-    {"type": "string", "format": "date", "description": "length is in the format"},
-])
-def test_harmless_uses_are_accepted(schema):
-    assert check_schema(schema) is schema
-
-
 @pytest.mark.parametrize("schema", [{"type": "strng"}, {"minLength": -1}, {"required": "a"},
                                     "not an object"])
 def test_invalid_json_schema_is_refused(schema):

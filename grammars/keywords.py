@@ -1,0 +1,236 @@
+"""Which keyword of a JSON Schema is enforced by what: the enforcement report.
+
+Every keyword occurrence is classified, with its JSON Pointer, into one tier:
+- `grammar`: the backend's token mask enforces it; output breaking it cannot be decoded;
+- `validator`: the mask does not (or gets it wrong); the post-decode JSON Schema check does.
+  Such keywords are left out of the schema the backend compiles (which only relaxes it);
+- `annotation`: no effect on what is valid (`title`, `description`, ...);
+- `rejected`: nothing here enforces it. The schema is refused (400) naming each one.
+
+Each backend has its own table (`KeywordTable`): what its masks enforce is a fact about that
+backend and version, measured, not assumed (see tests/grammars/test_keywords.py).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from jsonschema import FormatChecker
+
+from grammars._walk import iter_schema_nodes
+
+Tier = Literal["grammar", "validator", "annotation", "rejected"]
+TIERS: tuple[Tier, ...] = ("grammar", "validator", "annotation", "rejected")
+
+ANNOTATIONS = frozenset({
+    "title", "description", "examples", "default", "$comment", "$schema", "$id", "id",
+    "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding",
+    "contentSchema", "discriminator", "$vocabulary"})
+
+# Applicators and assertions the post-decode validator (jsonschema, the schema's own draft)
+# enforces whatever the backend does.
+VALIDATOR_ONLY = frozenset({
+    "uniqueItems", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+    "dependencies", "patternProperties", "unevaluatedProperties", "unevaluatedItems",
+    "contains", "minContains", "maxContains", "propertyNames"})
+
+# Formats the validator really checks with what is installed (some need optional packages).
+VALIDATOR_FORMATS = frozenset(FormatChecker().checkers)
+
+# Keywords whose presence lets an object hold keys beyond `properties`: with them, a strict
+# grammar ("no unlisted keys") would refuse valid values, so the grammar schema allows extras.
+_OPENS_OBJECT = ("patternProperties", "unevaluatedProperties", "dependentSchemas", "if",
+                 "then", "else", "dependencies", "allOf")
+
+
+@dataclass(frozen=True)
+class KeywordTable:
+    """What one backend's masks enforce."""
+
+    backend: str
+    grammar: frozenset[str]
+    formats: frozenset[str]
+    # The backend forbids keys that `properties` does not list when additionalProperties is
+    # absent (stricter than JSON Schema); reported where it applies.
+    strict_objects: bool = True
+    # With `pattern` or `format`, length bounds are not enforced by the mask.
+    lengths_with_pattern: bool = False
+    # allOf with one branch is enforced; with several, not.
+    multi_allof: bool = False
+
+
+XGRAMMAR_KEYWORDS = KeywordTable(
+    backend="xgrammar",
+    grammar=frozenset({
+        "type", "properties", "required", "additionalProperties", "items", "prefixItems",
+        "additionalItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf",
+        "$ref", "$defs", "definitions", "minimum", "maximum", "exclusiveMinimum",
+        "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern", "format",
+        "minProperties", "maxProperties"}),
+    # Measured on xgrammar 0.2.9: these formats reject non-matching strings; others
+    # ("phone", "iri", "regex", ...) are accepted as any string.
+    formats=frozenset({
+        "date-time", "date", "time", "email", "uuid", "uri", "uri-reference", "uri-template",
+        "ipv4", "ipv6", "hostname", "duration", "json-pointer", "relative-json-pointer"}),
+)
+
+
+@dataclass(frozen=True)
+class KeywordUse:
+    pointer: str
+    keyword: str
+    tier: Tier
+    note: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        out = {"pointer": self.pointer, "keyword": self.keyword, "tier": self.tier}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True)
+class EnforcementReport:
+    backend: str
+    uses: tuple[KeywordUse, ...] = field(default_factory=tuple)
+
+    def counts(self) -> dict[str, int]:
+        found = Counter(u.tier for u in self.uses)
+        return {tier: found.get(tier, 0) for tier in TIERS}
+
+    def of(self, tier: Tier) -> list[KeywordUse]:
+        return [u for u in self.uses if u.tier == tier]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.backend, "counts": self.counts(),
+                "keywords": [u.to_json() for u in self.uses]}
+
+    def prefixed(self, prefix: str) -> EnforcementReport:
+        return EnforcementReport(self.backend, tuple(
+            KeywordUse(prefix + u.pointer, u.keyword, u.tier, u.note) for u in self.uses))
+
+    @staticmethod
+    def merge(backend: str, reports: list[EnforcementReport]) -> EnforcementReport:
+        return EnforcementReport(backend, tuple(u for r in reports for u in r.uses))
+
+    def summary(self, *, listed: int = 4) -> str:
+        """One header line: counts per tier, then where the validator-only keywords are."""
+        counts = self.counts()
+        text = ", ".join(f"{t}={counts[t]}" for t in TIERS if t != "rejected")
+        late = self.of("validator")
+        if late:
+            shown = " ".join(f"{u.keyword}@{u.pointer or '/'}" for u in late[:listed])
+            more = f" +{len(late) - listed}" if len(late) > listed else ""
+            text += f"; validator: {shown}{more}"
+        return text
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A schema's report, and the schema the backend compiles (validator-tier keywords out)."""
+
+    report: EnforcementReport
+    grammar_schema: dict[str, Any]
+
+
+def analyze(schema: dict[str, Any], table: KeywordTable = XGRAMMAR_KEYWORDS) -> Analysis:
+    grammar_schema = copy.deepcopy(schema)
+    uses: list[KeywordUse] = []
+    # Walk the original (for pointers) and edit the copy's matching node.
+    originals = list(iter_schema_nodes(schema))
+    copies = [node for node, _ in iter_schema_nodes(grammar_schema)]
+    removed: list[str] = []  # subschemas under validator-only keywords: no mask reaches them
+    for (node, pointer), target in zip(originals, copies, strict=True):
+        found = _classify_node(node, pointer, target, table)
+        if any((pointer + "/").startswith(p + "/") for p in removed):
+            found = [KeywordUse(u.pointer, u.keyword, "validator", "inside a validator-only "
+                                "keyword") if u.tier == "grammar" else u for u in found]
+        removed.extend(u.pointer for u in found if u.tier == "validator")
+        uses.extend(found)
+    return Analysis(EnforcementReport(table.backend, tuple(uses)), grammar_schema)
+
+
+def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
+                   table: KeywordTable) -> list[KeywordUse]:
+    uses: list[KeywordUse] = []
+
+    def use(key: str, tier: Tier, note: str = "") -> None:
+        uses.append(KeywordUse(f"{pointer}/{key}", key, tier, note))
+        if tier == "validator":
+            target.pop(key, None)
+
+    patterned = "pattern" in node or "format" in node
+    for key, value in node.items():
+        if key in ANNOTATIONS or key.startswith("x-"):
+            use(key, "annotation")
+        elif key in VALIDATOR_ONLY:
+            if key == "uniqueItems" and value is False:
+                use(key, "annotation", "false has no effect")
+                target.pop(key, None)
+            else:
+                use(key, "validator", f"not enforced by {table.backend}'s mask")
+        elif key == "format":
+            if value in table.formats:
+                use(key, "grammar")
+            elif value in VALIDATOR_FORMATS:
+                use(key, "validator", f"format {value!r}: checked after decoding")
+            else:
+                use(key, "rejected", f"format {value!r} is checked by nothing here; "
+                                     "use a 'pattern' instead")
+        elif key in ("minLength", "maxLength") and patterned and not table.lengths_with_pattern:
+            use(key, "validator", "with 'pattern' or 'format', the mask drops length bounds")
+        elif key == "allOf" and isinstance(value, list) and len(value) > 1 \
+                and not table.multi_allof:
+            use(key, "validator", "allOf with several branches: checked after decoding")
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+            use(key, "grammar", "draft-4 boolean form, rewritten for the grammar")
+            _rewrite_draft4_exclusive(target, key)
+        elif key == "items" and isinstance(value, list):
+            use(key, "grammar", "draft-4 tuple form, rewritten as prefixItems")
+        elif key in table.grammar:
+            use(key, "grammar")
+        else:
+            use(key, "rejected", "unknown keyword: nothing here enforces it")
+    if isinstance(node.get("items"), list):
+        _rewrite_tuple_items(target)
+    if isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
+        if any(k in node for k in _OPENS_OBJECT):
+            target["additionalProperties"] = True
+        elif table.strict_objects:
+            uses.append(KeywordUse(f"{pointer}/additionalProperties", "additionalProperties",
+                                   "grammar", "absent: keys not in 'properties' are not "
+                                              "generated (strict objects)"))
+    if "patternProperties" in node and node.get("additionalProperties") is not True:
+        target["additionalProperties"] = True
+    # xgrammar's strict mode reads an absent additionalProperties/items as false once a
+    # size keyword is there ({"type": "array", "minItems": 2} would compile to nothing):
+    # where no properties/items are listed, say "anything" explicitly, as JSON Schema means.
+    if _may_be(node, "object", ("minProperties", "maxProperties", "required")) \
+            and "properties" not in node and "additionalProperties" not in node:
+        target["additionalProperties"] = True
+    if _may_be(node, "array", ("minItems", "maxItems")) and "items" not in node \
+            and "prefixItems" not in node:
+        target["items"] = True
+    return uses
+
+
+def _may_be(node: dict[str, Any], kind: str, keywords: tuple[str, ...]) -> bool:
+    types = node.get("type")
+    named = types == kind or (isinstance(types, list) and kind in types)
+    return named or any(k in node for k in keywords)
+
+
+def _rewrite_draft4_exclusive(target: dict[str, Any], key: str) -> None:
+    bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+    if target.pop(key) is True and bound in target:
+        target[key] = target.pop(bound)
+
+
+def _rewrite_tuple_items(target: dict[str, Any]) -> None:
+    target["prefixItems"] = target.pop("items")
+    extra = target.pop("additionalItems", None)
+    if extra is not None:
+        target["items"] = extra

@@ -1,0 +1,173 @@
+"""The keyword table, checked against the backend itself: a keyword classified `grammar` is
+one the mask really enforces (a value breaking it cannot be decoded); a `validator` keyword
+is one it does not, so it is left out of the compiled schema and the post-decode check
+(jsonschema, with formats) refuses the value; a `rejected` one is a 400 naming it."""
+
+import json
+
+import jsonschema
+import pytest
+
+from grammars import JsonSchemaSpec, UnsupportedSchemaError, check_schema
+from grammars.keywords import XGRAMMAR_KEYWORDS, analyze
+
+
+def _validator_accepts(schema, value) -> bool:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(value)
+
+
+def _mask_accepts(backend, schema, text) -> bool:
+    spec = JsonSchemaSpec.from_schema(schema)
+    return backend.accepts(backend.compile(spec), text)
+
+
+# (schema, keyword, pointer, a value that breaks only that keyword)
+GRAMMAR = [
+    ({"type": "integer"}, "type", "/type", '"1"'),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+     "required", "/required", "{}"),
+    ({"type": "object", "properties": {"a": {}}, "additionalProperties": False},
+     "additionalProperties", "/additionalProperties", '{"b":1}'),
+    ({"type": "array", "items": {"type": "integer"}}, "items", "/items", '["x"]'),
+    ({"type": "array", "prefixItems": [{"type": "integer"}]}, "prefixItems", "/prefixItems",
+     '["x"]'),
+    ({"type": "array", "minItems": 2}, "minItems", "/minItems", "[1]"),
+    ({"type": "array", "maxItems": 1}, "maxItems", "/maxItems", "[1,2]"),
+    ({"enum": ["a", "b"]}, "enum", "/enum", '"c"'),
+    ({"const": 3}, "const", "/const", "4"),
+    ({"anyOf": [{"type": "integer"}, {"type": "boolean"}]}, "anyOf", "/anyOf", '"x"'),
+    ({"oneOf": [{"type": "integer"}, {"type": "boolean"}]}, "oneOf", "/oneOf", '"x"'),
+    ({"allOf": [{"type": "integer"}]}, "allOf", "/allOf", '"x"'),
+    ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"}, "$ref", "/$ref", '"x"'),
+    ({"type": "integer", "minimum": 5}, "minimum", "/minimum", "4"),
+    ({"type": "integer", "maximum": 5}, "maximum", "/maximum", "6"),
+    ({"type": "integer", "exclusiveMinimum": 5}, "exclusiveMinimum", "/exclusiveMinimum",
+     "5"),
+    ({"type": "integer", "exclusiveMaximum": 5}, "exclusiveMaximum", "/exclusiveMaximum",
+     "5"),
+    ({"type": "integer", "multipleOf": 3}, "multipleOf", "/multipleOf", "4"),
+    ({"type": "string", "minLength": 2}, "minLength", "/minLength", '"a"'),
+    ({"type": "string", "maxLength": 2}, "maxLength", "/maxLength", '"abc"'),
+    ({"type": "string", "pattern": "^[0-9]+$"}, "pattern", "/pattern", '"x"'),
+    ({"type": "string", "format": "date"}, "format", "/format", '"yesterday"'),
+    ({"type": "string", "format": "uuid"}, "format", "/format", '"not-a-uuid"'),
+    ({"type": "object", "minProperties": 1}, "minProperties", "/minProperties", "{}"),
+    ({"type": "object", "maxProperties": 1}, "maxProperties", "/maxProperties",
+     '{"a":1,"b":2}'),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}}, "additionalProperties",
+     "/additionalProperties", '{"a":1,"b":2}'),  # absent: strict objects
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 5,
+      "exclusiveMinimum": True}, "exclusiveMinimum", "/exclusiveMinimum", "5"),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
+      "items": [{"type": "integer"}], "additionalItems": False}, "items", "/items", '["x"]'),
+]
+
+
+@pytest.mark.parametrize(("schema", "keyword", "pointer", "bad"), GRAMMAR,
+                         ids=[f"{k}{i}" for i, (_, k, _, _) in enumerate(GRAMMAR)])
+def test_grammar_keywords_are_enforced_by_the_mask(backend, schema, keyword, pointer, bad):
+    uses = {(u.pointer, u.keyword): u.tier for u in analyze(schema).report.uses}
+    assert uses[(pointer, keyword)] == "grammar"
+    assert not _validator_accepts(schema, json.loads(bad)) or keyword == "additionalProperties"
+    assert not _mask_accepts(backend, schema, bad)
+
+
+# (schema, keyword, pointer, a value that breaks only that keyword, one that keeps it)
+VALIDATOR = [
+    ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems", "[1,1]", "[1,2]"),
+    ({"type": "integer", "not": {"const": 3}}, "not", "/not", "3", "4"),
+    ({"type": "object", "if": {"required": ["a"]}, "then": {"required": ["b"]}}, "if", "/if",
+     '{"a":1}', '{"a":1,"b":2}'),
+    ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired",
+     "/dependentRequired", '{"a":1}', '{"a":1,"b":2}'),
+    ({"type": "object", "patternProperties": {"^x_": {"type": "integer"}},
+      "additionalProperties": False}, "patternProperties", "/patternProperties",
+     '{"x_a":"s"}', '{"x_a":1}'),
+    ({"allOf": [{"type": "object"}, {"required": ["a"]}]}, "allOf", "/allOf", "{}",
+     '{"a":1}'),
+    ({"type": "array", "contains": {"const": 1}}, "contains", "/contains", "[2]", "[2,1]"),
+    ({"type": "object", "propertyNames": {"maxLength": 2}}, "propertyNames",
+     "/propertyNames", '{"abc":1}', '{"ab":1}'),
+    ({"type": "string", "pattern": "^[a-f]+$", "maxLength": 3}, "maxLength", "/maxLength",
+     '"abcdef"', '"abc"'),
+    ({"type": "string", "format": "email", "minLength": 8}, "minLength", "/minLength",
+     '"a@b.co"', '"ab@cd.com"'),
+    ({"type": "string", "format": "regex"}, "format", "/format", '"("', '"a+"'),
+]
+
+
+@pytest.mark.parametrize(("schema", "keyword", "pointer", "bad", "good"), VALIDATOR,
+                         ids=[f"{k}{i}" for i, (_, k, *_) in enumerate(VALIDATOR)])
+def test_validator_keywords_are_left_to_the_post_decode_check(backend, schema, keyword,
+                                                               pointer, bad, good):
+    analysis = analyze(schema)
+    uses = {(u.pointer, u.keyword): u.tier for u in analysis.report.uses}
+    assert uses[(pointer, keyword)] == "validator"
+    # Left out of the compiled schema: the mask lets both through (it only relaxed) ...
+    assert _mask_accepts(backend, schema, bad) and _mask_accepts(backend, schema, good)
+    # ... and the validator, which always runs with the client's schema, decides.
+    assert not _validator_accepts(schema, json.loads(bad))
+    assert _validator_accepts(schema, json.loads(good))
+
+
+def test_keywords_inside_a_validator_only_subschema_are_validator_tier():
+    report = analyze({"type": "integer", "not": {"enum": [1, 2]}}).report
+    tiers = {u.pointer: u.tier for u in report.uses}
+    assert tiers["/not"] == tiers["/not/enum"] == "validator"
+    assert tiers["/type"] == "grammar"
+
+
+@pytest.mark.parametrize("schema", [
+    {"title": "T", "description": "d", "examples": [1], "default": 1, "$comment": "c",
+     "deprecated": False, "readOnly": False, "x-vendor": 1, "type": "integer"},
+])
+def test_annotations_change_nothing(schema):
+    analysis = analyze(schema)
+    tiers = {u.keyword: u.tier for u in analysis.report.uses}
+    assert tiers.pop("type") == "grammar"
+    assert set(tiers.values()) == {"annotation"}
+    assert analysis.grammar_schema == schema
+
+
+@pytest.mark.parametrize(("schema", "keyword", "pointer"), [
+    ({"type": "string", "nullable": True}, "nullable", "/nullable"),
+    ({"type": "object", "properties": {"p": {"type": "string", "format": "phone"}}},
+     "format", "/properties/p/format"),
+    ({"type": "object", "properties": {"deep": {"type": "array", "items": {
+        "type": "integer", "exclusiveMinimumX": 1}}}}, "exclusiveMinimumX",
+     "/properties/deep/items/exclusiveMinimumX"),
+])
+def test_keywords_nothing_enforces_are_rejected_by_name_and_pointer(schema, keyword, pointer):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        check_schema(schema)
+    assert info.value.pointer == pointer
+    assert keyword in info.value.message
+    assert info.value.details[0]["pointer"] == pointer
+    assert info.value.hint
+
+
+def test_every_keyword_occurrence_is_reported_once():
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": 3, "description": "x"},
+        "not": {"type": "integer"}},  # a property called "not" is no keyword
+        "required": ["a"], "additionalProperties": False}
+    report = analyze(schema).report
+    pointers = [u.pointer for u in report.uses]
+    assert sorted(pointers) == sorted([
+        "/type", "/properties", "/required", "/additionalProperties",
+        "/properties/a/type", "/properties/a/maxLength", "/properties/a/description",
+        "/properties/not/type"])
+    assert report.counts() == {"grammar": 7, "validator": 0, "annotation": 1, "rejected": 0}
+
+
+def test_summary_names_validator_keywords():
+    report = analyze({"type": "array", "uniqueItems": True, "title": "t"}).report
+    assert report.summary() == "grammar=1, validator=1, annotation=1; validator: " \
+                               "uniqueItems@/uniqueItems"
+
+
+def test_table_is_the_backends_own():
+    from grammars import XgrammarBackend
+
+    assert XgrammarBackend.keywords is XGRAMMAR_KEYWORDS
