@@ -77,23 +77,29 @@ def test_response_format_json_schema_always_validates(client):
 
     def ask(item):
         name, schema = item
-        resp = client.chat.completions.create(
-            model=MODEL, max_tokens=400,
-            messages=[{"role": "user", "content": "Write one realistic example object."}],
-            response_format={"type": "json_schema",
-                             "json_schema": {"name": "example", "schema": schema}})
+        try:
+            resp = client.chat.completions.create(
+                model=MODEL, max_tokens=400,
+                messages=[{"role": "user", "content": "Write one realistic example object."}],
+                response_format={"type": "json_schema",
+                                 "json_schema": {"name": "example", "schema": schema}})
+        except openai.UnprocessableEntityError as exc:  # a validator-tier keyword was broken
+            assert exc.response.json()["violations"], exc.response.text
+            return name, schema, None
         return name, schema, resp.choices[0]
 
     with ThreadPoolExecutor(4) as pool:
         answered = list(pool.map(ask, schemas))
     complete = 0
     for name, schema, choice in answered:
-        if choice.finish_reason == "length":
+        if choice is None or choice.finish_reason == "length":
             continue
         assert choice.finish_reason == "stop", name
         _validate(schema, json.loads(choice.message.content))
         complete += 1
-    print(f"\nGithub_easy 10: {complete} complete and valid, {10 - complete} cut off")
+    refused = sum(choice is None for *_, choice in answered)
+    print(f"\nGithub_easy 10: {complete} complete and valid, {refused} refused after "
+          f"decoding (422), {10 - complete - refused} cut off")
     assert complete >= 5  # observed 6 of 10; the rest loop inside unbounded strings
 
 
