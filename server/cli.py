@@ -30,7 +30,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="local Hugging Face model directory "
                                        "(default: the embedded SmolLM2-135M-Instruct)")
     serve.add_argument("--served-model-name", dest="served_model_name")
+    serve.add_argument("--engine", choices=["torch", "vllm"],
+                       help="torch (default, embedded) or vllm (needs `make setup-vllm`)")
     serve.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
+    vllm = serve.add_argument_group("vLLM engine arguments (with --engine vllm)")
+    vllm.add_argument("--tensor-parallel-size", dest="tensor_parallel_size", type=int)
+    vllm.add_argument("--gpu-memory-utilization", dest="gpu_memory_utilization", type=float)
+    vllm.add_argument("--max-model-len", dest="max_model_len", type=int)
+    vllm.add_argument("--dtype", choices=["auto", "bfloat16", "float16", "float32"])
+    vllm.add_argument("--enable-prefix-caching", dest="enable_prefix_caching",
+                      action=argparse.BooleanOptionalAction, default=None)
+    serve.add_argument("--warm-grammars", dest="warm_grammars",
+                       action=argparse.BooleanOptionalAction, default=None,
+                       help="compile registered contracts' grammars at startup (default on)")
     serve.add_argument("--threads", type=int, help="CPU compute threads (default 1)")
     serve.add_argument("--max-batch", dest="max_batch", type=int,
                        help="requests decoded together (default 8)")
@@ -90,8 +102,10 @@ def _serve(args: argparse.Namespace) -> int:
     from server.api.app import create_app, load_contracts
     from server.engines.factory import EngineConfigError, build_engine, check_config
 
-    names = ("host", "port", "model", "served_model_name", "device", "threads", "max_batch",
-             "cache_dir", "contracts", "repair_attempts", "repair_seconds", "auto_tools")
+    names = ("host", "port", "model", "served_model_name", "engine", "device", "threads",
+             "max_batch", "cache_dir", "contracts", "repair_attempts", "repair_seconds",
+             "auto_tools", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
+             "dtype", "enable_prefix_caching", "warm_grammars")
     try:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)

@@ -19,8 +19,16 @@ class Settings(BaseSettings):
     model: str | None = None  # None: the embedded SmolLM2-135M-Instruct
     served_model_name: str | None = None
     cache_dir: Path | None = None
-    engine: Literal["torch"] = "torch"
+    engine: Literal["torch", "vllm"] = "torch"
     device: str = "auto"
+    # vLLM engine arguments (None: vLLM's default; on CPU, max_model_len 2048 and bfloat16).
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    max_model_len: int | None = Field(None, ge=16)
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    enable_prefix_caching: bool | None = None
+    # Compile registered contracts' grammars at startup (off only to measure a cold start).
+    warm_grammars: bool = True
     # One thread: on 2-core hosts a second thread collapses decode speed under any other load.
     threads: int = Field(1, ge=1)
     max_batch: int = Field(8, ge=1, le=256)

@@ -16,7 +16,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from contracts import ContractRegistry
-from grammars import GrammarCache, Lookup, ToolCallsSpec, ToolSpec
+from grammars import CompiledGrammar, GrammarCache, Lookup, ToolCallsSpec, ToolSpec
 from grammars.keywords import EnforcementReport
 from server.api import errors
 from server.engines.base import Engine
@@ -47,13 +47,16 @@ def load_contracts(targets: list[str]) -> ContractRegistry:
 _CALL_COUNTS = ((1, 1), (1, None), (0, 1), (0, None))
 
 
-def warm(cache: GrammarCache, registry: ContractRegistry) -> None:
+def warm(cache: GrammarCache, registry: ContractRegistry) -> list[CompiledGrammar]:
     """Compile each contract's call grammars now, so no request with that tool pays for them."""
+    grammars = []
     for contract in registry:
         tool = ToolSpec.from_parameters(contract.name, contract.schema(),
                                         table=cache.backend.keywords)
         for low, high in _CALL_COUNTS:
-            cache.get(ToolCallsSpec((tool,), min_calls=low, max_calls=high))
+            grammars.append(cache.get(ToolCallsSpec((tool,), min_calls=low,
+                                                    max_calls=high)).grammar)
+    return grammars
 
 
 def create_app(settings: Settings, engine_factory: EngineFactory,
@@ -68,7 +71,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
                              compile_workers=settings.compile_workers,
                              on_compile=metrics.compile_seconds.observe)
         app.state.metrics = metrics
-        await asyncio.to_thread(warm, cache, registry)
+        if settings.warm_grammars:
+            grammars = await asyncio.to_thread(warm, cache, registry)
+            await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
         app.state.pipeline = ChatPipeline(engine, cache, settings, registry)
         app.state.started = time.time()
         try:

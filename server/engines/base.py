@@ -69,6 +69,9 @@ class Engine(abc.ABC):
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """Decode one request. Cancelling the awaiting task stops its decode."""
 
+    async def warm(self, grammars: list[CompiledGrammar]) -> None:  # noqa: B027
+        """Engines that compile grammars themselves (vLLM) do it now, before any request."""
+
     def stats(self) -> dict[str, int]:
         """Counters for /health; engines without any return nothing."""
         return {}

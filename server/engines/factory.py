@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 from server.engines.base import Engine
-from server.model_store import ModelNotFoundError, resolve_model
+from server.model_store import ModelNotFoundError, default_cache_dir, resolve_model
 from server.settings import Settings
 
 
@@ -20,6 +23,11 @@ def check_config(settings: Settings) -> None:
                                 "CUDA GPU; use --device cpu or auto")
     if settings.device not in ("auto", "cpu") and not settings.device.startswith("cuda"):
         raise EngineConfigError(f"unknown --device {settings.device!r}; use auto, cpu or cuda[:N]")
+    if settings.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise EngineConfigError("--engine vllm: vLLM is not installed in this Python "
+                                f"({sys.prefix}); run `make setup-vllm` and start "
+                                ".venv-vllm/bin/strictcall, or install vllm on a GPU host "
+                                "(Dockerfile.gpu)")
     try:
         resolve_model(settings.model, settings.cache_dir)
     except ModelNotFoundError as exc:
@@ -27,9 +35,20 @@ def check_config(settings: Settings) -> None:
 
 
 def build_engine(settings: Settings) -> Engine:
+    model_dir = resolve_model(settings.model, settings.cache_dir)
+    if settings.engine == "vllm":
+        from server.engines.vllm_engine import VllmEngine, VllmOptions
+
+        options = VllmOptions(
+            device=settings.device, threads=settings.threads,
+            tensor_parallel_size=settings.tensor_parallel_size,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            max_model_len=settings.max_model_len, dtype=settings.dtype,
+            enable_prefix_caching=settings.enable_prefix_caching)
+        return VllmEngine(model_dir, options=options, cache_dir=settings.cache_dir or default_cache_dir(),
+                          model_name=settings.served_model_name or model_dir.name)
     from server.engines.torch_engine import TorchEngine
 
-    model_dir = resolve_model(settings.model, settings.cache_dir)
     return TorchEngine(model_dir, device=settings.device, threads=settings.threads,
                        max_batch=settings.max_batch,
                        model_name=settings.served_model_name or model_dir.name)

@@ -1,0 +1,202 @@
+"""VllmEngine: vLLM's v1 async engine (`AsyncLLM`) behind the `Engine` seam.
+
+The grammar layer still decides *what* is allowed (the spec, its enforcement report, the
+post-decode checks); vLLM compiles the spec and applies the masks itself (on the GPU in
+production), through its structured-outputs parameters. So this engine's grammar backend
+does not compile: it checks that vLLM will take the spec and hands the spec on.
+
+vLLM is imported only here, and only when this engine is built: `.venv` (torch engine)
+does not have it; `.venv-vllm` (`make setup-vllm`) does.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grammars import CompiledGrammar, GrammarSpec, TextOrToolCallsSpec
+from grammars.backend import tokenizer_fingerprint
+from grammars.errors import InvalidSchemaError
+from grammars.keywords import VLLM_XGRAMMAR_KEYWORDS
+from server.engines.base import Engine, GenerationRequest, GenerationResult
+
+log = logging.getLogger("strictcall.engine")
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """Engine arguments users of vLLM set; None leaves vLLM's own default."""
+
+    device: str = "auto"
+    threads: int = 1
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    dtype: str = "auto"
+    enable_prefix_caching: bool | None = None
+    seed: int = 0
+
+
+def cpu_environment(threads: int, cache_dir: Path) -> dict[str, str]:
+    """What vLLM's CPU build needs to run well on a small shared machine (see FINDINGS):
+    no core pinning, a 1 GiB KV cache, our thread count, its files kept under our cache."""
+    return {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1",
+            "OMP_NUM_THREADS": str(threads), "VLLM_CACHE_ROOT": str(cache_dir / "vllm")}
+
+
+def structured_outputs(spec: GrammarSpec) -> dict[str, str]:
+    """The spec as vLLM's StructuredOutputsParams fields. Deterministic text: vLLM's grammar
+    cache is keyed by it, so warming with the same spec makes requests hits."""
+    if isinstance(spec, TextOrToolCallsSpec):
+        return {"structural_tag": json.dumps(spec.structural_tag(), sort_keys=True)}
+    return {"json": json.dumps(spec.json_schema(), separators=(",", ":"))}
+
+
+class VllmGrammarBackend:
+    """Grammar backend of the vLLM engine: vLLM compiles; `compile` only checks that vLLM's
+    xgrammar backend accepts the spec, so a refusal is a 400 before decoding."""
+
+    name = "vllm-xgrammar"
+    keywords = VLLM_XGRAMMAR_KEYWORDS
+    options_key = "vllm:disable_any_whitespace"
+
+    def __init__(self, tokenizer: Any, *, vocab_size: int, stop_token_ids: list[int]) -> None:
+        import vllm
+
+        self.version = (f"vllm {vllm.__version__}; "
+                        f"xgrammar {importlib.metadata.version('xgrammar')}")
+        self.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer, vocab_size,
+                                                           stop_token_ids)
+
+    def compile(self, spec: GrammarSpec) -> CompiledGrammar:
+        from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+        from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
+
+        start = time.perf_counter()
+        params = SamplingParams(structured_outputs=StructuredOutputsParams(
+            **structured_outputs(spec)))
+        try:
+            validate_xgrammar_grammar(params)
+        except ValueError as exc:  # VLLMValidationError is a ValueError
+            raise InvalidSchemaError(f"vLLM's grammar backend refuses the schema: {exc}",
+                                     hint="Simplify the schema.") from None
+        return CompiledGrammar(spec, None, time.perf_counter() - start)  # type: ignore[arg-type]
+
+
+class VllmEngine(Engine):
+    def __init__(self, model_dir: Path, *, options: VllmOptions, cache_dir: Path,
+                 model_name: str | None = None) -> None:
+        import torch
+        from transformers import AutoTokenizer
+
+        on_cpu = options.device == "cpu" or (options.device == "auto"
+                                             and not torch.cuda.is_available())
+        if on_cpu:
+            for key, value in cpu_environment(options.threads, cache_dir).items():
+                os.environ.setdefault(key, value)
+        from vllm import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model_name = model_name or Path(model_dir).name
+        max_len = options.max_model_len or (2048 if on_cpu else None)
+        args: dict[str, Any] = {
+            "model": str(model_dir), "tokenizer": str(model_dir),
+            "served_model_name": [self.model_name],
+            "dtype": "bfloat16" if on_cpu and options.dtype == "auto" else options.dtype,
+            "tensor_parallel_size": options.tensor_parallel_size, "seed": options.seed,
+            # Compact JSON, as the torch engine writes it; xgrammar, as our tables assume.
+            "structured_outputs_config": {"backend": "xgrammar",
+                                          "disable_any_whitespace": True},
+            "disable_log_stats": True,
+        }
+        if max_len is not None:
+            args["max_model_len"] = max_len
+        if options.gpu_memory_utilization is not None:
+            args["gpu_memory_utilization"] = options.gpu_memory_utilization
+        if options.enable_prefix_caching is not None:
+            args["enable_prefix_caching"] = options.enable_prefix_caching
+        if on_cpu:  # CUDA graphs do not exist there; one worker, in the engine-core process
+            args.update(enforce_eager=True, distributed_executor_backend="uni")
+        started = time.perf_counter()
+        self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        self.startup_seconds = time.perf_counter() - started
+        config = self._llm.vllm_config.model_config
+        self.max_context = int(config.max_model_len)
+        vocab_size = int(config.get_vocab_size())
+        stop_ids = sorted({int(self.tokenizer.eos_token_id)})
+        self.grammar_backend = VllmGrammarBackend(  # type: ignore[assignment]
+            self.tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids)
+        self._counts = {"finished": 0, "cancelled": 0, "grammars_warmed": 0}
+        log.info("vLLM engine ready in %.1f s (max_model_len %d)", self.startup_seconds,
+                 self.max_context)
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        from vllm import SamplingParams, TokensPrompt
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
+
+        s = request.sampling
+        grammar = request.grammar
+        params = SamplingParams(
+            max_tokens=s.max_tokens, temperature=s.temperature, top_p=s.top_p, seed=s.seed,
+            # Stop strings end free text only, as in the torch engine.
+            stop=list(s.stop) if grammar is None else None,
+            structured_outputs=StructuredOutputsParams(**structured_outputs(grammar.spec))
+            if grammar is not None else None,
+            output_kind=RequestOutputKind.DELTA)
+        request_id = f"strictcall-{uuid.uuid4().hex}"
+        tokens: list[int] = []
+        pieces: list[str] = []
+        finish = None
+        started = time.perf_counter()
+        first_at = None
+        try:
+            # Cancelling this task (a client that went away) makes vLLM abort the request.
+            async for out in self._llm.generate(
+                    TokensPrompt(prompt_token_ids=list(request.prompt_ids)), params,
+                    request_id):
+                output = out.outputs[0]
+                if output.token_ids and first_at is None:
+                    first_at = time.perf_counter()
+                for token in output.token_ids:
+                    tokens.append(int(token))
+                    if request.on_token is not None:
+                        request.on_token(int(token))
+                pieces.append(output.text)
+                finish = output.finish_reason or finish
+        except BaseException:
+            self._counts["cancelled"] += 1
+            raise
+        self._counts["finished"] += 1
+        ended = time.perf_counter()
+        reason = "length" if finish == "length" else "stop"
+        timings = {"total": ended - started, "first_token": (first_at or ended) - started}
+        return GenerationResult(
+            tuple(tokens), "".join(pieces), reason, len(request.prompt_ids),
+            # vLLM allows EOS only where the grammar is complete; a stop means complete.
+            grammar_complete=grammar is not None and reason == "stop", timings=timings)
+
+    async def warm(self, grammars: list[CompiledGrammar]) -> None:
+        """Have vLLM compile and cache each grammar now (a one-token decode under it), so no
+        request pays for it: vLLM's pinned xgrammar 0.2.8 takes seconds on string lengths."""
+        import asyncio
+
+        from server.engines.base import SamplingParams as Ours
+
+        prompt = self.encode(self.render_chat([{"role": "user", "content": "hi"}]))
+        await asyncio.gather(*(self.generate(GenerationRequest(prompt, Ours(max_tokens=1), g))
+                               for g in grammars))
+        self._counts["grammars_warmed"] += len(grammars)
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def close(self) -> None:
+        self._llm.shutdown()
