@@ -12,7 +12,7 @@ VVENV  := .venv-vllm
 VBIN   := $(VVENV)/bin
 VSTAMP := $(VVENV)/.strictcall-installed
 
-.PHONY: setup serve test test-fast test-vllm setup-vllm serve-vllm bench clean
+.PHONY: setup serve test test-fast test-vllm setup-vllm serve-vllm bench bench-vllm clean
 
 setup: $(STAMP)
 	$(BIN)/strictcall fetch-model
@@ -60,6 +60,9 @@ test-vllm: setup-vllm
 
 bench: setup
 	$(BIN)/python -m bench.decode_speed
+
+bench-vllm: setup-vllm
+	$(VBIN)/python -m bench.vllm_engine
 
 clean:
 	rm -rf $(VENV) $(VVENV) build *.egg-info .pytest_cache
