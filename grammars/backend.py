@@ -29,6 +29,7 @@ class CompiledGrammar:
     spec: GrammarSpec
     handle: xgr.CompiledGrammar
     compile_seconds: float
+    size_bytes: int = 0  # memory held, for the cache's byte bound
 
 
 class Matcher:
@@ -78,7 +79,18 @@ class XgrammarBackend:
             first_line = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
             raise InvalidSchemaError(f"the grammar backend rejected the schema: {first_line}",
                                      hint="Simplify or correct the schema.") from None
-        return CompiledGrammar(spec, handle, time.perf_counter() - start)
+        return CompiledGrammar(spec, handle, time.perf_counter() - start,
+                               int(handle.memory_size_bytes))
+
+    def serialize(self, compiled: CompiledGrammar) -> str:
+        return compiled.handle.serialize_json()
+
+    def deserialize(self, spec: GrammarSpec, text: str) -> CompiledGrammar:
+        """A grammar from the disk store; xgrammar checks it was made for this tokenizer."""
+        start = time.perf_counter()
+        handle = xgr.CompiledGrammar.deserialize_json(text, self._info)
+        return CompiledGrammar(spec, handle, time.perf_counter() - start,
+                               int(handle.memory_size_bytes))
 
     def accepts(self, compiled: CompiledGrammar, text: str) -> bool:
         """Whether the mask lets `text` through as one complete value (benchmarks, tests)."""

@@ -1,8 +1,10 @@
-"""Compiled-grammar cache: a bounded LRU keyed by what determines the compiled result.
+"""Compiled-grammar cache: an LRU keyed by what determines the compiled result, bounded by
+entries and by bytes, whose entries expire after a time unused; behind it, optionally, a
+directory of serialized grammars that survives restarts.
 
-Compiles run on a small pool of their own threads, once per key however many requests ask
-at the same time (single flight); callers wait on a future, with whatever timeout they like,
-so a schema that compiles for minutes never holds anyone else up."""
+Compiles (and disk loads) run on a small pool of their own threads, once per key however
+many requests ask at the same time (single flight); callers wait on a future, with whatever
+timeout they like, so a schema that compiles for minutes never holds anyone else up."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from grammars.backend import CompiledGrammar
+from grammars.diskstore import DiskStore
+from grammars.errors import GrammarError
 from grammars.keywords import KeywordTable
 from grammars.specs import GrammarSpec
 
@@ -29,6 +33,10 @@ class CompilingBackend(Protocol):
     def options_key(self) -> str: ...
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar: ...
+
+    def serialize(self, compiled: CompiledGrammar) -> str | None: ...
+
+    def deserialize(self, spec: GrammarSpec, text: str) -> CompiledGrammar: ...
 
 
 @dataclass(frozen=True)
@@ -55,23 +63,35 @@ class CacheStats:
     entries: int
     compiles: int = 0   # compilations started (misses that joined one in flight are not)
     joined: int = 0     # misses that waited on a compilation already in flight
-
+    disk_loads: int = 0  # misses answered from the disk store, without compiling
+    expired: int = 0    # entries dropped for being unused longer than the TTL
+    bytes: int = 0      # memory held by the cached grammars
 
 class GrammarCache:
     def __init__(self, backend: CompilingBackend, *, max_entries: int = 512,
-                 compile_workers: int = 2,
-                 on_compile: Callable[[float], None] | None = None) -> None:
-        if max_entries < 1:
-            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+                 max_bytes: int = 512 * 2**20, ttl_s: float | None = None,
+                 disk: DiskStore | None = None, compile_workers: int = 2,
+                 on_compile: Callable[[float], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if max_entries < 1 or max_bytes < 1:
+            raise ValueError("max_entries and max_bytes must be >= 1")
         self._backend = backend
         self._on_compile = on_compile  # told each compile's duration in seconds (metrics)
         self._max = max_entries
-        self._entries: OrderedDict[CacheKey, CompiledGrammar] = OrderedDict()
+        self._max_bytes = max_bytes
+        self._ttl = ttl_s
+        self._clock = clock
+        # A backend that compiles elsewhere (vLLM) has nothing to put on disk.
+        self._disk = disk if getattr(backend, "serialize", None) is not None else None
+        # key -> (grammar, last used); oldest use first
+        self._entries: OrderedDict[CacheKey, tuple[CompiledGrammar, float]] = OrderedDict()
+        self._bytes = 0
         self._inflight: dict[CacheKey, concurrent.futures.Future[Lookup]] = {}
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(
             compile_workers, thread_name_prefix="grammar-compile")
         self._hits = self._misses = self._evictions = self._compiles = self._joined = 0
+        self._disk_loads = self._expired = 0
 
     @property
     def backend(self) -> CompilingBackend:
@@ -86,50 +106,100 @@ class GrammarCache:
         return self.submit(spec).result()
 
     def submit(self, spec: GrammarSpec) -> concurrent.futures.Future[Lookup]:
-        """A future of the lookup: done at once on a hit; on a miss, the one compilation of
-        this key, shared by every caller until it finishes. A failed compile is not cached."""
+        """A future of the lookup: done at once on a hit; on a miss, the one load or
+        compilation of this key, shared by every caller until it finishes. A failed compile
+        is not cached."""
         start = time.perf_counter()
         key = self.key_for(spec)
         with self._lock:
+            now = self._clock()
+            self._expire(now)
             found = self._entries.get(key)
             if found is not None:
+                self._entries[key] = (found[0], now)
                 self._entries.move_to_end(key)
                 self._hits += 1
                 done: concurrent.futures.Future[Lookup] = concurrent.futures.Future()
-                done.set_result(Lookup(found, True, time.perf_counter() - start))
+                done.set_result(Lookup(found[0], True, time.perf_counter() - start))
                 return done
             self._misses += 1
             running = self._inflight.get(key)
             if running is not None:
                 self._joined += 1
                 return running
-            self._compiles += 1
-            future = self._pool.submit(self._compile, key, spec, start)
+            future = self._pool.submit(self._fill, key, spec, start)
             self._inflight[key] = future
             return future
 
-    def _compile(self, key: CacheKey, spec: GrammarSpec, start: float) -> Lookup:
+    def _fill(self, key: CacheKey, spec: GrammarSpec, start: float) -> Lookup:
         try:
-            compiled = self._backend.compile(spec)
+            compiled = self._from_disk(key, spec)
+            if compiled is None:
+                with self._lock:
+                    self._compiles += 1
+                compiled = self._backend.compile(spec)
+                if self._on_compile is not None:
+                    self._on_compile(compiled.compile_seconds)
+                self._to_disk(key, compiled)
         except BaseException:
             with self._lock:
                 self._inflight.pop(key, None)
             raise
-        if self._on_compile is not None:
-            self._on_compile(compiled.compile_seconds)
         with self._lock:  # cached and no longer in flight in one step: no second compile
             self._inflight.pop(key, None)
-            self._entries[key] = compiled
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
-                self._evictions += 1
+            self._entries[key] = (compiled, self._clock())
+            self._bytes += compiled.size_bytes
+            self._shrink()
         return Lookup(compiled, False, time.perf_counter() - start)
+
+    def _from_disk(self, key: CacheKey, spec: GrammarSpec) -> CompiledGrammar | None:
+        if self._disk is None:
+            return None
+        text = self._disk.load(key)
+        if text is None:
+            return None
+        try:
+            compiled = self._backend.deserialize(spec, text)
+        except (GrammarError, RuntimeError, ValueError) as exc:
+            self._disk.discard(key, f"does not load: {exc}")
+            return None
+        with self._lock:
+            self._disk_loads += 1
+        return compiled
+
+    def _to_disk(self, key: CacheKey, compiled: CompiledGrammar) -> None:
+        if self._disk is not None:
+            text = self._backend.serialize(compiled)
+            if text is not None:
+                self._disk.save(key, text)
+
+    def _expire(self, now: float) -> None:
+        """Drop entries unused for longer than the TTL (the oldest use is first)."""
+        if self._ttl is None:
+            return
+        while self._entries:
+            key, (grammar, used) = next(iter(self._entries.items()))
+            if now - used <= self._ttl:
+                return
+            self._drop(key)
+            self._expired += 1
+
+    def _shrink(self) -> None:
+        # The newest entry stays even if it alone is over the byte bound.
+        while len(self._entries) > 1 and (len(self._entries) > self._max
+                                          or self._bytes > self._max_bytes):
+            self._drop(next(iter(self._entries)))
+            self._evictions += 1
+
+    def _drop(self, key: CacheKey) -> None:
+        grammar, _ = self._entries.pop(key)
+        self._bytes -= grammar.size_bytes
 
     def stats(self) -> CacheStats:
         with self._lock:
             return CacheStats(self._hits, self._misses, self._evictions, len(self._entries),
-                              self._compiles, self._joined)
+                              self._compiles, self._joined, self._disk_loads, self._expired,
+                              self._bytes)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

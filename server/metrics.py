@@ -54,11 +54,15 @@ class Metrics:
         for key, help_ in (("hits", "Grammar cache hits."), ("misses", "Grammar cache misses."),
                            ("evictions", "Grammars evicted from the cache."),
                            ("compiles", "Grammar compilations started."),
-                           ("joined", "Misses that waited on a compilation in flight.")):
+                           ("joined", "Misses that waited on a compilation in flight."),
+                           ("disk_loads", "Misses answered from the on-disk grammar store."),
+                           ("expired", "Grammars dropped after the time-to-live unused.")):
             name = f"strictcall_grammar_cache_{key}_total"
             metric(name, "counter", help_, [f"{name} {cache.get(key, 0)}"])
         metric("strictcall_grammar_cache_entries", "gauge", "Grammars in the cache.",
                [f"strictcall_grammar_cache_entries {cache.get('entries', 0)}"])
+        metric("strictcall_grammar_cache_bytes", "gauge", "Memory held by cached grammars.",
+               [f"strictcall_grammar_cache_bytes {cache.get('bytes', 0)}"])
         with self._lock:
             rejected = [f'strictcall_requests_rejected_total{{reason="{r}"}} {n}'
                         for r, n in sorted(self.rejections.items())]

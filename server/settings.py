@@ -33,6 +33,11 @@ class Settings(BaseSettings):
     threads: int = Field(1, ge=1)
     max_batch: int = Field(8, ge=1, le=256)
     grammar_cache_entries: int = Field(512, ge=1)
+    grammar_cache_bytes: int = Field(512 * 2**20, ge=1)
+    # Entries unused this long are dropped (the disk store brings them back in milliseconds).
+    grammar_cache_ttl_s: float | None = Field(6 * 3600.0, gt=0)
+    # Compiled grammars also go to <cache_dir>/grammars, so a restart starts warm.
+    grammar_disk_cache: bool = True
     compile_timeout_s: float = Field(10.0, gt=0, le=600)
     # Complexity budgets for client schemas (registered contracts are trusted).
     max_tools: int = Field(Budget.max_tools, ge=1)

@@ -1,12 +1,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EVALDATA = ROOT.parent / "shared" / "evaldata"
+
+
+def pytest_configure(config):
+    # Servers under test (in process or child processes) do not share compiled grammars
+    # through the user's cache directory; the disk-store tests turn it on in a tmp dir.
+    os.environ["STRICTCALL_GRAMMAR_DISK_CACHE"] = "false"
 
 
 @pytest.fixture(scope="session")

@@ -17,11 +17,13 @@ from pydantic import BaseModel, ConfigDict
 
 from contracts import ContractRegistry
 from grammars import CompiledGrammar, GrammarCache, Lookup, ToolCallsSpec, ToolSpec
+from grammars.diskstore import DiskStore
 from grammars.keywords import EnforcementReport
 from server.api import errors
 from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
 from server.metrics import Metrics
+from server.model_store import default_cache_dir
 from server.pipeline.chat import ChatPipeline, contract_runtime
 from server.pipeline.decode import compiled
 from server.pipeline.plan import plan_schema
@@ -67,7 +69,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = engine_factory(settings)
         metrics = Metrics()
+        disk = DiskStore((settings.cache_dir or default_cache_dir()) / "grammars") \
+            if settings.grammar_disk_cache else None
         cache = GrammarCache(engine.grammar_backend, max_entries=settings.grammar_cache_entries,
+                             max_bytes=settings.grammar_cache_bytes,
+                             ttl_s=settings.grammar_cache_ttl_s, disk=disk,
                              compile_workers=settings.compile_workers,
                              on_compile=metrics.compile_seconds.observe)
         app.state.metrics = metrics

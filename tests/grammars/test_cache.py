@@ -17,6 +17,7 @@ class CountingBackend:
         self.version = version or real.version
         self.tokenizer_fingerprint = fingerprint or real.tokenizer_fingerprint
         self.options_key = real.options_key
+        self.serialize, self.deserialize = real.serialize, real.deserialize
         self.compiles = 0
         self._lock = threading.Lock()
 
@@ -34,7 +35,9 @@ def test_miss_then_hit(backend):
     assert (first.hit, second.hit) == (False, True)
     assert second.grammar is first.grammar
     assert counting.compiles == 1
-    assert dataclasses.astuple(cache.stats()) == (1, 1, 0, 1, 1, 0)
+    stats = cache.stats()
+    assert dataclasses.astuple(stats)[:6] == (1, 1, 0, 1, 1, 0)
+    assert stats.bytes == first.grammar.size_bytes > 0
 
 
 def test_equivalent_key_order_hits(backend):
@@ -129,3 +132,86 @@ def test_failed_compile_is_not_cached(backend):
         with pytest.raises(InvalidSchemaError):
             cache.get(bad)
     assert cache.stats().compiles == 2 and cache.stats().entries == 0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _specs(n):
+    return [JsonSchemaSpec.from_schema({"type": "integer", "minimum": i}) for i in range(n)]
+
+
+def test_byte_bound_evicts_least_recently_used(backend):
+    a, b, c = _specs(3)
+    sa, sb, sc = (backend.compile(s).size_bytes for s in (a, b, c))
+    bound = max(sa + sb, sa + sc)  # any two fit, not three
+    assert bound < sa + sb + sc
+    cache = GrammarCache(CountingBackend(backend), max_bytes=bound)
+    cache.get(a)
+    cache.get(b)
+    cache.get(a)  # a is now the most recently used
+    cache.get(c)  # over the bound: b goes
+    stats = cache.stats()
+    assert (stats.entries, stats.evictions) == (2, 1)
+    assert stats.bytes == sa + sc
+    assert cache.get(a).hit and not cache.get(b).hit
+
+
+def test_entries_expire_after_the_ttl_unused(backend):
+    clock = Clock()
+    counting = CountingBackend(backend)
+    cache = GrammarCache(counting, ttl_s=60, clock=clock)
+    a, b = _specs(2)
+    cache.get(a)
+    cache.get(b)
+    clock.now = 50
+    assert cache.get(a).hit  # used again: its clock restarts
+    clock.now = 100
+    assert cache.get(a).hit  # 50 s since last use
+    assert not cache.get(b).hit  # 100 s unused: expired, compiled again
+    stats = cache.stats()
+    assert stats.expired == 1 and counting.compiles == 3
+
+
+def test_disk_store_makes_a_restart_warm(backend, tmp_path):
+    from grammars.diskstore import DiskStore
+
+    spec = JsonSchemaSpec.from_schema({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 20}}, "required": ["name"]})
+    first = CountingBackend(backend)
+    GrammarCache(first, disk=DiskStore(tmp_path)).get(spec)
+    assert first.compiles == 1 and len(list(tmp_path.glob("*.json"))) == 1
+
+    restarted = CountingBackend(backend)  # a new process: empty memory, same directory
+    cache = GrammarCache(restarted, disk=DiskStore(tmp_path))
+    lookup = cache.get(spec)
+    assert restarted.compiles == 0 and cache.stats().disk_loads == 1
+    assert not lookup.hit  # a miss in memory, answered from disk
+    assert backend.accepts(lookup.grammar, '{"name":"Ada"}')
+    assert not backend.accepts(lookup.grammar, '{"name":"' + "x" * 21 + '"}')
+    assert cache.get(spec).hit
+
+
+def test_disk_store_ignores_other_tokenizers_and_bad_files(backend, tmp_path):
+    from grammars.diskstore import DiskStore
+
+    spec = JsonSchemaSpec.from_schema(SCHEMA)
+    GrammarCache(CountingBackend(backend), disk=DiskStore(tmp_path)).get(spec)
+    other = CountingBackend(backend, fingerprint="another-tokenizer")
+    GrammarCache(other, disk=DiskStore(tmp_path)).get(spec)
+    assert other.compiles == 1  # keyed by tokenizer: not loaded for another one
+
+    (path,) = [p for p in tmp_path.glob("*.json")
+               if DiskStore(tmp_path).path_for(GrammarCache(CountingBackend(backend)).key_for(
+                   spec)) == p]
+    path.write_text("{not json")
+    store = DiskStore(tmp_path)
+    again = CountingBackend(backend)
+    assert not GrammarCache(again, disk=store).get(spec).hit
+    assert again.compiles == 1 and store.bad_files == 1  # dropped, compiled, rewritten
+    assert DiskStore(tmp_path).load(GrammarCache(again).key_for(spec)) is not None

@@ -75,3 +75,28 @@ def test_tool_reports_are_prefixed_with_the_tool_name(client, replies):  # noqa:
         resp.headers["X-StrictCall-Enforcement"]
     assert json.loads(resp.json()["choices"][0]["message"]["tool_calls"][0]["function"][
         "arguments"]) == {"tags": ["x"]}
+
+
+def test_restart_loads_contract_grammars_from_disk(model_dir, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from server.api.app import create_app
+    from server.engines.scripted import ScriptedEngine
+    from server.settings import Settings
+
+    settings = Settings(served_model_name="scripted", contracts=["contracts.examples"],
+                        cache_dir=tmp_path, grammar_disk_cache=True)
+
+    def boot() -> dict:
+        app = create_app(settings, lambda s: ScriptedEngine(model_dir, lambda p: "{}"))
+        with TestClient(app) as c:
+            cache = c.get("/health").json()["grammar_cache"]
+            metrics = c.get("/metrics").text
+        return cache, metrics
+
+    first, _ = boot()
+    assert (first["compiles"], first["disk_loads"]) == (20, 0)
+    assert len(list((tmp_path / "grammars").glob("*.json"))) == 20
+    second, metrics = boot()
+    assert (second["compiles"], second["disk_loads"]) == (0, 20)
+    assert "strictcall_grammar_cache_disk_loads_total 20" in metrics

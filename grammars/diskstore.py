@@ -1,0 +1,69 @@
+"""Compiled grammars on disk, so a restarted server starts warm.
+
+One file per cache key, named by the key's digest; the file repeats the whole key, which is
+checked on load (a digest collision or a hand-copied file is a miss, not a wrong grammar).
+Writes go to a temporary file renamed into place, so readers (other threads, other server
+processes sharing the directory) never see half a file. A file that does not load is
+removed and counted, and the grammar is compiled again."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("strictcall.grammars")
+
+FORMAT = 1
+
+
+class DiskStore:
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.bad_files = 0
+
+    def path_for(self, key: Any) -> Path:
+        digest = hashlib.sha256(_key_text(key).encode()).hexdigest()
+        return self.directory / f"{digest}.json"
+
+    def load(self, key: Any) -> str | None:
+        """The serialized grammar stored for `key`, or None."""
+        path = self.path_for(key)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            self.discard(key, f"unreadable ({exc})")
+            return None
+        if record.get("format") != FORMAT or record.get("key") != dataclasses.asdict(key):
+            self.discard(key, "written for another key or format")
+            return None
+        return record["grammar"]
+
+    def save(self, key: Any, serialized: str) -> None:
+        record = {"format": FORMAT, "key": dataclasses.asdict(key), "grammar": serialized}
+        path = self.path_for(key)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(record, f, ensure_ascii=False)
+            os.replace(tmp, path)
+        except OSError as exc:  # a full or read-only disk costs warmth, never a request
+            log.warning("could not store a compiled grammar in %s: %s", self.directory, exc)
+            Path(tmp).unlink(missing_ok=True)
+
+    def discard(self, key: Any, why: str) -> None:
+        self.bad_files += 1
+        log.warning("dropping cached grammar %s: %s", self.path_for(key).name, why)
+        self.path_for(key).unlink(missing_ok=True)
+
+
+def _key_text(key: Any) -> str:
+    return json.dumps(dataclasses.asdict(key), sort_keys=True)
