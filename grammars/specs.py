@@ -8,6 +8,7 @@ Kinds:
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -39,10 +40,18 @@ def _canonical(node: Any, *, keep_order: bool = False) -> Any:
 def check_schema(schema: Any, *, where: str = "schema",
                  table: KeywordTable = XGRAMMAR_KEYWORDS) -> Analysis:
     """Validate a client JSON Schema against its draft's metaschema and classify every keyword;
-    refuse it, naming each keyword, if any is enforced by nothing here."""
+    refuse it, naming each keyword, if any is enforced by nothing here. Remembered per
+    schema text: clients send the same tools with every request, and the metaschema check
+    of a large schema costs hundreds of milliseconds. (The result is shared: read only.)"""
     if not isinstance(schema, dict):
         raise InvalidSchemaError(f"{where} must be a JSON object, got {type(schema).__name__}",
                                  hint="Send a JSON Schema object such as {\"type\": \"object\"}.")
+    return _checked(json.dumps(schema, sort_keys=False, ensure_ascii=False), where, table)
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked(text: str, where: str, table: KeywordTable) -> Analysis:
+    schema = json.loads(text)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)

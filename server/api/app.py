@@ -175,8 +175,9 @@ async def compile_grammar(schema: Annotated[Any, Body()], pipeline: PipelineDep)
     """Compile a JSON Schema (or find it compiled): which keyword is enforced by what, the
     compile time, and whether it was a cache hit. A refused keyword is a 400 naming it."""
     cache = pipeline.cache
-    spec, analysis = plan_schema(schema, where="the schema", budget=pipeline.settings.budget,
-                                 keywords=cache.backend.keywords)
+    spec, analysis = await asyncio.to_thread(
+        plan_schema, schema, where="the schema", budget=pipeline.settings.budget,
+        keywords=cache.backend.keywords)
     lookup = await compiled(cache, spec, timeout_s=pipeline.settings.compile_timeout_s)
     return {"object": "grammar", "key": spec.key, "backend": cache.backend.name,
             "backend_version": cache.backend.version, "cache": "hit" if lookup.hit else "miss",

@@ -4,6 +4,7 @@ constrained decode -> post-decode validation (and contract repair) -> OpenAI res
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -77,8 +78,10 @@ class ChatPipeline:
             raise ModelNotFound(f"model {req.model!r} is not served here; this server serves "
                                 f"{self.model_name!r} (see GET /v1/models)", param="model",
                                 code="model_not_found")
-        plan = plan_request(req, self.registry, auto_tools=self.settings.auto_tools,
-                            budget=self.settings.budget, keywords=self.cache.backend.keywords)
+        # Off the event loop: checking a large client schema takes a while.
+        plan = await asyncio.to_thread(
+            plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
+            budget=self.settings.budget, keywords=self.cache.backend.keywords)
         return await self._prepare(req, plan, headers)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.server.test_api import USER, assert_problem, chat, client, replies  # noqa: F401
 
 TAGS = {"type": "object", "properties": {
@@ -100,3 +102,72 @@ def test_restart_loads_contract_grammars_from_disk(model_dir, tmp_path):
     second, metrics = boot()
     assert (second["compiles"], second["disk_loads"]) == (0, 20)
     assert "strictcall_grammar_cache_disk_loads_total 20" in metrics
+
+
+def _nested_unions(depth: int) -> dict:
+    """Unions of objects and arrays, nested: the grammar grows exponentially with depth."""
+    if depth == 0:
+        return {"type": "string", "maxLength": 5}
+    inner = _nested_unions(depth - 1)
+    return {"anyOf": [{"type": "object", "properties": {"a": inner, "b": inner}},
+                      {"type": "array", "items": inner}]}
+
+
+@pytest.mark.parametrize(("schema", "limit"), [
+    (_nested_unions(8), "max_schema_bytes"),     # 466 kB
+    (_nested_unions(6), "max_depth"),            # 58 kB, but 13 levels deep
+    ({"enum": [f"v{i}" for i in range(5000)]}, "max_enum_values"),
+])
+def test_pathological_schemas_are_refused_by_budget_before_compiling(client, schema, limit):  # noqa: F811
+    resp = client.post("/v1/grammars/compile", json=schema)
+    assert_problem(resp, 400)
+    assert resp.json()["limit"] == limit
+    assert client.get("/health").json()["grammar_cache"]["compiles"] == 0
+
+
+def test_pathological_compile_times_out_while_others_are_served(model_dir):
+    """Budgets raised so that a schema xgrammar needs ~2 s for gets through: its request is
+    a 400 grammar_timeout after the timeout, while health checks and another schema's
+    request are answered meanwhile; the compile finishes in the background and is cached."""
+    import threading
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from server.api.app import create_app
+    from server.engines.scripted import ScriptedEngine
+    from server.settings import Settings
+
+    settings = Settings(served_model_name="scripted", compile_timeout_s=0.3,
+                        max_depth=40, max_schema_bytes=10**6)
+    app = create_app(settings, lambda s: ScriptedEngine(model_dir, lambda p: '{"n":1}'))
+    with TestClient(app) as c:
+        slow: dict = {}
+
+        def post_slow() -> None:
+            start = time.perf_counter()
+            slow["resp"] = c.post("/v1/grammars/compile", json=_nested_unions(7))
+            slow["seconds"] = time.perf_counter() - start
+
+        thread = threading.Thread(target=post_slow)
+        thread.start()
+        served = 0
+        while thread.is_alive():
+            assert c.get("/health").status_code == 200
+            served += 1
+            time.sleep(0.02)
+        fast = chat(c, response_format={"type": "json_schema", "json_schema": {
+            "name": "n", "schema": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                    "required": ["n"]}}})
+        assert fast.status_code == 200, fast.text
+        assert_problem(slow["resp"], 400, says="longer than 0.3 s")
+        assert slow["resp"].json()["error"]["code"] == "grammar_timeout"
+        # Checking a 174 kB schema takes ~1 s of the budget-raised request (off the loop);
+        # the compile itself (~2 s) is cut off at 0.3 s.
+        assert slow["seconds"] < 10 and served >= 3
+        deadline = time.monotonic() + 30
+        while c.get("/health").json()["grammar_cache"]["entries"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        again = c.post("/v1/grammars/compile", json=_nested_unions(7))
+        assert again.status_code == 200 and again.json()["cache"] == "hit"
