@@ -6,6 +6,7 @@ Two levels, as in vLLM's structured-output layer: the backend compiles (engine l
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -52,11 +53,11 @@ class Matcher:
 class XgrammarBackend:
     name = "xgrammar"
     version = importlib.metadata.version("xgrammar")
-    keywords = XGRAMMAR_KEYWORDS
 
     def __init__(self, tokenizer: Any, *, vocab_size: int, stop_token_ids: list[int],
-                 compile_threads: int = 1) -> None:
+                 compile_threads: int = 1, strict_objects: bool = True) -> None:
         self.vocab_size = vocab_size
+        self.set_strict_objects(strict_objects)
         self._info = xgr.TokenizerInfo.from_huggingface(
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
         # Our own GrammarCache does the caching, with keys we control and counters we report.
@@ -64,9 +65,16 @@ class XgrammarBackend:
                                              cache_enabled=False)
         self.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer, vocab_size, stop_token_ids)
 
+    def set_strict_objects(self, strict: bool) -> None:
+        """Strict (the default, as in vLLM and OpenAI's strict mode): an object schema that
+        lists `properties` and says nothing of `additionalProperties` gets no other keys.
+        Off: JSON Schema's own reading, any other key with any value. Set before compiling."""
+        self._options = {**COMPILE_OPTIONS, "strict_mode": strict}
+        self.keywords = dataclasses.replace(XGRAMMAR_KEYWORDS, strict_objects=strict)
+
     @property
     def options_key(self) -> str:
-        return json.dumps(COMPILE_OPTIONS, sort_keys=True)
+        return json.dumps(self._options, sort_keys=True)
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         start = time.perf_counter()
@@ -74,13 +82,17 @@ class XgrammarBackend:
             if isinstance(spec, TextOrToolCallsSpec):
                 handle = self._compiler.compile_structural_tag(json.dumps(spec.structural_tag()))
             else:
-                handle = self._compiler.compile_json_schema(spec.json_schema(), **COMPILE_OPTIONS)
+                handle = self._compiler.compile_json_schema(spec.json_schema(), **self._options)
         except (RuntimeError, ValueError) as exc:  # xgrammar reports bad schemas this way
             first_line = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
             raise InvalidSchemaError(f"the grammar backend rejected the schema: {first_line}",
                                      hint="Simplify or correct the schema.") from None
         return CompiledGrammar(spec, handle, time.perf_counter() - start,
                                int(handle.memory_size_bytes))
+
+    def compile_raw(self, schema: Any) -> Any:
+        """The raw schema straight into xgrammar, no keyword layer (benchmarks: "alone")."""
+        return self._compiler.compile_json_schema(json.dumps(schema), **self._options)
 
     def serialize(self, compiled: CompiledGrammar) -> str:
         return compiled.handle.serialize_json()

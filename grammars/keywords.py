@@ -67,6 +67,10 @@ class KeywordTable:
     lengths_with_pattern: bool = False
     # allOf with one branch is enforced; with several, not.
     multi_allof: bool = False
+    # A keyword no vocabulary here knows (`standsFor`, `javaType`, a typo of `maxLength`):
+    # "rejected" (default: it may be a rule someone expects enforced) or "annotation" (JSON
+    # Schema 2020-12's own reading of unknown keywords). Unknown formats likewise.
+    unknown_keywords: Literal["rejected", "annotation"] = "rejected"
 
 
 XGRAMMAR_KEYWORDS = KeywordTable(
@@ -101,11 +105,17 @@ class KeywordUse:
     keyword: str
     tier: Tier
     note: str = ""
+    # Reports a keyword's absence (an object without additionalProperties under strict
+    # objects), not an occurrence.
+    implicit: bool = False
 
-    def to_json(self) -> dict[str, str]:
-        out = {"pointer": self.pointer, "keyword": self.keyword, "tier": self.tier}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pointer": self.pointer, "keyword": self.keyword,
+                               "tier": self.tier}
         if self.note:
             out["note"] = self.note
+        if self.implicit:
+            out["implicit"] = True
         return out
 
 
@@ -127,7 +137,7 @@ class EnforcementReport:
 
     def prefixed(self, prefix: str) -> EnforcementReport:
         return EnforcementReport(self.backend, tuple(
-            KeywordUse(prefix + u.pointer, u.keyword, u.tier, u.note) for u in self.uses))
+            dataclasses.replace(u, pointer=prefix + u.pointer) for u in self.uses))
 
     @staticmethod
     def merge(backend: str, reports: list[EnforcementReport]) -> EnforcementReport:
@@ -164,7 +174,8 @@ def analyze(schema: dict[str, Any], table: KeywordTable = XGRAMMAR_KEYWORDS) -> 
         found = _classify_node(node, pointer, target, table)
         if any((pointer + "/").startswith(p + "/") for p in removed):
             found = [KeywordUse(u.pointer, u.keyword, "validator", "inside a validator-only "
-                                "keyword") if u.tier == "grammar" else u for u in found]
+                                "keyword") if u.tier == "grammar" else u
+                     for u in found if not u.implicit]
         removed.extend(u.pointer for u in found if u.tier == "validator")
         uses.extend(found)
     return Analysis(EnforcementReport(table.backend, tuple(uses)), grammar_schema)
@@ -179,6 +190,12 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         if tier == "validator":
             target.pop(key, None)
 
+    def unknown(key: str, why: str) -> None:
+        if table.unknown_keywords == "annotation":  # left in: a $ref may point into it
+            use(key, "annotation", f"{why} (policy: unknown keywords are annotations)")
+        else:
+            use(key, "rejected", why)
+
     patterned = "pattern" in node or "format" in node
     for key, value in node.items():
         if key in ANNOTATIONS or key.startswith("x-"):
@@ -192,8 +209,8 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             elif value in VALIDATOR_FORMATS:
                 use(key, "validator", f"format {value!r}: checked after decoding")
             else:
-                use(key, "rejected", f"format {value!r} is checked by nothing here; "
-                                     "use a 'pattern' instead")
+                unknown(key, f"format {value!r} is checked by nothing here; use a 'pattern' "
+                             "instead")
         elif key in ("minLength", "maxLength") and patterned and not table.lengths_with_pattern:
             use(key, "validator", "with 'pattern' or 'format', the mask drops length bounds")
         elif key == "allOf" and isinstance(value, list) and len(value) > 1 \
@@ -209,7 +226,7 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         elif key in JSON_SCHEMA_KEYWORDS:
             use(key, "validator", f"not enforced by {table.backend}'s mask")
         else:
-            use(key, "rejected", "unknown keyword: nothing here enforces it")
+            unknown(key, "unknown keyword: nothing here enforces it")
     if isinstance(node.get("items"), list):
         _rewrite_tuple_items(target)
     if isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
@@ -218,7 +235,7 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         elif table.strict_objects:
             uses.append(KeywordUse(f"{pointer}/additionalProperties", "additionalProperties",
                                    "grammar", "absent: keys not in 'properties' are not "
-                                              "generated (strict objects)"))
+                                              "generated (strict objects)", implicit=True))
     if "patternProperties" in node and node.get("additionalProperties") is not True:
         target["additionalProperties"] = True
     # xgrammar's strict mode reads an absent additionalProperties/items as false once a

@@ -1,4 +1,4 @@
-"""`strictcall` command line: `serve` and `fetch-model`."""
+"""`strictcall` command line: `serve`, `fetch-model`, `contracts snapshot`, `bench schemas`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,14 @@ from server.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # its own flags: handed over whole
+        if argv[1:2] != ["schemas"]:
+            return _fail("usage: strictcall bench schemas DIR... [--out REPORT.json] "
+                         "[--backend xgrammar,outlines]")
+        from bench.schemas import main as bench_schemas
+
+        return bench_schemas(argv[2:])
     args = _parser().parse_args(argv)
     if args.command == "fetch-model":
         return _fetch_model(args)
@@ -40,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     vllm.add_argument("--dtype", choices=["auto", "bfloat16", "float16", "float32"])
     vllm.add_argument("--enable-prefix-caching", dest="enable_prefix_caching",
                       action=argparse.BooleanOptionalAction, default=None)
+    serve.add_argument("--strict-objects", dest="strict_objects",
+                       action=argparse.BooleanOptionalAction, default=None,
+                       help="objects listing properties get no other keys (default on)")
+    serve.add_argument("--unknown-keywords", dest="unknown_keywords",
+                       choices=["rejected", "annotation"],
+                       help="schema keywords nothing here knows: 400 (default) or annotation")
     serve.add_argument("--warm-grammars", dest="warm_grammars",
                        action=argparse.BooleanOptionalAction, default=None,
                        help="compile registered contracts' grammars at startup (default on)")
@@ -54,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--auto-tools", dest="auto_tools", choices=["decide", "trigger"],
                        help="how tool_choice=auto decides between a call and text")
     serve.add_argument("--log-level", default="info")
+    sub.add_parser("bench", help="`bench schemas DIR... --out REPORT.json`: schema coverage "
+                                 "and compliance per grammar backend (bench/schemas.py)")
     fetch = sub.add_parser("fetch-model", help="download and convert the embedded model")
     fetch.add_argument("--cache-dir", dest="cache_dir", type=Path)
     contracts = sub.add_parser("contracts", help="contract tools")
@@ -105,7 +121,8 @@ def _serve(args: argparse.Namespace) -> int:
     names = ("host", "port", "model", "served_model_name", "engine", "device", "threads",
              "max_batch", "cache_dir", "contracts", "repair_attempts", "repair_seconds",
              "auto_tools", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
-             "dtype", "enable_prefix_caching", "warm_grammars")
+             "dtype", "enable_prefix_caching", "warm_grammars", "strict_objects",
+             "unknown_keywords")
     try:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)

@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     grammar_cache_ttl_s: float | None = Field(6 * 3600.0, gt=0)
     # Compiled grammars also go to <cache_dir>/grammars, so a restart starts warm.
     grammar_disk_cache: bool = True
+    # Objects that list `properties` get no other keys (as in vLLM and OpenAI's strict mode);
+    # off: JSON Schema's reading (other keys allowed unless additionalProperties says no).
+    strict_objects: bool = True
+    # Schema keywords no vocabulary here knows: refused with a 400, or kept as annotations.
+    unknown_keywords: Literal["rejected", "annotation"] = "rejected"
     compile_timeout_s: float = Field(10.0, gt=0, le=600)
     # Complexity budgets for client schemas (registered contracts are trusted).
     max_tools: int = Field(Budget.max_tools, ge=1)

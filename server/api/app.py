@@ -68,6 +68,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = engine_factory(settings)
+        configure = getattr(engine.grammar_backend, "set_strict_objects", None)
+        if configure is not None:
+            configure(settings.strict_objects)
+        elif not settings.strict_objects:
+            raise ValueError(f"{engine.grammar_backend.name} always uses strict objects")
         metrics = Metrics()
         disk = DiskStore((settings.cache_dir or default_cache_dir()) / "grammars") \
             if settings.grammar_disk_cache else None
@@ -177,7 +182,7 @@ async def compile_grammar(schema: Annotated[Any, Body()], pipeline: PipelineDep)
     cache = pipeline.cache
     spec, analysis = await asyncio.to_thread(
         plan_schema, schema, where="the schema", budget=pipeline.settings.budget,
-        keywords=cache.backend.keywords)
+        keywords=pipeline.keywords)
     lookup = await compiled(cache, spec, timeout_s=pipeline.settings.compile_timeout_s)
     return {"object": "grammar", "key": spec.key, "backend": cache.backend.name,
             "backend_version": cache.backend.version, "cache": "hit" if lookup.hit else "miss",

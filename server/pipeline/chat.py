@@ -5,6 +5,7 @@ constrained decode -> post-decode validation (and contract repair) -> OpenAI res
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -61,6 +62,9 @@ class ChatPipeline:
         self.registry = registry or ContractRegistry()
         self.repairer = Repairer(engine, cache, compile_timeout_s=settings.compile_timeout_s)
         self.model_name = settings.served_model_name or engine.model_name
+        # What the backend's masks enforce, with this server's policy for unknown keywords.
+        self.keywords = dataclasses.replace(cache.backend.keywords,
+                                            unknown_keywords=settings.unknown_keywords)
 
     async def complete(self, req: ChatCompletionRequest,
                        headers: dict[str, str] | None = None) -> Completed:
@@ -81,7 +85,7 @@ class ChatPipeline:
         # Off the event loop: checking a large client schema takes a while.
         plan = await asyncio.to_thread(
             plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
-            budget=self.settings.budget, keywords=self.cache.backend.keywords)
+            budget=self.settings.budget, keywords=self.keywords)
         return await self._prepare(req, plan, headers)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,

@@ -167,7 +167,32 @@ def test_summary_names_validator_keywords():
                                "uniqueItems@/uniqueItems"
 
 
-def test_table_is_the_backends_own():
+def test_table_is_the_backends_own(backend):
+    assert backend.keywords == XGRAMMAR_KEYWORDS
+
+
+def test_unknown_keywords_can_be_annotations_by_policy(backend):
+    import dataclasses
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "javaType": "X",
+                                                     "format": "non-blank"}}}
+    lenient = dataclasses.replace(XGRAMMAR_KEYWORDS, unknown_keywords="annotation")
+    analysis = check_schema(schema, table=lenient)
+    notes = {u.keyword: (u.tier, u.note) for u in analysis.report.uses}
+    assert notes["javaType"][0] == notes["format"][0] == "annotation"
+    assert "policy" in notes["javaType"][1]
+    with pytest.raises(UnsupportedSchemaError):
+        check_schema(schema)
+
+
+def test_strict_objects_off_allows_unlisted_keys(backend, tokenizer):
     from grammars import XgrammarBackend
 
-    assert XgrammarBackend.keywords is XGRAMMAR_KEYWORDS
+    loose = XgrammarBackend(tokenizer, vocab_size=len(tokenizer),
+                            stop_token_ids=[tokenizer.eos_token_id], strict_objects=False)
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    spec = JsonSchemaSpec.from_schema(schema, table=loose.keywords)
+    assert loose.accepts(loose.compile(spec), '{"a":1,"b":[true]}')
+    assert not backend.accepts(backend.compile(JsonSchemaSpec.from_schema(schema)),
+                               '{"a":1,"b":[true]}')
+    assert loose.options_key != backend.options_key  # never the same cache entry

@@ -1,0 +1,320 @@
+"""Schema coverage and compliance over JSONSchemaBench (maskbench files), per grammar backend.
+
+    strictcall bench schemas ../shared/evaldata/jsonschemabench/* --out REPORT.json \
+        [--backend xgrammar,outlines] [--limit N]
+
+Per schema: compiled or rejected (and why), compile time cold and warm (a cache hit), every
+keyword's classification, and compliance: each `valid` test instance, re-serialized in the
+grammar's canonical form (compact, properties in schema order), must be accepted by the mask
+and by the post-decode validator; each `invalid` one must be rejected by at least one.
+"Alone" is the raw backend on the raw schema, as a server without StrictCall's layer would
+use it (xgrammar ignores keywords it does not enforce).
+
+Prints, per category and backend: coverage, compile p50/p99, valid-accepted %,
+invalid-rejected %, and counts of unclassified keywords (which must be zero).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from grammars import (Budget, BudgetExceeded, GrammarCache, GrammarError, JsonSchemaSpec,
+                      check_schema)
+from grammars._walk import iter_schema_nodes
+from grammars.keywords import TIERS
+
+
+def canonical_instance(value: Any, schema: Any, root: Any) -> Any:
+    """`value` with object keys in the order the schema lists its properties (the order a
+    strict grammar writes them), recursively; keys it does not list keep their order, last."""
+    if isinstance(value, dict):
+        props = _properties_for(schema, root, set(value))
+        rank = {name: i for i, name in enumerate(props)}
+        keys = sorted(value, key=lambda k: (rank.get(k, len(rank)), list(value).index(k)))
+        return {k: canonical_instance(value[k], props.get(k, {}), root) for k in keys}
+    if isinstance(value, list):
+        return [canonical_instance(v, _item_schema(schema, root, i), root)
+                for i, v in enumerate(value)]
+    return value
+
+
+def _resolve(schema: Any, root: Any) -> Any:
+    for _ in range(32):
+        if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)
+                and schema["$ref"].startswith("#")):
+            return schema
+        target: Any = root
+        for part in schema["$ref"][1:].split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        schema = target
+    return schema
+
+
+def _branches(schema: Any, root: Any) -> list[dict[str, Any]]:
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict):
+        return []
+    out = [schema]
+    for key in ("allOf", "anyOf", "oneOf"):
+        for sub in schema.get(key, []) if isinstance(schema.get(key), list) else []:
+            out.extend(_branches(sub, root))
+    return out
+
+
+def _properties_for(schema: Any, root: Any, keys: set[str]) -> dict[str, Any]:
+    best: dict[str, Any] = {}
+    for branch in _branches(schema, root):
+        props = branch.get("properties")
+        if isinstance(props, dict) and len(keys & set(props)) > len(keys & set(best)):
+            best = props
+    return best
+
+
+def _item_schema(schema: Any, root: Any, index: int) -> Any:
+    for branch in _branches(schema, root):
+        prefix = branch.get("prefixItems")
+        if isinstance(prefix, list) and index < len(prefix):
+            return prefix[index]
+        items = branch.get("items")
+        if isinstance(items, list):
+            return items[index] if index < len(items) else branch.get("additionalItems", {})
+        if isinstance(items, dict):
+            return items
+    return {}
+
+
+def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
+               timeout_s: float, table: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {"file": path.name}
+    doc = json.loads(path.read_text())
+    schema, tests = doc["schema"], doc.get("tests", [])
+    record["alone"] = alone(schema)
+    try:  # the server's default budgets: counted, not applied (they are a server policy)
+        if isinstance(schema, dict):
+            Budget().check_schema(schema, where="the schema")
+    except BudgetExceeded as exc:
+        record["over_budget"] = exc.limit
+    try:
+        analysis = check_schema(schema, where="the schema", table=table)
+    except GrammarError as exc:
+        record["status"] = "rejected"
+        record["reason"] = type(exc).__name__ + ": " + exc.message[:200]
+        record["keywords"] = exc.details
+        return record
+    record["counts"] = analysis.report.counts()
+    # Proof of "nothing dropped silently": every keyword present in the schema has a class.
+    present = sum(len(node) for node, _ in iter_schema_nodes(schema))
+    classified = sum(1 for u in analysis.report.uses if not u.implicit)
+    record["counts"]["unclassified"] = present - classified
+    record["validator_keywords"] = sorted({u.keyword for u in analysis.report.of("validator")})
+    spec = JsonSchemaSpec.from_analysis(analysis)
+    try:
+        cold = cache.submit(spec).result(timeout=timeout_s)
+    except concurrent.futures.TimeoutError:
+        record["status"] = "rejected"
+        record["reason"] = f"compile timeout ({timeout_s:g} s)"
+        return record
+    except GrammarError as exc:
+        record["status"] = "rejected"
+        record["reason"] = "backend: " + exc.message[:200]
+        return record
+    warm = cache.get(spec)
+    record.update(status="compiled", compile_ms=cold.grammar.compile_seconds * 1000,
+                  warm_ms=warm.seconds * 1000)
+    validator = _validator(schema)
+    outcome: Counter[str] = Counter()
+    failures = []
+    for test in tests:
+        text = json.dumps(canonical_instance(test["data"], schema, schema),
+                          separators=(",", ":"), ensure_ascii=False)
+        try:
+            by_mask = backend.accepts(cold.grammar, text)
+        except Exception:  # noqa: BLE001 - an instance the mask cannot even read
+            by_mask = False
+        try:
+            by_validator = validator.is_valid(test["data"])
+        except Exception:  # noqa: BLE001 - e.g. a remote $ref the validator cannot fetch
+            by_validator = False
+        if test["valid"]:
+            ok = by_mask and by_validator
+            outcome["valid_accepted" if ok else "valid_refused"] += 1
+            if not ok:
+                failures.append({"instance": text[:300], "mask": by_mask,
+                                 "validator": by_validator})
+        else:
+            ok = not (by_mask and by_validator)
+            outcome["invalid_rejected" if ok else "invalid_accepted"] += 1
+            if by_mask and not by_validator:
+                outcome["invalid_caught_by_validator"] += 1
+    record["tests"] = dict(outcome)
+    if failures:
+        record["valid_refused"] = failures[:5]
+    return record
+
+
+def _reason(record: dict[str, Any]) -> str:
+    if record.get("keywords"):
+        return "keyword " + record["keywords"][0]["keyword"]
+    return record["reason"].split(":")[0]
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.1f}%" if d else "-"
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1]
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    compiled = [r for r in records if r["status"] == "compiled"]
+    times = [r["compile_ms"] for r in compiled]
+    warm = [r["warm_ms"] for r in compiled]
+    tests: Counter[str] = Counter()
+    for r in compiled:
+        tests.update(r.get("tests", {}))
+    tiers: Counter[str] = Counter()
+    for r in compiled:
+        tiers.update(r.get("counts", {}))
+    reasons = Counter(_reason(r) for r in records if r["status"] == "rejected")
+    valid = tests["valid_accepted"] + tests["valid_refused"]
+    invalid = tests["invalid_rejected"] + tests["invalid_accepted"]
+    return {
+        "schemas": len(records), "compiled": len(compiled),
+        "coverage": len(compiled) / len(records) if records else 0.0,
+        "alone_coverage": sum(r["alone"] for r in records) / len(records) if records else 0.0,
+        "compile_ms_p50": _quantile(times, 0.5), "compile_ms_p99": _quantile(times, 0.99),
+        "warm_ms_p50": _quantile(warm, 0.5), "warm_ms_p99": _quantile(warm, 0.99),
+        "valid_instances": valid, "valid_accepted": tests["valid_accepted"],
+        "invalid_instances": invalid, "invalid_rejected": tests["invalid_rejected"],
+        "invalid_caught_by_validator": tests["invalid_caught_by_validator"],
+        "keywords": dict(tiers), "rejected_reasons": dict(reasons.most_common()),
+        "over_budget": sum(1 for r in records if "over_budget" in r),
+    }
+
+
+def make_backend(name: str, tokenizer: Any) -> Any:
+    vocab_size, stop = len(tokenizer), [tokenizer.eos_token_id]
+    if name == "xgrammar":
+        from grammars import XgrammarBackend
+
+        return XgrammarBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop)
+    if name == "outlines":
+        from grammars.outlines_backend import OutlinesBackend
+
+        return OutlinesBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop)
+    raise SystemExit(f"unknown backend {name!r}; use xgrammar or outlines")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="strictcall bench schemas", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dirs", nargs="+", type=Path, help="maskbench folders (one category each)")
+    parser.add_argument("--out", type=Path, default=Path("schemas-report.json"))
+    parser.add_argument("--backend", default="xgrammar",
+                        help="comma-separated: xgrammar, outlines (default xgrammar)")
+    parser.add_argument("--limit", type=int, default=None, help="first N schemas per folder")
+    parser.add_argument("--timeout", type=float, default=10.0, help="compile timeout, s")
+    parser.add_argument("--strict-objects", choices=["on", "off"], default="on",
+                        help="as the server's --strict-objects (default on)")
+    parser.add_argument("--unknown-keywords", choices=["rejected", "annotation"],
+                        default="rejected", help="as the server's --unknown-keywords")
+    args = parser.parse_args(argv)
+
+    from transformers import AutoTokenizer
+
+    from server.model_store import ensure_embedded_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model())
+    report: dict[str, Any] = {"backends": {}, "args": {
+        "dirs": [str(d) for d in args.dirs], "limit": args.limit,
+        "strict_objects": args.strict_objects, "unknown_keywords": args.unknown_keywords}}
+    for name in args.backend.split(","):
+        backend = make_backend(name.strip(), tokenizer)
+        backend.set_strict_objects(args.strict_objects == "on")
+        table = dataclasses.replace(backend.keywords, unknown_keywords=args.unknown_keywords)
+        alone = _alone(backend)
+        per_category: dict[str, Any] = {}
+        for folder in args.dirs:
+            if not folder.is_dir():
+                print(f"skipping {folder}: not a folder", file=sys.stderr)
+                continue
+            files = sorted(folder.glob("*.json"))[:args.limit]
+            # A fresh cache per category: every first lookup is a cold compile.
+            cache = GrammarCache(backend, compile_workers=1)
+            started = time.perf_counter()
+            records = [run_schema(f, backend, cache, alone=alone, timeout_s=args.timeout,
+                                  table=table) for f in files]
+            cache.close()
+            summary = summarize(records)
+            summary["seconds"] = time.perf_counter() - started
+            per_category[folder.name] = {"summary": summary, "schemas": records}
+            print(f"{backend.name}: {folder.name}: {len(files)} schemas in "
+                  f"{summary['seconds']:.0f} s", file=sys.stderr)
+        report["backends"][backend.name] = {"version": backend.version,
+                                            "categories": per_category}
+    args.out.write_text(json.dumps(report, indent=1, default=str))
+    print_table(report)
+    print(f"\nfull report: {args.out}")
+    return 0
+
+
+def _alone(backend: Any) -> Any:
+    """Whether the raw backend compiles the raw schema (no keyword layer, no budgets)."""
+    def compiles(schema: Any) -> bool:
+        try:
+            backend.compile_raw(schema)
+        except Exception:  # noqa: BLE001 - any refusal counts as not covered
+            return False
+        return True
+    return compiles
+
+
+def print_table(report: dict[str, Any]) -> None:
+    head = (f"{'category':16} {'backend':14} {'schemas':>7} {'coverage':>8} {'alone':>6} "
+            f"{'p50 ms':>7} {'p99 ms':>8} {'hit ms':>7} {'valid ok':>14} {'invalid rej':>14} "
+            f"{'unclassified':>12} {'over budget':>11}")
+    print(head)
+    print("-" * len(head))
+    rows = []
+    for name, data in report["backends"].items():
+        for category, cat in data["categories"].items():
+            rows.append((category, name, cat["summary"]))
+    for category, name, s in sorted(rows, key=lambda r: (r[0], r[1])):
+        valid = f"{_pct(s['valid_accepted'], s['valid_instances'])} /{s['valid_instances']}"
+        invalid = f"{_pct(s['invalid_rejected'], s['invalid_instances'])} " \
+                  f"/{s['invalid_instances']}"
+        print(f"{category:16} {name:14} {s['schemas']:7} {100 * s['coverage']:7.1f}% "
+              f"{100 * s['alone_coverage']:5.1f}% {s['compile_ms_p50']:7.2f} "
+              f"{s['compile_ms_p99']:8.1f} {s['warm_ms_p50']:7.3f} {valid:>14} {invalid:>14} "
+              f"{s['keywords'].get('unclassified', 0):12} {s['over_budget']:11}")
+    print("\ntiers of keyword occurrences in compiled schemas, and why schemas were rejected:")
+    for category, name, s in sorted(rows, key=lambda r: (r[0], r[1])):
+        tiers = ", ".join(f"{t}={s['keywords'].get(t, 0)}" for t in TIERS)
+        reasons = "; ".join(f"{k} {v}" for k, v in list(s["rejected_reasons"].items())[:4])
+        print(f"  {category:16} {name:14} {tiers} | {reasons or 'none rejected'}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
