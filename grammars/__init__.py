@@ -11,9 +11,22 @@ from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaE
 from grammars.specs import (GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec, ToolCallsSpec,
                             ToolSpec, canonical_json, check_schema)
 
+
+
+def make_backend(name: str, tokenizer, *, vocab_size: int, stop_token_ids: list[int]):  # noqa: ANN001, ANN201
+    """The grammar backend called `name`: "xgrammar" (default) or "outlines"."""
+    if name == "xgrammar":
+        return XgrammarBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+    if name == "outlines":
+        from grammars.outlines_backend import OutlinesBackend
+
+        return OutlinesBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+    raise ValueError(f"unknown grammar backend {name!r}; use xgrammar or outlines")
+
+
 __all__ = [
     "Budget", "BudgetExceeded", "CacheKey", "CacheStats", "CompiledGrammar", "GrammarCache", "GrammarError", "GrammarSpec",
     "InvalidSchemaError", "JsonSchemaSpec", "Lookup", "Matcher", "TextOrToolCallsSpec", "ToolCallsSpec", "ToolSpec",
     "UnsupportedSchemaError", "XgrammarBackend", "bfcl_to_json_schema", "canonical_json",
-    "check_schema",
+    "check_schema", "make_backend",
 ]

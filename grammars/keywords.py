@@ -217,8 +217,11 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
                 and not table.multi_allof:
             use(key, "validator", "allOf with several branches: checked after decoding")
         elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
-            use(key, "grammar", "draft-4 boolean form, rewritten for the grammar")
-            _rewrite_draft4_exclusive(target, key)
+            if key in table.grammar:
+                use(key, "grammar", "draft-4 boolean form, rewritten for the grammar")
+                _rewrite_draft4_exclusive(target, key)
+            else:
+                use(key, "validator", f"not enforced by {table.backend}'s mask")
         elif key == "items" and isinstance(value, list):
             use(key, "grammar", "draft-4 tuple form, rewritten as prefixItems")
         elif key in table.grammar:
@@ -240,13 +243,14 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         target["additionalProperties"] = True
     # xgrammar's strict mode reads an absent additionalProperties/items as false once a
     # size keyword is there ({"type": "array", "minItems": 2} would compile to nothing):
-    # where no properties/items are listed, say "anything" explicitly, as JSON Schema means.
+    # where no properties/items are listed, say "anything" explicitly, as JSON Schema means
+    # (`true` for objects, `{}` for items: the forms both backends read that way).
     if _may_be(node, "object", ("minProperties", "maxProperties", "required")) \
             and "properties" not in node and "additionalProperties" not in node:
         target["additionalProperties"] = True
     if _may_be(node, "array", ("minItems", "maxItems")) and "items" not in node \
             and "prefixItems" not in node:
-        target["items"] = True
+        target["items"] = {}
     return uses
 
 

@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--engine", choices=["torch", "vllm"],
                        help="torch (default, embedded) or vllm (needs `make setup-vllm`)")
     serve.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
+    serve.add_argument("--grammar-backend", dest="grammar_backend",
+                       choices=["xgrammar", "outlines"],
+                       help="token masks from xgrammar (default) or outlines-core")
     vllm = serve.add_argument_group("vLLM engine arguments (with --engine vllm)")
     vllm.add_argument("--tensor-parallel-size", dest="tensor_parallel_size", type=int)
     vllm.add_argument("--gpu-memory-utilization", dest="gpu_memory_utilization", type=float)
@@ -122,7 +125,7 @@ def _serve(args: argparse.Namespace) -> int:
              "max_batch", "cache_dir", "contracts", "repair_attempts", "repair_seconds",
              "auto_tools", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
              "dtype", "enable_prefix_caching", "warm_grammars", "strict_objects",
-             "unknown_keywords")
+             "unknown_keywords", "grammar_backend")
     try:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)

@@ -20,6 +20,8 @@ class Settings(BaseSettings):
     served_model_name: str | None = None
     cache_dir: Path | None = None
     engine: Literal["torch", "vllm"] = "torch"
+    # Token masks from xgrammar (default) or outlines-core (torch engine only).
+    grammar_backend: Literal["xgrammar", "outlines"] = "xgrammar"
     device: str = "auto"
     # vLLM engine arguments (None: vLLM's default; on CPU, max_model_len 2048 and bfloat16).
     tensor_parallel_size: int = Field(1, ge=1)

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grammars import CompiledGrammar, XgrammarBackend
+from grammars import CompiledGrammar
+from grammars.cache import CompilingBackend
 
 FinishReason = Literal["stop", "length", "cancelled"]
 
@@ -52,7 +53,7 @@ class Engine(abc.ABC):
     model_name: str
     max_context: int
     tokenizer: Any  # a Hugging Face tokenizer with a chat template
-    grammar_backend: XgrammarBackend
+    grammar_backend: CompilingBackend  # XgrammarBackend, OutlinesBackend, vLLM's pass-through
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         """The chat template applied to messages, ending with the assistant turn's opening."""

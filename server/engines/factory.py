@@ -23,6 +23,9 @@ def check_config(settings: Settings) -> None:
                                 "CUDA GPU; use --device cpu or auto")
     if settings.device not in ("auto", "cpu") and not settings.device.startswith("cuda"):
         raise EngineConfigError(f"unknown --device {settings.device!r}; use auto, cpu or cuda[:N]")
+    if settings.engine == "vllm" and settings.grammar_backend != "xgrammar":
+        raise EngineConfigError("--engine vllm applies its own xgrammar masks; "
+                                "--grammar-backend outlines is for the torch engine")
     if settings.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         raise EngineConfigError("--engine vllm: vLLM is not installed in this Python "
                                 f"({sys.prefix}); run `make setup-vllm` and start "
@@ -51,4 +54,5 @@ def build_engine(settings: Settings) -> Engine:
 
     return TorchEngine(model_dir, device=settings.device, threads=settings.threads,
                        max_batch=settings.max_batch,
-                       model_name=settings.served_model_name or model_dir.name)
+                       model_name=settings.served_model_name or model_dir.name,
+                       grammar_backend=settings.grammar_backend)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grammars import XgrammarBackend
+from grammars import make_backend
 from server.engines.base import Engine, GenerationRequest, GenerationResult
 
 Script = Callable[[str], str]  # prompt text -> reply text
@@ -23,7 +23,7 @@ class ScriptRejected(AssertionError):
 
 class ScriptedEngine(Engine):
     def __init__(self, model_dir: Path, script: Script, *, max_context: int = 8192,
-                 model_name: str = "scripted") -> None:
+                 model_name: str = "scripted", grammar_backend: str = "xgrammar") -> None:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -31,8 +31,9 @@ class ScriptedEngine(Engine):
         self.max_context = max_context
         self.model_name = model_name
         self.eos_id = int(self.tokenizer.eos_token_id)
-        self.grammar_backend = XgrammarBackend(self.tokenizer, vocab_size=len(self.tokenizer),
-                                               stop_token_ids=[self.eos_id])
+        self.grammar_backend = make_backend(grammar_backend, self.tokenizer,
+                                            vocab_size=len(self.tokenizer),
+                                            stop_token_ids=[self.eos_id])
         self.prompts: list[str] = []
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from grammars import Matcher, XgrammarBackend
+from grammars import Matcher, make_backend
 from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
 from server.engines.detokenize import IncrementalDetokenizer
 from server.engines.kv_batch import KvBatch
@@ -42,7 +42,8 @@ class _Sequence:
 
 class TorchEngine(Engine):
     def __init__(self, model_dir: Path, *, device: str = "auto", threads: int = 1,
-                 max_batch: int = 8, model_name: str | None = None) -> None:
+                 max_batch: int = 8, model_name: str | None = None,
+                 grammar_backend: str = "xgrammar") -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = _pick_device(device)
@@ -57,7 +58,8 @@ class TorchEngine(Engine):
         self.max_context = int(getattr(config, "max_position_embeddings", 2048))
         self.eos_ids = _eos_ids(self.tokenizer, self.model)
         self.vocab_size = int(config.vocab_size)
-        self.grammar_backend = XgrammarBackend(self.tokenizer, vocab_size=self.vocab_size,
+        self.grammar_backend = make_backend(grammar_backend, self.tokenizer,
+                                            vocab_size=self.vocab_size,
                                                stop_token_ids=sorted(self.eos_ids))
         self.max_batch = max_batch
         self._queue: queue.Queue[_Sequence | None] = queue.Queue()

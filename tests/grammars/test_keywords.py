@@ -32,8 +32,10 @@ GRAMMAR = [
     ({"type": "array", "items": {"type": "integer"}}, "items", "/items", '["x"]'),
     ({"type": "array", "prefixItems": [{"type": "integer"}]}, "prefixItems", "/prefixItems",
      '["x"]'),
-    ({"type": "array", "minItems": 2}, "minItems", "/minItems", "[1]"),
-    ({"type": "array", "maxItems": 1}, "maxItems", "/maxItems", "[1,2]"),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 2}, "minItems", "/minItems",
+     "[1]"),
+    ({"type": "array", "items": {"type": "integer"}, "maxItems": 1}, "maxItems", "/maxItems",
+     "[1,2]"),
     ({"enum": ["a", "b"]}, "enum", "/enum", '"c"'),
     ({"const": 3}, "const", "/const", "4"),
     ({"anyOf": [{"type": "integer"}, {"type": "boolean"}]}, "anyOf", "/anyOf", '"x"'),
@@ -75,7 +77,8 @@ def test_grammar_keywords_are_enforced_by_the_mask(backend, schema, keyword, poi
 
 # (schema, keyword, pointer, a value that breaks only that keyword, one that keeps it)
 VALIDATOR = [
-    ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems", "[1,1]", "[1,2]"),
+    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems",
+     "/uniqueItems", "[1,1]", "[1,2]"),
     ({"type": "integer", "not": {"const": 3}}, "not", "/not", "3", "4"),
     ({"type": "object", "if": {"required": ["a"]}, "then": {"required": ["b"]}}, "if", "/if",
      '{"a":1}', '{"a":1,"b":2}'),
@@ -86,7 +89,8 @@ VALIDATOR = [
      '{"x_a":"s"}', '{"x_a":1}'),
     ({"allOf": [{"type": "object"}, {"required": ["a"]}]}, "allOf", "/allOf", "{}",
      '{"a":1}'),
-    ({"type": "array", "contains": {"const": 1}}, "contains", "/contains", "[2]", "[2,1]"),
+    ({"type": "array", "items": {"type": "integer"}, "contains": {"const": 1}}, "contains",
+     "/contains", "[2]", "[2,1]"),
     ({"type": "object", "propertyNames": {"maxLength": 2}}, "propertyNames",
      "/propertyNames", '{"abc":1}', '{"ab":1}'),
     ({"type": "string", "pattern": "^[a-f]+$", "maxLength": 3}, "maxLength", "/maxLength",
@@ -109,6 +113,18 @@ def test_validator_keywords_are_left_to_the_post_decode_check(backend, schema, k
     # ... and the validator, which always runs with the client's schema, decides.
     assert not _validator_accepts(schema, json.loads(bad))
     assert _validator_accepts(schema, json.loads(good))
+
+
+@pytest.mark.parametrize(("schema", "good", "bad"), [
+    ({"type": "array", "minItems": 2}, '[1,"x"]', "[1]"),
+    ({"type": "object", "minProperties": 1}, '{"a":[true]}', "{}"),
+    ({"type": "object", "maxProperties": 1}, '{"a":1}', '{"a":1,"b":2}'),
+])
+def test_size_keywords_without_listed_members_mean_any_member(backend, schema, good, bad):
+    """xgrammar's strict mode reads a missing items/additionalProperties as "none" once a
+    size keyword is present; the grammar schema says "any", as JSON Schema means."""
+    assert _mask_accepts(backend, schema, good)
+    assert not _mask_accepts(backend, schema, bad)
 
 
 def test_keywords_inside_a_validator_only_subschema_are_validator_tier():

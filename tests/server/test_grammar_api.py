@@ -171,3 +171,28 @@ def test_pathological_compile_times_out_while_others_are_served(model_dir):
             time.sleep(0.1)
         again = c.post("/v1/grammars/compile", json=_nested_unions(7))
         assert again.status_code == 200 and again.json()["cache"] == "hit"
+
+
+def test_outlines_backend_serves_tool_calls_and_reports_its_own_table(model_dir):
+    from fastapi.testclient import TestClient
+
+    from server.api.app import create_app
+    from server.engines.scripted import ScriptedEngine
+    from server.settings import Settings
+
+    settings = Settings(served_model_name="scripted", grammar_backend="outlines")
+    app = create_app(settings, lambda s: ScriptedEngine(
+        model_dir, lambda p: '[{"name":"f","arguments":{"n":7}}]',
+        grammar_backend=s.grammar_backend))
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "maximum": 9}},
+        "required": ["n"]}}}
+    with TestClient(app) as c:
+        resp = chat(c, tools=[tool], tool_choice="required")
+        assert resp.status_code == 200, resp.text
+        assert "validator: maximum@f#/properties/n/maximum" in \
+            resp.headers["X-StrictCall-Enforcement"]
+        report = c.post("/v1/grammars/compile", json={"type": "integer", "maximum": 9}).json()
+        assert report["backend"] == "outlines-core"
+        auto = chat(c, tools=[tool], tool_choice="auto")  # decide: works without tags
+        assert auto.status_code == 200, auto.text

@@ -104,3 +104,25 @@ def test_cancelling_the_caller_stops_the_decode(engine):
         time.sleep(0.05)
     assert engine.stats()["running"] == 0
     assert engine.stats()["cancelled"] == before + 1
+
+
+def test_outlines_backend_drives_the_same_engine(model_dir):
+    """--grammar-backend outlines: the real model decodes under outlines-core's masks."""
+    from server.engines.torch_engine import TorchEngine
+
+    eng = TorchEngine(model_dir, device="cpu", threads=1, max_batch=2,
+                      grammar_backend="outlines")
+    try:
+        schema = {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 20},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150}},  # validator-tier here
+            "required": ["name", "age"]}
+        spec = JsonSchemaSpec.from_schema(schema, table=eng.grammar_backend.keywords)
+        grammar = GrammarCache(eng.grammar_backend).get(spec).grammar
+        result = run(eng.generate(request(eng, "Alice is 30. Give her as JSON.",
+                                          grammar=grammar)))
+        assert result.finish_reason == "stop" and result.grammar_complete
+        value = json.loads(result.text)
+        assert set(value) == {"name", "age"} and isinstance(value["age"], int)
+    finally:
+        eng.close()
