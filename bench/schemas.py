@@ -27,13 +27,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from grammars import (Budget, BudgetExceeded, GrammarCache, GrammarError, JsonSchemaSpec,
                       check_schema)
 from grammars import make_backend as make_grammar_backend
 from grammars._walk import iter_schema_nodes
 from grammars.keywords import TIERS
+from grammars.validate import validator_for
 
 
 def canonical_instance(value: Any, schema: Any, root: Any) -> Any:
@@ -96,11 +95,6 @@ def _item_schema(schema: Any, root: Any, index: int) -> Any:
     return {}
 
 
-def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
-
-
 def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
                timeout_s: float, table: Any) -> dict[str, Any]:
     record: dict[str, Any] = {"file": path.name}
@@ -139,7 +133,7 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
     warm = cache.get(spec)
     record.update(status="compiled", compile_ms=cold.grammar.compile_seconds * 1000,
                   warm_ms=warm.seconds * 1000)
-    validator = _validator(schema)
+    validator = validator_for(schema)
     outcome: Counter[str] = Counter()
     failures = []
     for test in tests:

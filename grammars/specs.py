@@ -11,6 +11,7 @@ import copy
 import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -59,6 +60,7 @@ def _checked(text: str, where: str, table: KeywordTable) -> Analysis:
         pointer = "/" + "/".join(str(p) for p in exc.absolute_path) if exc.absolute_path else ""
         raise InvalidSchemaError(f"{where} is not a valid JSON Schema: {exc.message}",
                                  pointer=pointer) from None
+    _check_patterns(schema, where)
     analysis = analyze(schema, table)
     rejected = analysis.report.of("rejected")
     if rejected:
@@ -71,6 +73,25 @@ def _checked(text: str, where: str, table: KeywordTable) -> Analysis:
                  "POST /v1/grammars/compile, or check it in your own code.",
             details=[u.to_json() for u in rejected])
     return analysis
+
+
+def _check_patterns(schema: dict[str, Any], where: str) -> None:
+    """The validator runs every pattern with Python's `re`: one it cannot compile (an
+    ECMA-262 `\\p{L}`, say) would fail every output, so it is refused up front."""
+    for node, pointer in iter_schema_nodes(schema):
+        found = [(f"{pointer}/pattern", node["pattern"])] \
+            if isinstance(node.get("pattern"), str) else []
+        if isinstance(node.get("patternProperties"), dict):
+            found += [(f"{pointer}/patternProperties", p) for p in node["patternProperties"]]
+        for where_in, pattern in found:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise UnsupportedSchemaError(
+                    f"{where} has a pattern the validator cannot run ({pattern!r}: {exc})",
+                    pointer=where_in,
+                    hint="Use Python/ECMA-262 common syntax: no \\p{...} classes or "
+                         "possessive forms.") from None
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-import jsonschema
 
 from contracts import Contract, ContractRegistry, MissingRuntimeValue
 from grammars import GrammarCache, Lookup
 from grammars.keywords import EnforcementReport
+from grammars.validate import validator_for
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
 from server.pipeline.decode import compiled, decode
@@ -242,9 +242,8 @@ def _parse(text: str) -> Any:
 
 
 def _validate(schema: dict[str, Any], value: Any, *, where: str) -> None:
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    errors = sorted(validator_for(schema).iter_errors(value),
+                    key=lambda e: list(e.absolute_path))
     if errors:
         violations = [{"pointer": "/" + "/".join(str(p) for p in e.absolute_path),
                        "message": e.message} for e in errors]

@@ -5,16 +5,15 @@ is one it does not, so it is left out of the compiled schema and the post-decode
 
 import json
 
-import jsonschema
 import pytest
 
 from grammars import JsonSchemaSpec, UnsupportedSchemaError, check_schema
 from grammars.keywords import XGRAMMAR_KEYWORDS, analyze
+from grammars.validate import validator_for
 
 
 def _validator_accepts(schema, value) -> bool:
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(value)
+    return validator_for(schema).is_valid(value)
 
 
 def _mask_accepts(backend, schema, text) -> bool:
@@ -212,3 +211,16 @@ def test_strict_objects_off_allows_unlisted_keys(backend, tokenizer):
     assert not backend.accepts(backend.compile(JsonSchemaSpec.from_schema(schema)),
                                '{"a":1,"b":[true]}')
     assert loose.options_key != backend.options_key  # never the same cache entry
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "pattern": "^\\p{L}+$"},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+     "patternProperties": {"^\\p{L}": {}}},
+])
+def test_patterns_the_validator_cannot_run_are_refused(schema):
+    from grammars import GrammarError
+
+    with pytest.raises(GrammarError) as info:
+        check_schema(schema)
+    assert "pattern" in info.value.pointer or "regex" in info.value.message
