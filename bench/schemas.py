@@ -20,6 +20,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import json
+import multiprocessing
 import statistics
 import sys
 import time
@@ -96,7 +97,7 @@ def _item_schema(schema: Any, root: Any, index: int) -> Any:
 
 
 def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
-               timeout_s: float, table: Any) -> dict[str, Any]:
+               timeout_s: float | None, table: Any) -> dict[str, Any]:
     record: dict[str, Any] = {"file": path.name}
     doc = json.loads(path.read_text())
     schema, tests = doc["schema"], doc.get("tests", [])
@@ -131,8 +132,10 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
         record["reason"] = "backend: " + exc.message[:200]
         return record
     warm = cache.get(spec)
-    record.update(status="compiled", compile_ms=cold.grammar.compile_seconds * 1000,
-                  warm_ms=warm.seconds * 1000)
+    record.update(status="compiled", warm_ms=warm.seconds * 1000,
+                  # An earlier schema of the category reduced to the same grammar: no
+                  # compile of its own to time.
+                  compile_ms=None if cold.hit else cold.grammar.compile_seconds * 1000)
     validator = validator_for(schema)
     outcome: Counter[str] = Counter()
     failures = []
@@ -184,7 +187,7 @@ def _quantile(values: list[float], q: float) -> float:
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     compiled = [r for r in records if r["status"] == "compiled"]
-    times = [r["compile_ms"] for r in compiled]
+    times = [r["compile_ms"] for r in compiled if r["compile_ms"] is not None]
     warm = [r["warm_ms"] for r in compiled]
     tests: Counter[str] = Counter()
     for r in compiled:
@@ -217,6 +220,65 @@ def make_backend(name: str, tokenizer: Any) -> Any:
         raise SystemExit(str(exc)) from None
 
 
+# One worker process per backend: a compile that runs past the timeout is ended by ending
+# its process (threads cannot be stopped), and the next schema gets a fresh one.
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(name: str, strict: bool, unknown: str) -> None:
+    from transformers import AutoTokenizer
+
+    from server.model_store import ensure_embedded_model
+
+    backend = make_backend(name, AutoTokenizer.from_pretrained(ensure_embedded_model()))
+    try:
+        backend.set_strict_objects(strict)
+    except ValueError:
+        pass  # outlines-core: strict objects only (the table says so)
+    table = dataclasses.replace(backend.keywords, unknown_keywords=unknown)
+    _WORKER.update(backend=backend, table=table, alone=_alone(backend),
+                   cache=GrammarCache(backend, compile_workers=1))
+
+
+def _worker_run(path: str) -> dict[str, Any]:
+    w = _WORKER
+    return run_schema(Path(path), w["backend"], w["cache"], alone=w["alone"],
+                      timeout_s=None, table=w["table"])
+
+
+class _Runner:
+    def __init__(self, name: str, strict: bool, unknown: str) -> None:
+        self._args = (name, strict, unknown)
+        self._pool = self._start()
+
+    def _start(self) -> concurrent.futures.ProcessPoolExecutor:
+        return concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+            initargs=self._args)
+
+    def info(self) -> tuple[str, str]:
+        return self._pool.submit(_backend_info).result()
+
+    def run(self, path: Path, timeout_s: float) -> dict[str, Any]:
+        future = self._pool.submit(_worker_run, str(path))
+        try:
+            return future.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError:
+            for process in list(self._pool._processes.values()):  # noqa: SLF001
+                process.kill()
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = self._start()
+            return {"file": path.name, "status": "rejected", "alone": False,
+                    "reason": f"timeout: compile and checks ran past {timeout_s:g} s"}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _backend_info() -> tuple[str, str]:
+    return _WORKER["backend"].name, _WORKER["backend"].version
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="strictcall bench schemas", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -225,48 +287,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="xgrammar",
                         help="comma-separated: xgrammar, outlines (default xgrammar)")
     parser.add_argument("--limit", type=int, default=None, help="first N schemas per folder")
-    parser.add_argument("--timeout", type=float, default=10.0, help="compile timeout, s")
+    parser.add_argument("--timeout", type=float, default=30.0,
+                        help="per schema: compiles (ours and alone) and instance checks, s")
     parser.add_argument("--strict-objects", choices=["on", "off"], default="on",
                         help="as the server's --strict-objects (default on)")
     parser.add_argument("--unknown-keywords", choices=["rejected", "annotation"],
                         default="rejected", help="as the server's --unknown-keywords")
     args = parser.parse_args(argv)
 
-    from transformers import AutoTokenizer
-
-    from server.model_store import ensure_embedded_model
-
-    tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model())
     report: dict[str, Any] = {"backends": {}, "args": {
-        "dirs": [str(d) for d in args.dirs], "limit": args.limit,
+        "dirs": [str(d) for d in args.dirs], "limit": args.limit, "timeout": args.timeout,
         "strict_objects": args.strict_objects, "unknown_keywords": args.unknown_keywords}}
     for name in args.backend.split(","):
-        backend = make_backend(name.strip(), tokenizer)
-        try:
-            backend.set_strict_objects(args.strict_objects == "on")
-        except ValueError as exc:
-            print(f"{backend.name}: {exc}; measured with strict objects", file=sys.stderr)
-        table = dataclasses.replace(backend.keywords, unknown_keywords=args.unknown_keywords)
-        alone = _alone(backend)
+        runner = _Runner(name.strip(), args.strict_objects == "on", args.unknown_keywords)
+        backend_name, version = runner.info()
         per_category: dict[str, Any] = {}
         for folder in args.dirs:
             if not folder.is_dir():
                 print(f"skipping {folder}: not a folder", file=sys.stderr)
                 continue
             files = sorted(folder.glob("*.json"))[:args.limit]
-            # A fresh cache per category: every first lookup is a cold compile.
-            cache = GrammarCache(backend, compile_workers=1)
             started = time.perf_counter()
-            records = [run_schema(f, backend, cache, alone=alone, timeout_s=args.timeout,
-                                  table=table) for f in files]
-            cache.close()
+            records = [runner.run(f, args.timeout) for f in files]
             summary = summarize(records)
             summary["seconds"] = time.perf_counter() - started
             per_category[folder.name] = {"summary": summary, "schemas": records}
-            print(f"{backend.name}: {folder.name}: {len(files)} schemas in "
+            print(f"{backend_name}: {folder.name}: {len(files)} schemas in "
                   f"{summary['seconds']:.0f} s", file=sys.stderr)
-        report["backends"][backend.name] = {"version": backend.version,
-                                            "categories": per_category}
+        runner.close()
+        report["backends"][backend_name] = {"version": version, "categories": per_category}
     args.out.write_text(json.dumps(report, indent=1, default=str))
     print_table(report)
     print(f"\nfull report: {args.out}")
