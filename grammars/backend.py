@@ -50,7 +50,23 @@ class Matcher:
         return bool(self._m.is_terminated())
 
 
-class XgrammarBackend:
+class TokenBitmasks:
+    """Batch token masks in xgrammar's layout (one bit per token, int32 words per row),
+    applied with xgrammar's kernel; outlines-core writes the same layout."""
+
+    vocab_size: int
+
+    def allocate_bitmask(self, batch_size: int) -> torch.Tensor:
+        return xgr.allocate_token_bitmask(batch_size, self.vocab_size)
+
+    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor,
+                      rows: list[int]) -> None:
+        """Set logits of forbidden tokens to -inf, in place, for the given rows."""
+        xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device),
+                                        vocab_size=self.vocab_size, indices=rows)
+
+
+class XgrammarBackend(TokenBitmasks):
     name = "xgrammar"
     version = importlib.metadata.version("xgrammar")
 
@@ -111,15 +127,6 @@ class XgrammarBackend:
 
     def matcher(self, compiled: CompiledGrammar) -> Matcher:
         return Matcher(compiled)
-
-    def allocate_bitmask(self, batch_size: int) -> torch.Tensor:
-        return xgr.allocate_token_bitmask(batch_size, self.vocab_size)
-
-    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor,
-                      rows: list[int]) -> None:
-        """Set logits of forbidden tokens to -inf, in place, for the given rows."""
-        xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device),
-                                        vocab_size=self.vocab_size, indices=rows)
 
 
 def tokenizer_fingerprint(tokenizer: Any, vocab_size: int, stop_token_ids: list[int]) -> str:

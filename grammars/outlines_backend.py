@@ -20,11 +20,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-import xgrammar as xgr
 from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
-from grammars.backend import CompiledGrammar, tokenizer_fingerprint
+from grammars.backend import CompiledGrammar, TokenBitmasks, tokenizer_fingerprint
 from grammars.errors import InvalidSchemaError
 from grammars.keywords import XGRAMMAR_KEYWORDS, KeywordTable
 from grammars.specs import GrammarSpec, TextOrToolCallsSpec
@@ -79,7 +78,7 @@ def token_in(ids: frozenset[int], allowed: list[int]) -> bool:
     return any(t in ids for t in allowed)
 
 
-class OutlinesBackend:
+class OutlinesBackend(TokenBitmasks):
     name = "outlines-core"
     version = importlib.metadata.version("outlines-core")
 
@@ -135,14 +134,6 @@ class OutlinesBackend:
 
     def matcher(self, compiled: CompiledGrammar) -> OutlinesMatcher:
         return OutlinesMatcher(compiled, self._eos)
-
-    def allocate_bitmask(self, batch_size: int) -> torch.Tensor:
-        return xgr.allocate_token_bitmask(batch_size, self.vocab_size)
-
-    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor,
-                      rows: list[int]) -> None:
-        xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device),
-                                        vocab_size=self.vocab_size, indices=rows)
 
 
 def _size(index: Index) -> int:
