@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from grammars import make_backend
 from server.engines.base import Engine, GenerationRequest, GenerationResult

@@ -11,6 +11,7 @@ does not have it; `.venv-vllm` (`make setup-vllm`) does.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import json
 import logging
@@ -25,7 +26,7 @@ from grammars import CompiledGrammar, GrammarSpec, TextOrToolCallsSpec
 from grammars.backend import tokenizer_fingerprint
 from grammars.errors import InvalidSchemaError
 from grammars.keywords import VLLM_XGRAMMAR_KEYWORDS
-from server.engines.base import Engine, GenerationRequest, GenerationResult
+from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 
 log = logging.getLogger("strictcall.engine")
 
@@ -76,11 +77,12 @@ class VllmGrammarBackend:
                                                            stop_token_ids)
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
-        from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+        from vllm.sampling_params import SamplingParams as VllmSamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
         from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
 
         start = time.perf_counter()
-        params = SamplingParams(structured_outputs=StructuredOutputsParams(
+        params = VllmSamplingParams(structured_outputs=StructuredOutputsParams(
             **structured_outputs(spec)))
         try:
             validate_xgrammar_grammar(params)
@@ -139,12 +141,13 @@ class VllmEngine(Engine):
                  self.max_context)
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        from vllm import SamplingParams, TokensPrompt
+        from vllm import SamplingParams as VllmSamplingParams
+        from vllm import TokensPrompt
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         s = request.sampling
         grammar = request.grammar
-        params = SamplingParams(
+        params = VllmSamplingParams(
             max_tokens=s.max_tokens, temperature=s.temperature, top_p=s.top_p, seed=s.seed,
             # Stop strings end free text only, as in the torch engine.
             stop=list(s.stop) if grammar is None else None,
@@ -186,12 +189,9 @@ class VllmEngine(Engine):
     async def warm(self, grammars: list[CompiledGrammar]) -> None:
         """Have vLLM compile and cache each grammar now (a one-token decode under it), so no
         request pays for it: vLLM's pinned xgrammar 0.2.8 takes seconds on string lengths."""
-        import asyncio
-
-        from server.engines.base import SamplingParams as Ours
-
         prompt = self.encode(self.render_chat([{"role": "user", "content": "hi"}]))
-        await asyncio.gather(*(self.generate(GenerationRequest(prompt, Ours(max_tokens=1), g))
+        one = SamplingParams(max_tokens=1)
+        await asyncio.gather(*(self.generate(GenerationRequest(prompt, one, g))
                                for g in grammars))
         self._counts["grammars_warmed"] += len(grammars)
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from grammars import (InvalidSchemaError, JsonSchemaSpec, ToolCallsSpec, ToolSpec,
-                      UnsupportedSchemaError, canonical_json, check_schema)
+                      canonical_json, check_schema)
 
 
 def test_canonical_json_sorts_keywords_but_keeps_property_order():
