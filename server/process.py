@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +31,9 @@ class ServerProcess:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1",
              "--port", str(self.port), *self._args],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            # Its own process group: vLLM's engine-core and worker processes go with it.
+            start_new_session=True)
         log.close()
         deadline = time.monotonic() + self._startup_s
         while time.monotonic() < deadline:
@@ -45,11 +50,16 @@ class ServerProcess:
     def __exit__(self, *exc: object) -> None:
         if self._proc is None:
             return
+        group = os.getpgid(self._proc.pid) if self._proc.poll() is None else None
         self._proc.terminate()
         try:
             self._proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self._proc.kill()
+            self._proc.wait()
+        if group is not None:  # whatever it started and left behind
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         self._proc = None
 
     def log(self) -> str:
