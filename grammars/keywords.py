@@ -205,7 +205,10 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             target.pop(key, None)
         elif key == "format":
             if value in table.formats:
-                use(key, "grammar")
+                # Masks check a format's shape; calendar rules (no February 30) are left to
+                # the validator, which checks every format it knows after decoding.
+                use(key, "grammar", "shape by the mask, the rest after decoding"
+                    if value in VALIDATOR_FORMATS else "")
             elif value in VALIDATOR_FORMATS:
                 use(key, "validator", f"format {value!r}: checked after decoding")
             else:

@@ -53,6 +53,8 @@ GRAMMAR = [
     ({"type": "string", "pattern": "^[0-9]+$"}, "pattern", "/pattern", '"x"'),
     ({"type": "string", "format": "date"}, "format", "/format", '"yesterday"'),
     ({"type": "string", "format": "uuid"}, "format", "/format", '"not-a-uuid"'),
+    ({"type": "string", "format": "date-time"}, "format", "/format", '"2022-01-01T12:00:00"'),
+    ({"type": "string", "format": "time"}, "format", "/format", '"12:00:00"'),
     ({"type": "object", "minProperties": 1}, "minProperties", "/minProperties", "{}"),
     ({"type": "object", "maxProperties": 1}, "maxProperties", "/maxProperties",
      '{"a":1,"b":2}'),
