@@ -55,8 +55,8 @@ class OutlinesMatcher:
         self._done = False
 
     def accept_token(self, token_id: int) -> bool:
-        if token_id in self._eos:
-            self._done = self._guide.is_finished() or self._final()
+        if token_id in self._eos:  # allowed where the value is complete
+            self._done = any(t in self._eos for t in self._guide.get_tokens())
             return self._done
         try:
             self._guide.advance(token_id)
@@ -64,19 +64,12 @@ class OutlinesMatcher:
             return False
         return True
 
-    def _final(self) -> bool:
-        return token_in(self._eos, self._guide.get_tokens())
-
     def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
         target = bitmask[row]
         self._guide.write_mask_into(target.data_ptr(), target.numel(), target.element_size())
 
     def is_terminated(self) -> bool:
         return self._done
-
-
-def token_in(ids: frozenset[int], allowed: list[int]) -> bool:
-    return any(t in ids for t in allowed)
 
 
 class OutlinesBackend(TokenBitmasks):

@@ -174,7 +174,7 @@ class VllmEngine(Engine):
                         request.on_token(int(token))
                 pieces.append(output.text)
                 finish = output.finish_reason or finish
-        except BaseException:
+        except asyncio.CancelledError:  # vLLM has aborted the request
             self._counts["cancelled"] += 1
             raise
         self._counts["finished"] += 1
