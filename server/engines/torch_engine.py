@@ -83,7 +83,9 @@ class TorchEngine(Engine):
         return await asyncio.wrap_future(future)
 
     def stats(self) -> dict[str, int]:
-        return {"running": len(self._rows), "queued": self._queue.qsize(), **self._counts}
+        # Settled rows leave the batch at the end of their step: not counted as running.
+        running = sum(1 for seq in self._rows if not seq.future.done())
+        return {"running": running, "queued": self._queue.qsize(), **self._counts}
 
     def close(self) -> None:
         self._queue.put(None)
