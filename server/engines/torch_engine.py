@@ -36,6 +36,7 @@ class _Sequence:
     out: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     last_token: int = -1
+    finished: bool = False  # set by the engine thread before the result is handed out
     # Only for free text with stop strings: the text so far, a short decode per token.
     text: IncrementalDetokenizer | None = None
 
@@ -83,8 +84,8 @@ class TorchEngine(Engine):
         return await asyncio.wrap_future(future)
 
     def stats(self) -> dict[str, int]:
-        # Settled rows leave the batch at the end of their step: not counted as running.
-        running = sum(1 for seq in self._rows if not seq.future.done())
+        # Finished rows leave the batch at the end of their step: not counted as running.
+        running = sum(1 for seq in self._rows if not seq.finished)
         return {"running": running, "queued": self._queue.qsize(), **self._counts}
 
     def close(self) -> None:
@@ -203,6 +204,7 @@ class TorchEngine(Engine):
     def _finish(self, seq: _Sequence, reason: FinishReason, *, text: str | None = None) -> bool:
         now = time.perf_counter()
         self._counts["cancelled" if reason == "cancelled" else "finished"] += 1
+        seq.finished = True
         seq.timings["decode_s"] = now - seq.timings.get("decode_started", now)
         seq.timings["total_s"] = now - seq.timings["queued_at"]
         complete = seq.matcher is not None and seq.matcher.is_terminated()
