@@ -50,7 +50,7 @@ VALIDATOR_FORMATS = frozenset(FormatChecker().checkers)
 # Keywords whose presence lets an object hold keys beyond `properties`: with them, a strict
 # grammar ("no unlisted keys") would refuse valid values, so the grammar schema allows extras.
 _OPENS_OBJECT = ("patternProperties", "unevaluatedProperties", "dependentSchemas", "if",
-                 "then", "else", "dependencies", "allOf")
+                 "then", "else", "dependencies", "allOf", "anyOf", "oneOf")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,9 @@ class KeywordTable:
     lengths_with_pattern: bool = False
     # allOf with one branch is enforced; with several, not.
     multi_allof: bool = False
+    # anyOf/oneOf next to `properties` in the same object: the mask does not intersect them
+    # (measured on JSONSchemaBench: valid values refused), so the validator decides.
+    unions_beside_properties: bool = False
     # A keyword no vocabulary here knows (`standsFor`, `javaType`, a typo of `maxLength`):
     # "rejected" (default: it may be a rule someone expects enforced) or "annotation" (JSON
     # Schema 2020-12's own reading of unknown keywords). Unknown formats likewise.
@@ -219,6 +222,9 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         elif key == "allOf" and isinstance(value, list) and len(value) > 1 \
                 and not table.multi_allof:
             use(key, "validator", "allOf with several branches: checked after decoding")
+        elif key in ("anyOf", "oneOf") and "properties" in node \
+                and not table.unions_beside_properties:
+            use(key, "validator", f"{key} beside 'properties': checked after decoding")
         elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
             if key in table.grammar:
                 use(key, "grammar", "draft-4 boolean form, rewritten for the grammar")

@@ -99,6 +99,12 @@ VALIDATOR = [
     ({"type": "string", "format": "email", "minLength": 8}, "minLength", "/minLength",
      '"a@b.co"', '"ab@cd.com"'),
     ({"type": "string", "format": "regex"}, "format", "/format", '"("', '"a+"'),
+    # Glaive's calculate_area: which fields are required depends on the shape.
+    ({"type": "object", "properties": {"shape": {"enum": ["circle", "square"]},
+                                       "radius": {"type": "number"}},
+      "oneOf": [{"properties": {"shape": {"const": "circle"}}, "required": ["radius"]},
+                {"properties": {"shape": {"const": "square"}}, "required": ["side"]}]},
+     "oneOf", "/oneOf", '{"shape":"circle"}', '{"shape":"circle","radius":1}'),
 ]
 
 
