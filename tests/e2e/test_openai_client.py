@@ -100,7 +100,10 @@ def test_response_format_json_schema_always_validates(client):
     refused = sum(choice is None for *_, choice in answered)
     print(f"\nGithub_easy 10: {complete} complete and valid, {refused} refused after "
           f"decoding (422), {10 - complete - refused} cut off")
-    assert complete >= 5  # observed 6 of 10; the rest loop inside unbounded strings
+    # Observed 3 valid, 3 refused (a validator-tier keyword broken: 422, never returned),
+    # 4 cut off looping inside unbounded strings. These 10 now include schemas with
+    # validator-tier keywords, which were refused up front before the enforcement report.
+    assert complete >= 2 and 10 - complete - refused <= 5
 
 
 def test_named_tool_choice(client):
