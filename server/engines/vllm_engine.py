@@ -12,6 +12,7 @@ does not have it; `.venv-vllm` (`make setup-vllm`) does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.metadata
 import json
 import logging
@@ -52,8 +53,10 @@ def cpu_environment(threads: int, cache_dir: Path) -> dict[str, str]:
             "OMP_NUM_THREADS": str(threads), "VLLM_CACHE_ROOT": str(cache_dir / "vllm")}
 
 
+@functools.lru_cache(maxsize=1024)
 def structured_outputs(spec: GrammarSpec) -> dict[str, str]:
-    """The spec as vLLM's StructuredOutputsParams fields. Deterministic text: vLLM's grammar
+    """The spec as vLLM's StructuredOutputsParams fields (read only; remembered per spec,
+    so a request does not re-serialize its schema). Deterministic text: vLLM's grammar
     cache is keyed by it, so warming with the same spec makes requests hits."""
     if isinstance(spec, TextOrToolCallsSpec):
         return {"structural_tag": json.dumps(spec.structural_tag(), sort_keys=True)}
