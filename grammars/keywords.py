@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,6 +31,42 @@ ANNOTATIONS = frozenset({
     "title", "description", "examples", "default", "$comment", "$schema", "$id", "id",
     "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding",
     "contentSchema", "discriminator", "$vocabulary"})
+
+# Annotation keywords of other published vocabularies that ride along in JSON Schemas, as
+# their own specifications define them: none changes what is valid. (OpenAPI 3.0's
+# `nullable` does, so it is not here: it is rejected with a hint.)
+VOCABULARY_ANNOTATIONS: dict[str, frozenset[str]] = {
+    "OpenAPI 3": frozenset({"example", "xml", "externalDocs"}),
+    "JSON Hyper-Schema": frozenset({
+        "links", "base", "media", "mediaType", "binaryEncoding", "pathStart",
+        "fragmentResolution", "readonly", "alternate"}),
+    "jsonschema2pojo": frozenset({
+        "javaType", "javaName", "javaInterfaces", "javaEnumNames", "javaEnums",
+        "existingJavaType", "customDatePattern", "customTimePattern", "customDateTimePattern",
+        "excludedFromEqualsAndHashCode", "javaJsonView", "extendsJavaClass"}),
+    "json-editor / react-jsonschema-form": frozenset({
+        "options", "propertyOrder", "headerTemplate", "enumNames", "enum_titles"}),
+    "json-schema-faker": frozenset({"faker", "chance"}),
+    "Ajv": frozenset({"$async", "errorMessage"}),
+}
+_VOCABULARY_OF = {key: name for name, keys in VOCABULARY_ANNOTATIONS.items() for key in keys}
+# Prefixes that mark a key as no rule: OpenAPI's extensions (`x-`), keys commented out or
+# private by convention (`_comment`, `_uniqueItems`), JSON-LD (`@context`), and
+# react-jsonschema-form's `ui:` options.
+ANNOTATION_PREFIXES = ("x-", "_", "@", "ui:")
+
+# Unknown keywords that are rules elsewhere: what to write instead.
+_INSTEAD = {
+    "nullable": "OpenAPI 3.0's nullable: write the type as [<type>, \"null\"]",
+    "divisibleBy": "draft-03's divisibleBy is multipleOf",
+    "extends": "draft-03's extends is allOf",
+    "disallow": "draft-03's disallow is not: {\"type\": ...}",
+    "optional": "draft-03's optional: list the other properties in \"required\"",
+    "min": "did you mean 'minimum'?", "max": "did you mean 'maximum'?",
+    "minValue": "did you mean 'minimum'?", "maxValue": "did you mean 'maximum'?",
+    "constant": "did you mean 'const'?", "unique": "did you mean 'uniqueItems'?",
+    "requires": "did you mean 'required' or 'dependentRequired'?",
+}
 
 # Every applicator and assertion of JSON Schema (2020-12, and the older drafts' forms): the
 # post-decode validator (jsonschema, with the schema's own draft) enforces each of them, so
@@ -201,8 +238,12 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
 
     patterned = "pattern" in node or "format" in node
     for key, value in node.items():
-        if key in ANNOTATIONS or key.startswith("x-"):
+        if key in ANNOTATIONS:
             use(key, "annotation")
+        elif key in _VOCABULARY_OF:
+            use(key, "annotation", f"{_VOCABULARY_OF[key]} annotation")
+        elif key.startswith(ANNOTATION_PREFIXES):
+            use(key, "annotation", "extension or commented-out key (by its prefix)")
         elif key == "uniqueItems" and value is False:
             use(key, "annotation", "false has no effect")
             target.pop(key, None)
@@ -238,7 +279,7 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         elif key in JSON_SCHEMA_KEYWORDS:
             use(key, "validator", f"not enforced by {table.backend}'s mask")
         else:
-            unknown(key, "unknown keyword: nothing here enforces it")
+            unknown(key, "unknown keyword: nothing here enforces it" + _instead(key))
     if isinstance(node.get("items"), list):
         _rewrite_tuple_items(target)
     if isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
@@ -261,6 +302,15 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             and "prefixItems" not in node:
         target["items"] = {}
     return uses
+
+
+def _instead(key: str) -> str:
+    if key in _INSTEAD:
+        return f" ({_INSTEAD[key]})"
+    known = sorted(JSON_SCHEMA_KEYWORDS | ANNOTATIONS)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.8) \
+        or [k for k in known if k.lower() == key.lower()]
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _may_be(node: dict[str, Any], kind: str, keywords: tuple[str, ...]) -> bool:

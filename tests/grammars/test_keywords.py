@@ -153,6 +153,34 @@ def test_annotations_change_nothing(schema):
     assert analysis.grammar_schema == schema
 
 
+@pytest.mark.parametrize(("key", "vocabulary"), [
+    ("example", "OpenAPI 3"), ("links", "JSON Hyper-Schema"), ("readonly", "JSON Hyper-Schema"),
+    ("javaType", "jsonschema2pojo"), ("propertyOrder", "json-editor"),
+    ("faker", "json-schema-faker"), ("errorMessage", "Ajv"),
+    ("x-vendor", "prefix"), ("_uniqueItems", "prefix"), ("@context", "prefix"),
+    ("ui:widget", "prefix")])
+def test_other_vocabularies_annotations_are_known(key, vocabulary, backend):
+    schema = {"type": "array", key: True}
+    analysis = check_schema(schema)
+    use = next(u for u in analysis.report.uses if u.keyword == key)
+    assert use.tier == "annotation"
+    assert vocabulary in use.note
+    assert analysis.grammar_schema[key] is True
+    # An annotation, even one named like a rule once commented out, leaves values alone.
+    assert _mask_accepts(backend, analysis.grammar_schema, "[1,1]")
+
+
+@pytest.mark.parametrize(("key", "hint"), [
+    ("additonalProperties", "did you mean 'additionalProperties'"),
+    ("maxLenght", "did you mean 'maxLength'"), ("oneof", "did you mean 'oneOf'"),
+    ("nullable", '"null"'), ("divisibleBy", "multipleOf"), ("min", "'minimum'")])
+def test_unknown_keywords_that_look_like_rules_get_a_hint(key, hint):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        check_schema({"type": "object", key: 1})
+    assert hint in info.value.message
+    assert info.value.details[0]["keyword"] == key
+
+
 @pytest.mark.parametrize(("schema", "keyword", "pointer"), [
     ({"type": "string", "nullable": True}, "nullable", "/nullable"),
     ({"type": "object", "properties": {"p": {"type": "string", "format": "phone"}}},
@@ -197,13 +225,13 @@ def test_table_is_the_backends_own(backend):
 def test_unknown_keywords_can_be_annotations_by_policy(backend):
     import dataclasses
 
-    schema = {"type": "object", "properties": {"a": {"type": "string", "javaType": "X",
+    schema = {"type": "object", "properties": {"a": {"type": "string", "standsFor": "X",
                                                      "format": "non-blank"}}}
     lenient = dataclasses.replace(XGRAMMAR_KEYWORDS, unknown_keywords="annotation")
     analysis = check_schema(schema, table=lenient)
     notes = {u.keyword: (u.tier, u.note) for u in analysis.report.uses}
-    assert notes["javaType"][0] == notes["format"][0] == "annotation"
-    assert "policy" in notes["javaType"][1]
+    assert notes["standsFor"][0] == notes["format"][0] == "annotation"
+    assert "policy" in notes["standsFor"][1]
     with pytest.raises(UnsupportedSchemaError):
         check_schema(schema)
 
