@@ -106,9 +106,13 @@ class XgrammarBackend(TokenBitmasks):
         return CompiledGrammar(spec, handle, time.perf_counter() - start,
                                int(handle.memory_size_bytes))
 
-    def compile_raw(self, schema: Any) -> Any:
-        """The raw schema straight into xgrammar, no keyword layer (benchmarks: "alone")."""
-        return self._compiler.compile_json_schema(json.dumps(schema), **self._options)
+    def compile_raw(self, schema: Any, *, strict_objects: bool | None = None) -> Any:
+        """The raw schema straight into xgrammar, no keyword layer (benchmarks: "alone"; and
+        with strict_objects=False, to tell a strict-objects refusal from a mask error)."""
+        options = dict(self._options)
+        if strict_objects is not None:
+            options["strict_mode"] = strict_objects
+        return self._compiler.compile_json_schema(json.dumps(schema), **options)
 
     def serialize(self, compiled: CompiledGrammar) -> str:
         return compiled.handle.serialize_json()

@@ -1,0 +1,56 @@
+"""`strictcall bench schemas` end to end on a small maskbench folder written here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.schemas import canonical_instance, main
+
+
+def _case(folder, name, schema, tests):
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps({
+        "schema": schema, "tests": [{"data": d, "valid": v} for d, v in tests]}))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("maskbench")
+    cat = root / "Tiny"
+    _case(cat, "a_object", {"type": "object", "properties": {"a": {"type": "integer"}},
+                            "required": ["a"]},
+          [({"a": 1}, True), ({"a": 1, "extra": 2}, True), ({"a": "x"}, False)])
+    _case(cat, "b_unique", {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+          [([1, 2], True), ([1, 1], False)])
+    _case(cat, "c_unknown", {"type": "string", "standsFor": "x"}, [("s", True)])
+    out = root / "report.json"
+    assert main([str(cat), "--out", str(out), "--timeout", "60"]) == 0
+    return json.loads(out.read_text())["backends"]["xgrammar"]["categories"]["Tiny"]
+
+
+def test_summary_counts_each_outcome(report):
+    s = report["summary"]
+    assert (s["schemas"], s["compiled"]) == (3, 2)
+    assert s["valid_accepted"] == s["valid_instances"] == 2
+    # {"a": 1, "extra": 2} is valid JSON Schema; strict objects do not generate it.
+    assert s["valid_refused_by_policy"] == 1
+    assert s["invalid_rejected"] == s["invalid_instances"] == 2
+    assert s["invalid_caught_by_validator"] == 1  # [1, 1]: uniqueItems, after decoding
+    assert s["keywords"]["unclassified"] == 0
+
+
+def test_rejected_schema_names_its_keyword(report):
+    record = next(r for r in report["schemas"] if r["file"] == "c_unknown.json")
+    assert record["status"] == "rejected"
+    assert record["keywords"][0]["keyword"] == "standsFor"
+    assert record["alone"] is True  # raw xgrammar ignores the keyword
+
+
+def test_canonical_instance_follows_property_order_through_refs():
+    schema = {"$defs": {"P": {"properties": {"x": {}, "y": {"properties": {
+        "b": {}, "a": {}}}}}}, "$ref": "#/$defs/P"}
+    value = {"y": {"a": 1, "b": 2}, "x": 0}
+    assert list(canonical_instance(value, schema, schema)) == ["x", "y"]
+    assert list(canonical_instance(value, schema, schema)["y"]) == ["b", "a"]
