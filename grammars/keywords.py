@@ -111,6 +111,9 @@ class KeywordTable:
     # "rejected" (default: it may be a rule someone expects enforced) or "annotation" (JSON
     # Schema 2020-12's own reading of unknown keywords). Unknown formats likewise.
     unknown_keywords: Literal["rejected", "annotation"] = "rejected"
+    # Formats whose mask is narrower than the format, compiled as a union of formats that
+    # together cover it: (format, (format, ...)) pairs.
+    format_unions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 XGRAMMAR_KEYWORDS = KeywordTable(
@@ -129,6 +132,9 @@ XGRAMMAR_KEYWORDS = KeywordTable(
     formats=frozenset({
         "date-time", "date", "time", "email", "uuid", "uri", "uri-reference", "uri-template",
         "ipv4", "ipv6", "hostname", "duration", "json-pointer", "relative-json-pointer"}),
+    # Measured on xgrammar 0.2.9: its uri-reference mask refuses every absolute URI
+    # ("http://x"), which RFC 3986 makes URI references too.
+    format_unions=(("uri-reference", ("uri", "uri-reference")),),
 )
 
 
@@ -248,7 +254,13 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             use(key, "annotation", "false has no effect")
             target.pop(key, None)
         elif key == "format":
-            if value in table.formats:
+            union = dict(table.format_unions).get(value)
+            if union and "anyOf" not in node:
+                use(key, "grammar", f"compiled as anyOf formats {list(union)}: "
+                                    f"{table.backend}'s {value!r} mask alone is narrower")
+                target.pop(key)
+                target["anyOf"] = _format_union(node.get("type"), union)
+            elif value in table.formats and not union:
                 # Masks check a format's shape; calendar rules (no February 30) are left to
                 # the validator, which checks every format it knows after decoding.
                 use(key, "grammar", "shape by the mask, the rest after decoding"
@@ -302,6 +314,19 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             and "prefixItems" not in node:
         target["items"] = {}
     return uses
+
+
+def _format_union(types: Any, formats: tuple[str, ...]) -> list[dict[str, Any]]:
+    """anyOf branches for a format mask made of several: typed branches (xgrammar ignores
+    untyped ones), and one for the values other than strings that the node allows."""
+    branches: list[dict[str, Any]] = [{"type": "string", "format": f} for f in formats]
+    if types is None:
+        others = ["number", "boolean", "object", "array", "null"]
+    else:
+        others = [t for t in ([types] if isinstance(types, str) else types) if t != "string"]
+    if others:
+        branches.append({"type": others if len(others) > 1 else others[0]})
+    return branches
 
 
 def _instead(key: str) -> str:

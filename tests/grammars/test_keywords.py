@@ -260,3 +260,15 @@ def test_patterns_the_validator_cannot_run_are_refused(schema):
     with pytest.raises(GrammarError) as info:
         check_schema(schema)
     assert "pattern" in info.value.pointer or "regex" in info.value.message
+
+
+@pytest.mark.parametrize("types", ["string", ["string", "null"], None])
+def test_uri_reference_mask_takes_absolute_and_relative_references(backend, types):
+    """xgrammar 0.2.9's own uri-reference mask refuses every absolute URI."""
+    schema = {"format": "uri-reference"} | ({"type": types} if types else {})
+    analysis = check_schema(schema)
+    assert [u.tier for u in analysis.report.uses if u.keyword == "format"] == ["grammar"]
+    for good in ['"http://example.com/a?b#c"', '"../a"', '"#frag"', '""']:
+        assert _mask_accepts(backend, analysis.grammar_schema, good), good
+    assert not _mask_accepts(backend, analysis.grammar_schema, '"a b"')
+    assert _mask_accepts(backend, analysis.grammar_schema, "null") == (types != "string")
