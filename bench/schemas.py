@@ -156,12 +156,13 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
             by_validator = False
         if test["valid"]:
             ok = by_mask and by_validator
-            if not by_mask and by_validator and table.strict_objects:
+            if not by_mask and by_validator and _has_policies(table):
                 if loose is None:
-                    loose = _loose_grammar(backend, spec)
+                    loose = _loose_grammar(backend, schema, table)
                 if loose and backend.accepts(loose, text):
-                    # Keys the schema does not list: valid JSON Schema, which the server's
-                    # strict-objects policy (--strict-objects on) does not generate.
+                    # Keys the schema does not list, or a string with a pattern's match
+                    # inside: valid JSON Schema, which the server's policies (strict objects,
+                    # whole-match patterns) do not generate.
                     outcome["valid_refused_by_policy"] += 1
                     continue
             outcome["valid_accepted" if ok else "valid_refused"] += 1
@@ -179,7 +180,15 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
     return record
 
 
-def _loose_grammar(backend: Any, spec: JsonSchemaSpec) -> Any:
+def _has_policies(table: Any) -> bool:
+    return table.strict_objects or table.patterns == "full"
+
+
+def _loose_grammar(backend: Any, schema: Any, table: Any) -> Any:
+    """The schema's grammar under JSON Schema's reading: no strict objects, patterns matched
+    anywhere. False where the backend has no such mode (outlines-core)."""
+    loose = dataclasses.replace(table, patterns="search", strict_objects=False)
+    spec = JsonSchemaSpec.from_analysis(check_schema(schema, table=loose))
     try:
         handle = backend.compile_raw(spec.json_schema(), strict_objects=False)
     except Exception:  # noqa: BLE001 - a backend with strict objects only (outlines-core)
@@ -246,7 +255,7 @@ def make_backend(name: str, tokenizer: Any) -> Any:
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(name: str, strict: bool, unknown: str) -> None:
+def _worker_init(name: str, strict: bool, unknown: str, patterns: str) -> None:
     from transformers import AutoTokenizer
 
     from server.model_store import ensure_embedded_model
@@ -256,7 +265,7 @@ def _worker_init(name: str, strict: bool, unknown: str) -> None:
         backend.set_strict_objects(strict)
     except ValueError:
         pass  # outlines-core: strict objects only (the table says so)
-    table = dataclasses.replace(backend.keywords, unknown_keywords=unknown)
+    table = dataclasses.replace(backend.keywords, unknown_keywords=unknown, patterns=patterns)
     _WORKER.update(backend=backend, table=table, alone=_alone(backend),
                    cache=GrammarCache(backend, compile_workers=1))
 
@@ -268,8 +277,8 @@ def _worker_run(path: str) -> dict[str, Any]:
 
 
 class _Runner:
-    def __init__(self, name: str, strict: bool, unknown: str) -> None:
-        self._args = (name, strict, unknown)
+    def __init__(self, name: str, strict: bool, unknown: str, patterns: str) -> None:
+        self._args = (name, strict, unknown, patterns)
         self._pool = self._start()
 
     def _start(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -314,13 +323,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="as the server's --strict-objects (default on)")
     parser.add_argument("--unknown-keywords", choices=["rejected", "annotation"],
                         default="rejected", help="as the server's --unknown-keywords")
+    parser.add_argument("--patterns", choices=["full", "search"], default="full",
+                        help="as the server's --patterns")
     args = parser.parse_args(argv)
 
     report: dict[str, Any] = {"backends": {}, "args": {
         "dirs": [str(d) for d in args.dirs], "limit": args.limit, "timeout": args.timeout,
-        "strict_objects": args.strict_objects, "unknown_keywords": args.unknown_keywords}}
+        "strict_objects": args.strict_objects, "unknown_keywords": args.unknown_keywords,
+        "patterns": args.patterns}}
     for name in args.backend.split(","):
-        runner = _Runner(name.strip(), args.strict_objects == "on", args.unknown_keywords)
+        runner = _Runner(name.strip(), args.strict_objects == "on", args.unknown_keywords,
+                         args.patterns)
         backend_name, version = runner.info()
         per_category: dict[str, Any] = {}
         for folder in args.dirs:

@@ -111,6 +111,12 @@ class KeywordTable:
     # "rejected" (default: it may be a rule someone expects enforced) or "annotation" (JSON
     # Schema 2020-12's own reading of unknown keywords). Unknown formats likewise.
     unknown_keywords: Literal["rejected", "annotation"] = "rejected"
+    # JSON Schema's `pattern` matches anywhere in the string ("^https?://" accepts
+    # "https://x"); backends match the whole string. "full" (default, as every constrained
+    # decoder): the mask generates whole matches, which the report notes for unanchored
+    # patterns. "search": the grammar gets `.*` where the pattern is not anchored, JSON
+    # Schema's reading.
+    patterns: Literal["full", "search"] = "full"
     # Formats whose mask is narrower than the format, compiled as a union of formats that
     # together cover it: (format, (format, ...)) pairs.
     format_unions: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -278,6 +284,14 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         elif key in ("anyOf", "oneOf") and "properties" in node \
                 and not table.unions_beside_properties:
             use(key, "validator", f"{key} beside 'properties': checked after decoding")
+        elif key == "pattern" and key in table.grammar and isinstance(value, str) \
+                and not _anchored(value):
+            if table.patterns == "search":
+                use(key, "grammar", "not anchored: compiled with .* where it is open")
+                target[key] = search_pattern(value)
+            else:
+                use(key, "grammar", "not anchored: the mask generates whole matches only "
+                                    "(policy: --patterns full)")
         elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
             if key in table.grammar:
                 use(key, "grammar", "draft-4 boolean form, rewritten for the grammar")
@@ -314,6 +328,49 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             and "prefixItems" not in node:
         target["items"] = {}
     return uses
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The pattern split at its top-level `|` (outside groups and classes)."""
+    parts, depth, in_class, start, i = [], 0, False, 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    return [*parts, pattern[start:]]
+
+
+def _ends_anchored(alt: str) -> bool:
+    escapes = len(alt[:-1]) - len(alt[:-1].rstrip("\\"))
+    return alt.endswith("$") and escapes % 2 == 0
+
+
+def _anchored(pattern: str) -> bool:
+    return all(a.startswith("^") and _ends_anchored(a) for a in _alternatives(pattern))
+
+
+def search_pattern(pattern: str) -> str:
+    """A whole-string pattern that matches what `pattern` finds anywhere (JSON Schema's
+    reading), for backends that match whole strings."""
+    out = []
+    for alt in _alternatives(pattern):
+        head, tail = alt.startswith("^"), _ends_anchored(alt)
+        body = alt[1 if head else 0:len(alt) - 1 if tail else len(alt)]
+        out.append(("" if head else ".*") + f"(?:{body})" + ("" if tail else ".*"))
+    return "|".join(out)
 
 
 def _format_union(types: Any, formats: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--unknown-keywords", dest="unknown_keywords",
                        choices=["rejected", "annotation"],
                        help="schema keywords nothing here knows: 400 (default) or annotation")
+    serve.add_argument("--patterns", dest="patterns", choices=["full", "search"],
+                       help="'pattern' as a whole-string match (default) or, as JSON Schema "
+                            "reads it, a match anywhere")
     serve.add_argument("--grammar-disk-cache", dest="grammar_disk_cache",
                        action=argparse.BooleanOptionalAction, default=None,
                        help="keep compiled grammars in <cache dir>/grammars (default on)")
@@ -128,7 +131,7 @@ def _serve(args: argparse.Namespace) -> int:
              "max_batch", "cache_dir", "contracts", "repair_attempts", "repair_seconds",
              "auto_tools", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
              "dtype", "enable_prefix_caching", "warm_grammars", "strict_objects",
-             "unknown_keywords", "grammar_backend", "grammar_disk_cache")
+             "unknown_keywords", "patterns", "grammar_backend", "grammar_disk_cache")
     try:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     strict_objects: bool = True
     # Schema keywords no vocabulary here knows: refused with a 400, or kept as annotations.
     unknown_keywords: Literal["rejected", "annotation"] = "rejected"
+    # `pattern`: "full" (the mask generates whole matches, as every constrained decoder) or
+    # "search" (JSON Schema's reading: a match anywhere, so unanchored ends get `.*`).
+    patterns: Literal["full", "search"] = "full"
     compile_timeout_s: float = Field(10.0, gt=0, le=600)
     # Complexity budgets for client schemas (registered contracts are trusted).
     max_tools: int = Field(Budget.max_tools, ge=1)

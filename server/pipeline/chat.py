@@ -62,9 +62,11 @@ class ChatPipeline:
         self.registry = registry or ContractRegistry()
         self.repairer = Repairer(engine, cache, compile_timeout_s=settings.compile_timeout_s)
         self.model_name = settings.served_model_name or engine.model_name
-        # What the backend's masks enforce, with this server's policy for unknown keywords.
+        # What the backend's masks enforce, with this server's policies for unknown keywords
+        # and patterns.
         self.keywords = dataclasses.replace(cache.backend.keywords,
-                                            unknown_keywords=settings.unknown_keywords)
+                                            unknown_keywords=settings.unknown_keywords,
+                                            patterns=settings.patterns)
 
     async def complete(self, req: ChatCompletionRequest,
                        headers: dict[str, str] | None = None) -> Completed:

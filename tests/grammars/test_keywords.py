@@ -272,3 +272,25 @@ def test_uri_reference_mask_takes_absolute_and_relative_references(backend, type
         assert _mask_accepts(backend, analysis.grammar_schema, good), good
     assert not _mask_accepts(backend, analysis.grammar_schema, '"a b"')
     assert _mask_accepts(backend, analysis.grammar_schema, "null") == (types != "string")
+
+
+SEARCHES = [("^https?://", ["https://e.com/a", "xhttps://"]),
+            ("[a-z]{3}", ["abc", "1abc2", "ab"]),
+            ("^a$|b", ["a", "xbx", "ax"]),
+            ("(a|b)$", ["xa", "ab", "ax"]),
+            ("^\\d+$", ["12", "1x"]),
+            ("a\\$", ["a$z", "a"])]
+
+
+@pytest.mark.parametrize(("pattern", "values"), SEARCHES)
+def test_patterns_search_policy_matches_like_json_schema(backend, pattern, values):
+    import dataclasses
+    import re
+
+    search = dataclasses.replace(XGRAMMAR_KEYWORDS, patterns="search")
+    grammar = check_schema({"type": "string", "pattern": pattern}, table=search).grammar_schema
+    full = check_schema({"type": "string", "pattern": pattern}).grammar_schema
+    for value in values:
+        text = json.dumps(value)
+        assert _mask_accepts(backend, grammar, text) == bool(re.search(pattern, value)), value
+        assert _mask_accepts(backend, full, text) == bool(re.fullmatch(pattern, value)), value

@@ -196,3 +196,37 @@ def test_outlines_backend_serves_tool_calls_and_reports_its_own_table(model_dir)
         assert report["backend"] == "outlines-core"
         auto = chat(c, tools=[tool], tool_choice="auto")  # decide: works without tags
         assert auto.status_code == 200, auto.text
+
+
+def test_json_schema_reading_policies_are_per_server(model_dir):
+    """--patterns search, --no-strict-objects, --unknown-keywords annotation: JSON Schema's
+    own reading, reported as such; the decoded value follows it."""
+    from fastapi.testclient import TestClient
+
+    from server.api.app import create_app
+    from server.engines.scripted import ScriptedEngine
+    from server.settings import Settings
+
+    schema = {"type": "object", "properties": {"url": {"type": "string",
+                                                       "pattern": "https?://"}},
+              "required": ["url"], "standsFor": "link"}
+    reply = '{"url":"see https://example.com","note":"an unlisted key"}'
+    settings = Settings(served_model_name="scripted", patterns="search", strict_objects=False,
+                        unknown_keywords="annotation")
+    app = create_app(settings, lambda s: ScriptedEngine(model_dir, lambda p: reply))
+    with TestClient(app) as c:
+        report = c.post("/v1/grammars/compile", json=schema).json()["enforcement"]
+        notes = {k["keyword"]: k.get("note", "") for k in report["keywords"]}
+        assert "compiled with .*" in notes["pattern"]
+        assert "policy" in notes["standsFor"]
+        resp = chat(c, response_format={"type": "json_schema", "json_schema": {
+            "name": "u", "schema": schema}})
+        assert resp.status_code == 200, resp.text
+        assert json.loads(resp.json()["choices"][0]["message"]["content"]) == json.loads(reply)
+
+
+def test_default_policy_notes_whole_match_patterns(client):  # noqa: F811
+    report = client.post("/v1/grammars/compile", json={
+        "type": "string", "pattern": "^https?://"}).json()["enforcement"]
+    pattern = next(k for k in report["keywords"] if k["keyword"] == "pattern")
+    assert pattern["tier"] == "grammar" and "whole matches" in pattern["note"]
