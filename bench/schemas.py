@@ -12,8 +12,9 @@ use it (xgrammar ignores keywords it does not enforce).
 
 Prints, per category and backend: coverage, compile p50/p99, valid-accepted %,
 invalid-rejected %, and counts of unclassified keywords (which must be zero). A valid instance
-that only the strict-objects policy refuses (keys its schema does not list: the same grammar
-without strict objects accepts it) is counted apart, "by policy", not in valid-accepted.
+that only the server's generation policies refuse is counted apart, "by policy", not in
+valid-accepted: the same schema's grammar under JSON Schema's reading (no strict objects,
+patterns matched anywhere, untyped schemas of any type) accepts it.
 """
 
 from __future__ import annotations
@@ -160,9 +161,10 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
                 if loose is None:
                     loose = _loose_grammar(backend, schema, table)
                 if loose and backend.accepts(loose, text):
-                    # Keys the schema does not list, or a string with a pattern's match
-                    # inside: valid JSON Schema, which the server's policies (strict objects,
-                    # whole-match patterns) do not generate.
+                    # Keys the schema does not list, a string with a pattern's match
+                    # inside, a type other than the keywords imply: valid JSON Schema, which
+                    # the server's policies (strict objects, whole-match patterns, implied
+                    # types) do not generate.
                     outcome["valid_refused_by_policy"] += 1
                     continue
             outcome["valid_accepted" if ok else "valid_refused"] += 1
@@ -181,13 +183,14 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
 
 
 def _has_policies(table: Any) -> bool:
-    return table.strict_objects or table.patterns == "full"
+    return table.strict_objects or table.patterns == "full" or table.implied_types
 
 
 def _loose_grammar(backend: Any, schema: Any, table: Any) -> Any:
     """The schema's grammar under JSON Schema's reading: no strict objects, patterns matched
-    anywhere. False where the backend has no such mode (outlines-core)."""
-    loose = dataclasses.replace(table, patterns="search", strict_objects=False)
+    anywhere, untyped schemas of any type. False where the backend has no such mode (outlines-core)."""
+    loose = dataclasses.replace(table, patterns="search", strict_objects=False,
+                                implied_types=False)
     spec = JsonSchemaSpec.from_analysis(check_schema(schema, table=loose))
     try:
         handle = backend.compile_raw(spec.json_schema(), strict_objects=False)
@@ -255,7 +258,7 @@ def make_backend(name: str, tokenizer: Any) -> Any:
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(name: str, strict: bool, unknown: str, patterns: str) -> None:
+def _worker_init(name: str, strict: bool, unknown: str, patterns: str, implied: bool) -> None:
     from transformers import AutoTokenizer
 
     from server.model_store import ensure_embedded_model
@@ -265,7 +268,8 @@ def _worker_init(name: str, strict: bool, unknown: str, patterns: str) -> None:
         backend.set_strict_objects(strict)
     except ValueError:
         pass  # outlines-core: strict objects only (the table says so)
-    table = dataclasses.replace(backend.keywords, unknown_keywords=unknown, patterns=patterns)
+    table = dataclasses.replace(backend.keywords, unknown_keywords=unknown, patterns=patterns,
+                                implied_types=implied)
     _WORKER.update(backend=backend, table=table, alone=_alone(backend),
                    cache=GrammarCache(backend, compile_workers=1))
 
@@ -277,8 +281,9 @@ def _worker_run(path: str) -> dict[str, Any]:
 
 
 class _Runner:
-    def __init__(self, name: str, strict: bool, unknown: str, patterns: str) -> None:
-        self._args = (name, strict, unknown, patterns)
+    def __init__(self, name: str, strict: bool, unknown: str, patterns: str,
+                 implied: bool) -> None:
+        self._args = (name, strict, unknown, patterns, implied)
         self._pool = self._start()
 
     def _start(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -325,15 +330,17 @@ def main(argv: list[str] | None = None) -> int:
                         default="rejected", help="as the server's --unknown-keywords")
     parser.add_argument("--patterns", choices=["full", "search"], default="full",
                         help="as the server's --patterns")
+    parser.add_argument("--implied-types", choices=["on", "off"], default="on",
+                        help="as the server's --implied-types")
     args = parser.parse_args(argv)
 
     report: dict[str, Any] = {"backends": {}, "args": {
         "dirs": [str(d) for d in args.dirs], "limit": args.limit, "timeout": args.timeout,
         "strict_objects": args.strict_objects, "unknown_keywords": args.unknown_keywords,
-        "patterns": args.patterns}}
+        "patterns": args.patterns, "implied_types": args.implied_types}}
     for name in args.backend.split(","):
         runner = _Runner(name.strip(), args.strict_objects == "on", args.unknown_keywords,
-                         args.patterns)
+                         args.patterns, args.implied_types == "on")
         backend_name, version = runner.info()
         per_category: dict[str, Any] = {}
         for folder in args.dirs:

@@ -107,6 +107,10 @@ class KeywordTable:
     # anyOf/oneOf next to `properties` in the same object: the mask does not intersect them
     # (measured on JSONSchemaBench: valid values refused), so the validator decides.
     unions_beside_properties: bool = False
+    # multipleOf on `number` (not only `integer`) values.
+    multiple_of_numbers: bool = False
+    # `required` names that `properties` does not list.
+    required_unlisted: bool = False
     # A keyword no vocabulary here knows (`standsFor`, `javaType`, a typo of `maxLength`):
     # "rejected" (default: it may be a rule someone expects enforced) or "annotation" (JSON
     # Schema 2020-12's own reading of unknown keywords). Unknown formats likewise.
@@ -117,6 +121,11 @@ class KeywordTable:
     # patterns. "search": the grammar gets `.*` where the pattern is not anchored, JSON
     # Schema's reading.
     patterns: Literal["full", "search"] = "full"
+    # A schema without `type` whose keywords belong to one type ({"properties": ...}):
+    # True (default, as backends do): generated as that type, which the report notes.
+    # False: JSON Schema's reading (the keywords constrain that type; any other type is
+    # valid too), compiled with every type listed.
+    implied_types: bool = True
     # Formats whose mask is narrower than the format, compiled as a union of formats that
     # together cover it: (format, (format, ...)) pairs.
     format_unions: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -249,6 +258,12 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             use(key, "rejected", why)
 
     patterned = "pattern" in node or "format" in node
+    # Beside anyOf/oneOf, xgrammar 0.2.9's mask takes the union and ignores other assertions
+    # (measured: `minimum`, `enum`, `minLength` next to anyOf were not enforced). One side
+    # goes to the validator: the union where `properties`, `enum` or `const` stand beside it
+    # (they carry the shape), else the assertions beside it.
+    union = "anyOf" in node or "oneOf" in node
+    union_yields = union and any(k in node for k in ("properties", "enum", "const"))
     for key, value in node.items():
         if key in ANNOTATIONS:
             use(key, "annotation")
@@ -281,9 +296,25 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         elif key == "allOf" and isinstance(value, list) and len(value) > 1 \
                 and not table.multi_allof:
             use(key, "validator", "allOf with several branches: checked after decoding")
-        elif key in ("anyOf", "oneOf") and "properties" in node \
+        elif key in ("anyOf", "oneOf") and union_yields \
                 and not table.unions_beside_properties:
-            use(key, "validator", f"{key} beside 'properties': checked after decoding")
+            use(key, "validator", f"{key} beside 'properties', 'enum' or 'const': checked "
+                                  "after decoding")
+        elif union and not union_yields and not table.unions_beside_properties \
+                and key in table.grammar and key not in _BESIDE_UNIONS:
+            use(key, "validator", "beside anyOf/oneOf the mask takes the union only: "
+                                  "checked after decoding")
+        elif key == "multipleOf" and node.get("type") != "integer" \
+                and not table.multiple_of_numbers:
+            use(key, "validator", f"{table.backend}'s mask checks multipleOf on integers only")
+        elif key == "required" and isinstance(value, list) and not table.required_unlisted \
+                and not set(value) <= set(node.get("properties") or {}):
+            # Names `properties` does not list: the mask refuses them (or, with no
+            # properties, ignores `required`); listed names stay with the mask.
+            use(key, "validator", "names not in 'properties': checked after decoding")
+            listed = [n for n in value if n in (node.get("properties") or {})]
+            if listed:
+                target[key] = listed
         elif key == "pattern" and key in table.grammar and isinstance(value, str) \
                 and not _anchored(value):
             if table.patterns == "search":
@@ -327,6 +358,7 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
     if _may_be(node, "array", ("minItems", "maxItems")) and "items" not in node \
             and "prefixItems" not in node:
         target["items"] = {}
+    uses.extend(_implied_type(node, pointer, target, table))
     return uses
 
 
@@ -393,6 +425,40 @@ def _instead(key: str) -> str:
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.8) \
         or [k for k in known if k.lower() == key.lower()]
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# What a union's neighbours may be without the mask losing them.
+_BESIDE_UNIONS = frozenset({"type", "anyOf", "oneOf", "$defs", "definitions", "$ref"})
+
+_TYPE_KEYWORDS = {
+    "object": ("properties", "required", "additionalProperties", "minProperties",
+               "maxProperties"),
+    "array": ("items", "prefixItems", "minItems", "maxItems"),
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+}
+ALL_TYPES = ("object", "array", "string", "number", "boolean", "null")
+
+
+def _implied_type(node: dict[str, Any], pointer: str, target: dict[str, Any],
+                  table: KeywordTable) -> list[KeywordUse]:
+    """xgrammar applies a type's keywords only where `type` says it (measured on 0.2.9:
+    {"maxLength": 2} compiles to any value), so the type is always written out: the types
+    the keywords imply (default), or every type (JSON Schema's reading, and beside
+    combinators or `$ref`, whose branches decide the type)."""
+    if "type" in node or "enum" in node or "const" in node:
+        return []
+    implied = [kind for kind, keys in _TYPE_KEYWORDS.items() if any(k in target for k in keys)]
+    if not implied:
+        return []
+    combined = any(k in node for k in ("anyOf", "oneOf", "allOf", "$ref"))
+    if not table.implied_types or combined:
+        target["type"] = list(ALL_TYPES)
+        return []
+    target["type"] = implied[0] if len(implied) == 1 else implied
+    return [KeywordUse(f"{pointer}/type", "type", "grammar",
+                       f"absent: generated as {' or '.join(implied)}, as its keywords imply "
+                       "(JSON Schema accepts any other type too)", implicit=True)]
 
 
 def _may_be(node: dict[str, Any], kind: str, keywords: tuple[str, ...]) -> bool:

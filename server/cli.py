@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--patterns", dest="patterns", choices=["full", "search"],
                        help="'pattern' as a whole-string match (default) or, as JSON Schema "
                             "reads it, a match anywhere")
+    serve.add_argument("--implied-types", dest="implied_types",
+                       action=argparse.BooleanOptionalAction, default=None,
+                       help="a schema without 'type' is generated as the type its keywords "
+                            "imply (default on); off: any type, as JSON Schema reads it")
     serve.add_argument("--grammar-disk-cache", dest="grammar_disk_cache",
                        action=argparse.BooleanOptionalAction, default=None,
                        help="keep compiled grammars in <cache dir>/grammars (default on)")
@@ -131,7 +135,8 @@ def _serve(args: argparse.Namespace) -> int:
              "max_batch", "cache_dir", "contracts", "repair_attempts", "repair_seconds",
              "auto_tools", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
              "dtype", "enable_prefix_caching", "warm_grammars", "strict_objects",
-             "unknown_keywords", "patterns", "grammar_backend", "grammar_disk_cache")
+             "unknown_keywords", "patterns", "implied_types", "grammar_backend",
+             "grammar_disk_cache")
     try:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)

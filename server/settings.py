@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     # `pattern`: "full" (the mask generates whole matches, as every constrained decoder) or
     # "search" (JSON Schema's reading: a match anywhere, so unanchored ends get `.*`).
     patterns: Literal["full", "search"] = "full"
+    # A schema without `type` whose keywords imply one ({"properties": ...}): generated as that
+    # type (default, as every backend), or, off, any type (JSON Schema's reading).
+    implied_types: bool = True
     compile_timeout_s: float = Field(10.0, gt=0, le=600)
     # Complexity budgets for client schemas (registered contracts are trusted).
     max_tools: int = Field(Budget.max_tools, ge=1)

@@ -62,11 +62,12 @@ class ChatPipeline:
         self.registry = registry or ContractRegistry()
         self.repairer = Repairer(engine, cache, compile_timeout_s=settings.compile_timeout_s)
         self.model_name = settings.served_model_name or engine.model_name
-        # What the backend's masks enforce, with this server's policies for unknown keywords
-        # and patterns.
+        # What the backend's masks enforce, with this server's policies for unknown keywords,
+        # patterns and implied types.
         self.keywords = dataclasses.replace(cache.backend.keywords,
                                             unknown_keywords=settings.unknown_keywords,
-                                            patterns=settings.patterns)
+                                            patterns=settings.patterns,
+                                            implied_types=settings.implied_types)
 
     async def complete(self, req: ChatCompletionRequest,
                        headers: dict[str, str] | None = None) -> Completed:

@@ -105,6 +105,18 @@ VALIDATOR = [
       "oneOf": [{"properties": {"shape": {"const": "circle"}}, "required": ["radius"]},
                 {"properties": {"shape": {"const": "square"}}, "required": ["side"]}]},
      "oneOf", "/oneOf", '{"shape":"circle"}', '{"shape":"circle","radius":1}'),
+    # Measured on xgrammar 0.2.9: beside a union, other assertions are not enforced...
+    ({"type": "integer", "minimum": 3, "anyOf": [{"maximum": 10}, {"const": 20}]},
+     "minimum", "/minimum", "1", "5"),
+    # ...unless they carry the shape (enum, const, properties): then the union waits.
+    ({"type": "string", "enum": ["a", "bb", "ccc"], "anyOf": [{"maxLength": 1},
+                                                               {"minLength": 3}]},
+     "anyOf", "/anyOf", '"bb"', '"ccc"'),
+    # multipleOf holds for integers only; `number` values pass the mask.
+    ({"type": "number", "multipleOf": 2}, "multipleOf", "/multipleOf", "3", "4"),
+    # required names not in properties: the mask would ignore them, or refuse the value.
+    ({"type": "object", "required": ["a"], "additionalProperties": True}, "required",
+     "/required", "{}", '{"a":1}'),
 ]
 
 
@@ -294,3 +306,22 @@ def test_patterns_search_policy_matches_like_json_schema(backend, pattern, value
         text = json.dumps(value)
         assert _mask_accepts(backend, grammar, text) == bool(re.search(pattern, value)), value
         assert _mask_accepts(backend, full, text) == bool(re.fullmatch(pattern, value)), value
+
+
+@pytest.mark.parametrize(("schema", "kind", "other"), [
+    ({"properties": {"a": {"type": "integer"}}, "required": ["a"]}, "object", "[1]"),
+    ({"items": {"type": "integer"}}, "array", '"s"'),
+    ({"maxLength": 2}, "string", "123"),
+    ({"minimum": 3}, "number", '{}'),
+])
+def test_untyped_schemas_are_generated_as_their_keywords_imply(backend, schema, kind, other):
+    import dataclasses
+
+    implied = check_schema(schema)
+    note = next(u for u in implied.report.uses if u.implicit and u.keyword == "type").note
+    assert f"generated as {kind}" in note
+    assert not _mask_accepts(backend, implied.grammar_schema, other)
+    reading = dataclasses.replace(XGRAMMAR_KEYWORDS, implied_types=False, strict_objects=False)
+    loose = check_schema(schema, table=reading).grammar_schema
+    assert _mask_accepts(backend, loose, other)  # JSON Schema: the keywords bind one type
+    assert validator_for(schema).is_valid(json.loads(other))
