@@ -355,9 +355,11 @@ def main(argv: list[str] | None = None) -> int:
             per_category[folder.name] = {"summary": summary, "schemas": records}
             print(f"{backend_name}: {folder.name}: {len(files)} schemas in "
                   f"{summary['seconds']:.0f} s", file=sys.stderr)
+            # Written after each category: a long run can be read while it goes on.
+            report["backends"][backend_name] = {"version": version,
+                                                "categories": per_category}
+            args.out.write_text(json.dumps(report, indent=1, default=str))
         runner.close()
-        report["backends"][backend_name] = {"version": version, "categories": per_category}
-    args.out.write_text(json.dumps(report, indent=1, default=str))
     print_table(report)
     print(f"\nfull report: {args.out}")
     return 0
