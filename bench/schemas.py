@@ -14,7 +14,8 @@ Prints, per category and backend: coverage, compile p50/p99, valid-accepted %,
 invalid-rejected %, and counts of unclassified keywords (which must be zero). A valid instance
 that only the server's generation policies refuse is counted apart, "by policy", not in
 valid-accepted: the same schema's grammar under JSON Schema's reading (no strict objects,
-patterns matched anywhere, untyped schemas of any type) accepts it.
+patterns matched anywhere, untyped schemas of any type, number bounds checked after decoding)
+accepts it.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ from grammars.validate import validator_for
 
 def canonical_instance(value: Any, schema: Any, root: Any) -> Any:
     """`value` with object keys in the order the schema lists its properties (the order a
-    strict grammar writes them), recursively; keys it does not list keep their order, last."""
+    strict grammar writes them), recursively; keys it does not list keep their order, last.
+    An integral float is written as the integer it equals (1.0 as 1: JSON Schema's integer)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+        return int(value)
     if isinstance(value, dict):
         props = _properties_for(schema, root, set(value))
         rank = {name: i for i, name in enumerate(props)}
@@ -162,9 +166,9 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
                     loose = _loose_grammar(backend, schema, table)
                 if loose and backend.accepts(loose, text):
                     # Keys the schema does not list, a string with a pattern's match
-                    # inside, a type other than the keywords imply: valid JSON Schema, which
-                    # the server's policies (strict objects, whole-match patterns, implied
-                    # types) do not generate.
+                    # inside, a type other than the keywords imply, a bounded number in
+                    # many decimals: valid JSON Schema, which the server's policies do not
+                    # generate.
                     outcome["valid_refused_by_policy"] += 1
                     continue
             outcome["valid_accepted" if ok else "valid_refused"] += 1
@@ -183,14 +187,15 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
 
 
 def _has_policies(table: Any) -> bool:
-    return table.strict_objects or table.patterns == "full" or table.implied_types
+    return table.strict_objects or table.patterns == "full" or table.implied_types \
+        or table.number_bounds == "grammar"
 
 
 def _loose_grammar(backend: Any, schema: Any, table: Any) -> Any:
     """The schema's grammar under JSON Schema's reading: no strict objects, patterns matched
-    anywhere, untyped schemas of any type. False where the backend has no such mode (outlines-core)."""
+    anywhere, untyped schemas of any type, number bounds after decoding. False where the backend has no such mode (outlines-core)."""
     loose = dataclasses.replace(table, patterns="search", strict_objects=False,
-                                implied_types=False)
+                                implied_types=False, number_bounds="validator")
     spec = JsonSchemaSpec.from_analysis(check_schema(schema, table=loose))
     try:
         handle = backend.compile_raw(spec.json_schema(), strict_objects=False)
@@ -258,7 +263,8 @@ def make_backend(name: str, tokenizer: Any) -> Any:
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(name: str, strict: bool, unknown: str, patterns: str, implied: bool) -> None:
+def _worker_init(name: str, strict: bool, unknown: str, patterns: str, implied: bool,
+                 number_bounds: str = "grammar") -> None:
     from transformers import AutoTokenizer
 
     from server.model_store import ensure_embedded_model
@@ -269,7 +275,7 @@ def _worker_init(name: str, strict: bool, unknown: str, patterns: str, implied: 
     except ValueError:
         pass  # outlines-core: strict objects only (the table says so)
     table = dataclasses.replace(backend.keywords, unknown_keywords=unknown, patterns=patterns,
-                                implied_types=implied)
+                                implied_types=implied, number_bounds=number_bounds)
     _WORKER.update(backend=backend, table=table, alone=_alone(backend),
                    cache=GrammarCache(backend, compile_workers=1))
 
@@ -282,8 +288,8 @@ def _worker_run(path: str) -> dict[str, Any]:
 
 class _Runner:
     def __init__(self, name: str, strict: bool, unknown: str, patterns: str,
-                 implied: bool) -> None:
-        self._args = (name, strict, unknown, patterns, implied)
+                 implied: bool, number_bounds: str) -> None:
+        self._args = (name, strict, unknown, patterns, implied, number_bounds)
         self._pool = self._start()
 
     def _start(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -332,15 +338,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="as the server's --patterns")
     parser.add_argument("--implied-types", choices=["on", "off"], default="on",
                         help="as the server's --implied-types")
+    parser.add_argument("--number-bounds", choices=["grammar", "validator"], default="grammar",
+                        help="as the server's --number-bounds")
     args = parser.parse_args(argv)
 
     report: dict[str, Any] = {"backends": {}, "args": {
         "dirs": [str(d) for d in args.dirs], "limit": args.limit, "timeout": args.timeout,
         "strict_objects": args.strict_objects, "unknown_keywords": args.unknown_keywords,
-        "patterns": args.patterns, "implied_types": args.implied_types}}
+        "patterns": args.patterns, "implied_types": args.implied_types,
+        "number_bounds": args.number_bounds}}
     for name in args.backend.split(","):
         runner = _Runner(name.strip(), args.strict_objects == "on", args.unknown_keywords,
-                         args.patterns, args.implied_types == "on")
+                         args.patterns, args.implied_types == "on", args.number_bounds)
         backend_name, version = runner.info()
         per_category: dict[str, Any] = {}
         for folder in args.dirs:

@@ -126,6 +126,13 @@ class KeywordTable:
     # False: JSON Schema's reading (the keywords constrain that type; any other type is
     # valid too), compiled with every type listed.
     implied_types: bool = True
+    # The mask writes a `number` with bounds in at most this many decimals and no exponent
+    # (xgrammar 0.2.9: 0.1234567 and 1e-3 cannot be written under "minimum": 0).
+    bounded_number_decimals: int | None = None
+    # Bounds on `number` values: "grammar" (default; the mask keeps them, in that many
+    # decimals, which the report notes) or "validator" (the mask writes any number, the
+    # validator checks the bounds: JSON Schema's reading of which values may be written).
+    number_bounds: Literal["grammar", "validator"] = "grammar"
     # Formats whose mask is narrower than the format, compiled as a union of formats that
     # together cover it: (format, (format, ...)) pairs.
     format_unions: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -150,6 +157,7 @@ XGRAMMAR_KEYWORDS = KeywordTable(
     # Measured on xgrammar 0.2.9: its uri-reference mask refuses every absolute URI
     # ("http://x"), which RFC 3986 makes URI references too.
     format_unions=(("uri-reference", ("uri", "uri-reference")),),
+    bounded_number_decimals=6,
 )
 
 
@@ -323,6 +331,15 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             else:
                 use(key, "grammar", "not anchored: the mask generates whole matches only "
                                     "(policy: --patterns full)")
+        elif key in _BOUNDS and key in table.grammar and table.bounded_number_decimals \
+                and node.get("type") != "integer" and not isinstance(value, bool):
+            if table.number_bounds == "validator":
+                use(key, "validator", "bound on numbers: checked after decoding (policy: "
+                                      "--number-bounds validator)")
+            else:
+                use(key, "grammar", f"numbers are written with at most "
+                                    f"{table.bounded_number_decimals} decimals and no "
+                                    "exponent (policy: --number-bounds grammar)")
         elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
             if key in table.grammar:
                 use(key, "grammar", "draft-4 boolean form, rewritten for the grammar")
@@ -426,6 +443,8 @@ def _instead(key: str) -> str:
         or [k for k in known if k.lower() == key.lower()]
     return f" (did you mean {close[0]!r}?)" if close else ""
 
+
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 # What a union's neighbours may be without the mask losing them.
 _BESIDE_UNIONS = frozenset({"type", "anyOf", "oneOf", "$defs", "definitions", "$ref"})

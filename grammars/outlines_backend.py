@@ -39,7 +39,7 @@ OUTLINES_KEYWORDS: KeywordTable = replace(
         "maxProperties"},
     # Its date-time and time patterns let a missing time zone through: validator tier.
     formats=frozenset({"date", "uuid", "uri", "email"}),
-    lengths_with_pattern=False)
+    lengths_with_pattern=False, format_unions=(), bounded_number_decimals=None)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
                        action=argparse.BooleanOptionalAction, default=None,
                        help="a schema without 'type' is generated as the type its keywords "
                             "imply (default on); off: any type, as JSON Schema reads it")
+    serve.add_argument("--number-bounds", dest="number_bounds",
+                       choices=["grammar", "validator"],
+                       help="bounds on numbers: in the mask, which writes at most 6 decimals "
+                            "(default), or checked after decoding only")
     serve.add_argument("--grammar-disk-cache", dest="grammar_disk_cache",
                        action=argparse.BooleanOptionalAction, default=None,
                        help="keep compiled grammars in <cache dir>/grammars (default on)")
@@ -135,7 +139,8 @@ def _serve(args: argparse.Namespace) -> int:
              "max_batch", "cache_dir", "contracts", "repair_attempts", "repair_seconds",
              "auto_tools", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
              "dtype", "enable_prefix_caching", "warm_grammars", "strict_objects",
-             "unknown_keywords", "patterns", "implied_types", "grammar_backend",
+             "unknown_keywords", "patterns", "implied_types", "number_bounds",
+             "grammar_backend",
              "grammar_disk_cache")
     try:
         settings = _settings(args, names)

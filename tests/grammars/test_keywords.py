@@ -325,3 +325,29 @@ def test_untyped_schemas_are_generated_as_their_keywords_imply(backend, schema, 
     loose = check_schema(schema, table=reading).grammar_schema
     assert _mask_accepts(backend, loose, other)  # JSON Schema: the keywords bind one type
     assert validator_for(schema).is_valid(json.loads(other))
+
+
+def test_number_bounds_policy(backend):
+    """xgrammar 0.2.9 writes bounded numbers in at most 6 decimals and no exponent: the
+    default keeps the bounds in the mask (and says so); "validator" leaves them to the
+    post-decode check, so every valid number can be written."""
+    import dataclasses
+
+    schema = {"type": "number", "minimum": 0, "maximum": 1}
+    kept = check_schema(schema)
+    assert {u.tier for u in kept.report.uses if u.keyword in ("minimum", "maximum")} \
+        == {"grammar"}
+    assert "6 decimals" in next(u.note for u in kept.report.uses if u.keyword == "minimum")
+    assert _mask_accepts(backend, kept.grammar_schema, "0.25")
+    assert not _mask_accepts(backend, kept.grammar_schema, "2")
+    assert not _mask_accepts(backend, kept.grammar_schema, "0.1234567")  # valid, not written
+    late = dataclasses.replace(XGRAMMAR_KEYWORDS, number_bounds="validator")
+    loose = check_schema(schema, table=late)
+    assert {u.tier for u in loose.report.uses if u.keyword in ("minimum", "maximum")} \
+        == {"validator"}
+    assert _mask_accepts(backend, loose.grammar_schema, "0.1234567")
+    assert _mask_accepts(backend, loose.grammar_schema, "1e-9")
+    assert not validator_for(schema).is_valid(2)
+    # Integers keep their bounds in the mask either way: no decimals to lose.
+    integer = check_schema({"type": "integer", "minimum": 0}, table=late)
+    assert [u.tier for u in integer.report.uses if u.keyword == "minimum"] == ["grammar"]

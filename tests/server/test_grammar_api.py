@@ -212,13 +212,17 @@ def test_json_schema_reading_policies_are_per_server(model_dir):
               "required": ["url"], "standsFor": "link"}
     reply = '{"url":"see https://example.com","note":"an unlisted key"}'
     settings = Settings(served_model_name="scripted", patterns="search", strict_objects=False,
-                        unknown_keywords="annotation")
+                        unknown_keywords="annotation", implied_types=False,
+                        number_bounds="validator")
     app = create_app(settings, lambda s: ScriptedEngine(model_dir, lambda p: reply))
     with TestClient(app) as c:
         report = c.post("/v1/grammars/compile", json=schema).json()["enforcement"]
         notes = {k["keyword"]: k.get("note", "") for k in report["keywords"]}
         assert "compiled with .*" in notes["pattern"]
         assert "policy" in notes["standsFor"]
+        bounds = c.post("/v1/grammars/compile", json={"type": "number", "maximum": 1}).json()
+        assert [k["tier"] for k in bounds["enforcement"]["keywords"]
+                if k["keyword"] == "maximum"] == ["validator"]
         resp = chat(c, response_format={"type": "json_schema", "json_schema": {
             "name": "u", "schema": schema}})
         assert resp.status_code == 200, resp.text
