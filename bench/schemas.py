@@ -14,8 +14,8 @@ Prints, per category and backend: coverage, compile p50/p99, valid-accepted %,
 invalid-rejected %, and counts of unclassified keywords (which must be zero). A valid instance
 that only the server's generation policies refuse is counted apart, "by policy", not in
 valid-accepted: the same schema's grammar under JSON Schema's reading (no strict objects,
-patterns matched anywhere, untyped schemas of any type, number bounds checked after decoding)
-accepts it.
+patterns matched anywhere, untyped schemas of any type, number bounds, lengths and patterns
+checked after decoding) accepts it.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
                 if loose and backend.accepts(loose, text):
                     # Keys the schema does not list, a string with a pattern's match
                     # inside, a type other than the keywords imply, a bounded number in
-                    # many decimals: valid JSON Schema, which the server's policies do not
+                    # many decimals, escapes in a bounded string: valid JSON Schema, which the server's policies do not
                     # generate.
                     outcome["valid_refused_by_policy"] += 1
                     continue
@@ -188,14 +188,16 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
 
 def _has_policies(table: Any) -> bool:
     return table.strict_objects or table.patterns == "full" or table.implied_types \
-        or table.number_bounds == "grammar"
+        or table.number_bounds == "grammar" or table.bounded_strings == "grammar"
 
 
 def _loose_grammar(backend: Any, schema: Any, table: Any) -> Any:
     """The schema's grammar under JSON Schema's reading: no strict objects, patterns matched
-    anywhere, untyped schemas of any type, number bounds after decoding. False where the backend has no such mode (outlines-core)."""
+    anywhere, untyped schemas of any type, number bounds, lengths and patterns after decoding.
+    False where the backend has no such mode (outlines-core)."""
     loose = dataclasses.replace(table, patterns="search", strict_objects=False,
-                                implied_types=False, number_bounds="validator")
+                                implied_types=False, number_bounds="validator",
+                                bounded_strings="validator")
     spec = JsonSchemaSpec.from_analysis(check_schema(schema, table=loose))
     try:
         handle = backend.compile_raw(spec.json_schema(), strict_objects=False)
@@ -264,7 +266,7 @@ _WORKER: dict[str, Any] = {}
 
 
 def _worker_init(name: str, strict: bool, unknown: str, patterns: str, implied: bool,
-                 number_bounds: str = "grammar") -> None:
+                 number_bounds: str = "grammar", bounded_strings: str = "grammar") -> None:
     from transformers import AutoTokenizer
 
     from server.model_store import ensure_embedded_model
@@ -275,7 +277,8 @@ def _worker_init(name: str, strict: bool, unknown: str, patterns: str, implied: 
     except ValueError:
         pass  # outlines-core: strict objects only (the table says so)
     table = dataclasses.replace(backend.keywords, unknown_keywords=unknown, patterns=patterns,
-                                implied_types=implied, number_bounds=number_bounds)
+                                implied_types=implied, number_bounds=number_bounds,
+                                bounded_strings=bounded_strings)
     _WORKER.update(backend=backend, table=table, alone=_alone(backend),
                    cache=GrammarCache(backend, compile_workers=1))
 
@@ -288,8 +291,8 @@ def _worker_run(path: str) -> dict[str, Any]:
 
 class _Runner:
     def __init__(self, name: str, strict: bool, unknown: str, patterns: str,
-                 implied: bool, number_bounds: str) -> None:
-        self._args = (name, strict, unknown, patterns, implied, number_bounds)
+                 implied: bool, number_bounds: str, bounded_strings: str) -> None:
+        self._args = (name, strict, unknown, patterns, implied, number_bounds, bounded_strings)
         self._pool = self._start()
 
     def _start(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -340,16 +343,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="as the server's --implied-types")
     parser.add_argument("--number-bounds", choices=["grammar", "validator"], default="grammar",
                         help="as the server's --number-bounds")
+    parser.add_argument("--bounded-strings", choices=["grammar", "validator"],
+                        default="grammar", help="as the server's --bounded-strings")
     args = parser.parse_args(argv)
 
     report: dict[str, Any] = {"backends": {}, "args": {
         "dirs": [str(d) for d in args.dirs], "limit": args.limit, "timeout": args.timeout,
         "strict_objects": args.strict_objects, "unknown_keywords": args.unknown_keywords,
         "patterns": args.patterns, "implied_types": args.implied_types,
-        "number_bounds": args.number_bounds}}
+        "number_bounds": args.number_bounds, "bounded_strings": args.bounded_strings}}
     for name in args.backend.split(","):
         runner = _Runner(name.strip(), args.strict_objects == "on", args.unknown_keywords,
-                         args.patterns, args.implied_types == "on", args.number_bounds)
+                         args.patterns, args.implied_types == "on", args.number_bounds,
+                         args.bounded_strings)
         backend_name, version = runner.info()
         per_category: dict[str, Any] = {}
         for folder in args.dirs:

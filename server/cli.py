@@ -68,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
                        choices=["grammar", "validator"],
                        help="bounds on numbers: in the mask, which writes at most 6 decimals "
                             "(default), or checked after decoding only")
+    serve.add_argument("--bounded-strings", dest="bounded_strings",
+                       choices=["grammar", "validator"],
+                       help="lengths and patterns: in the mask, which writes such strings "
+                            "without escapes (default), or checked after decoding only")
     serve.add_argument("--grammar-disk-cache", dest="grammar_disk_cache",
                        action=argparse.BooleanOptionalAction, default=None,
                        help="keep compiled grammars in <cache dir>/grammars (default on)")
@@ -140,7 +144,7 @@ def _serve(args: argparse.Namespace) -> int:
              "auto_tools", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
              "dtype", "enable_prefix_caching", "warm_grammars", "strict_objects",
              "unknown_keywords", "patterns", "implied_types", "number_bounds",
-             "grammar_backend",
+             "bounded_strings", "grammar_backend",
              "grammar_disk_cache")
     try:
         settings = _settings(args, names)

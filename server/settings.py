@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # Bounds on `number` values: kept by the mask, which then writes at most 6 decimals and no
     # exponent (default), or checked after decoding only ("validator").
     number_bounds: Literal["grammar", "validator"] = "grammar"
+    # Lengths and patterns: kept by the mask, which then writes such strings without escapes
+    # (default), or checked after decoding only ("validator").
+    bounded_strings: Literal["grammar", "validator"] = "grammar"
     compile_timeout_s: float = Field(10.0, gt=0, le=600)
     # Complexity budgets for client schemas (registered contracts are trusted).
     max_tools: int = Field(Budget.max_tools, ge=1)

@@ -63,12 +63,13 @@ class ChatPipeline:
         self.repairer = Repairer(engine, cache, compile_timeout_s=settings.compile_timeout_s)
         self.model_name = settings.served_model_name or engine.model_name
         # What the backend's masks enforce, with this server's policies for unknown keywords,
-        # patterns, implied types and number bounds.
+        # patterns, implied types, number bounds and bounded strings.
         self.keywords = dataclasses.replace(cache.backend.keywords,
                                             unknown_keywords=settings.unknown_keywords,
                                             patterns=settings.patterns,
                                             implied_types=settings.implied_types,
-                                            number_bounds=settings.number_bounds)
+                                            number_bounds=settings.number_bounds,
+                                            bounded_strings=settings.bounded_strings)
 
     async def complete(self, req: ChatCompletionRequest,
                        headers: dict[str, str] | None = None) -> Completed:

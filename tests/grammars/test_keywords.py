@@ -351,3 +351,23 @@ def test_number_bounds_policy(backend):
     # Integers keep their bounds in the mask either way: no decimals to lose.
     integer = check_schema({"type": "integer", "minimum": 0}, table=late)
     assert [u.tier for u in integer.report.uses if u.keyword == "minimum"] == ["grammar"]
+
+
+@pytest.mark.parametrize("schema", [{"type": "string", "maxLength": 8},
+                                    {"type": "string", "pattern": "^[a-z\"]+$"}])
+def test_bounded_strings_policy(backend, schema):
+    """xgrammar 0.2.9 writes no escapes in a string under a length bound or pattern: the
+    default keeps them in the mask (and says so); "validator" lets such strings be written."""
+    import dataclasses
+
+    value = 'a"b'
+    assert validator_for(schema).is_valid(value)
+    kept = check_schema(schema)
+    key = next(k for k in schema if k != "type")
+    use = next(u for u in kept.report.uses if u.keyword == key)
+    assert use.tier == "grammar" and "without escapes" in use.note
+    assert not _mask_accepts(backend, kept.grammar_schema, json.dumps(value))
+    late = dataclasses.replace(XGRAMMAR_KEYWORDS, bounded_strings="validator")
+    loose = check_schema(schema, table=late)
+    assert [u.tier for u in loose.report.uses if u.keyword == key] == ["validator"]
+    assert _mask_accepts(backend, loose.grammar_schema, json.dumps(value))

@@ -213,12 +213,12 @@ def test_json_schema_reading_policies_are_per_server(model_dir):
     reply = '{"url":"see https://example.com","note":"an unlisted key"}'
     settings = Settings(served_model_name="scripted", patterns="search", strict_objects=False,
                         unknown_keywords="annotation", implied_types=False,
-                        number_bounds="validator")
+                        number_bounds="validator", bounded_strings="validator")
     app = create_app(settings, lambda s: ScriptedEngine(model_dir, lambda p: reply))
     with TestClient(app) as c:
         report = c.post("/v1/grammars/compile", json=schema).json()["enforcement"]
         notes = {k["keyword"]: k.get("note", "") for k in report["keywords"]}
-        assert "compiled with .*" in notes["pattern"]
+        assert "--bounded-strings validator" in notes["pattern"]
         assert "policy" in notes["standsFor"]
         bounds = c.post("/v1/grammars/compile", json={"type": "number", "maximum": 1}).json()
         assert [k["tier"] for k in bounds["enforcement"]["keywords"]
