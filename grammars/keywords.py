@@ -290,14 +290,18 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         elif key == "uniqueItems" and value is False:
             use(key, "annotation", "false has no effect")
             target.pop(key, None)
+        elif union and not union_yields and not table.unions_beside_properties \
+                and key in table.grammar and key not in _BESIDE_UNIONS:
+            use(key, "validator", "beside anyOf/oneOf the mask takes the union only: "
+                                  "checked after decoding")
         elif key == "format":
-            union = dict(table.format_unions).get(value)
-            if union and "anyOf" not in node:
-                use(key, "grammar", f"compiled as anyOf formats {list(union)}: "
+            formats = dict(table.format_unions).get(value)
+            if formats and "anyOf" not in node:
+                use(key, "grammar", f"compiled as anyOf formats {list(formats)}: "
                                     f"{table.backend}'s {value!r} mask alone is narrower")
                 target.pop(key)
-                target["anyOf"] = _format_union(node.get("type"), union)
-            elif value in table.formats and not union:
+                target["anyOf"] = _format_union(node.get("type"), formats)
+            elif value in table.formats and not formats:
                 # Masks check a format's shape; calendar rules (no February 30) are left to
                 # the validator, which checks every format it knows after decoding.
                 use(key, "grammar", "shape by the mask, the rest after decoding"
@@ -320,10 +324,6 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
                 and not table.unions_beside_properties:
             use(key, "validator", f"{key} beside 'properties', 'enum' or 'const': checked "
                                   "after decoding")
-        elif union and not union_yields and not table.unions_beside_properties \
-                and key in table.grammar and key not in _BESIDE_UNIONS:
-            use(key, "validator", "beside anyOf/oneOf the mask takes the union only: "
-                                  "checked after decoding")
         elif key == "multipleOf" and node.get("type") != "integer" \
                 and not table.multiple_of_numbers:
             use(key, "validator", f"{table.backend}'s mask checks multipleOf on integers only")
