@@ -133,9 +133,9 @@ class KeywordTable:
     # decimals, which the report notes) or "validator" (the mask writes any number, the
     # validator checks the bounds: JSON Schema's reading of which values may be written).
     number_bounds: Literal["grammar", "validator"] = "grammar"
-    # Whether the mask can write escapes (\" \\ \n ...) in a string under a length bound or
-    # a pattern (xgrammar 0.2.9 cannot: "a\nb" under maxLength 4 is refused).
-    escapes_in_bounded_strings: bool = True
+    # Keywords under which the mask writes no escapes (\" \\ \n ...) in a string (xgrammar
+    # 0.2.9: "a\nb" under maxLength 4 is refused).
+    no_escapes_under: frozenset[str] = frozenset()
     # Lengths and patterns: "grammar" (default; in the mask, which then writes such strings
     # without escapes where it cannot, as the report notes) or "validator" (any string is
     # written and the validator checks them).
@@ -165,7 +165,7 @@ XGRAMMAR_KEYWORDS = KeywordTable(
     # ("http://x"), which RFC 3986 makes URI references too.
     format_unions=(("uri-reference", ("uri", "uri-reference")),),
     bounded_number_decimals=6,
-    escapes_in_bounded_strings=False,
+    no_escapes_under=frozenset({"minLength", "maxLength", "pattern"}),
 )
 
 
@@ -311,8 +311,8 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             else:
                 unknown(key, f"format {value!r} is checked by nothing here; use a 'pattern' "
                              "instead")
-        elif key in _STRING_BOUNDS and key in table.grammar and table.bounded_strings == \
-                "validator" and not table.escapes_in_bounded_strings:
+        elif key in table.no_escapes_under and key in table.grammar \
+                and table.bounded_strings == "validator":
             use(key, "validator", "checked after decoding, so strings with escapes can be "
                                   "written (policy: --bounded-strings validator)")
         elif key in ("minLength", "maxLength") and patterned and not table.lengths_with_pattern:
@@ -339,11 +339,11 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
                 and not _anchored(value):
             if table.patterns == "search":
                 use(key, "grammar", "not anchored: compiled with .* where it is open"
-                    + _escapes(table))
+                    + _escapes(table, key))
                 target[key] = search_pattern(value)
             else:
                 use(key, "grammar", "not anchored: the mask generates whole matches only "
-                                    "(policy: --patterns full)" + _escapes(table))
+                                    "(policy: --patterns full)" + _escapes(table, key))
         elif key in _BOUNDS and key in table.grammar and table.bounded_number_decimals \
                 and node.get("type") != "integer" and not isinstance(value, bool):
             if table.number_bounds == "validator":
@@ -362,7 +362,7 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         elif key == "items" and isinstance(value, list):
             use(key, "grammar", "draft-4 tuple form, rewritten as prefixItems")
         elif key in table.grammar:
-            use(key, "grammar", _escapes(table).lstrip("; ") if key in _STRING_BOUNDS else "")
+            use(key, "grammar", _escapes(table, key).lstrip("; "))
         elif key in JSON_SCHEMA_KEYWORDS:
             use(key, "validator", f"not enforced by {table.backend}'s mask")
         else:
@@ -457,11 +457,8 @@ def _instead(key: str) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-_STRING_BOUNDS = ("minLength", "maxLength", "pattern")
-
-
-def _escapes(table: KeywordTable) -> str:
-    if table.escapes_in_bounded_strings:
+def _escapes(table: KeywordTable, key: str) -> str:
+    if key not in table.no_escapes_under:
         return ""
     return ("; the string is written without escapes (no quote, backslash or control "
             "character; policy: --bounded-strings grammar)")

@@ -86,3 +86,15 @@ def test_no_structural_tags_and_strict_objects_only(outlines):
         outlines.compile(TextOrToolCallsSpec(ToolCallsSpec((tool,))))
     with pytest.raises(ValueError, match="strict objects"):
         outlines.set_strict_objects(False)
+
+
+@pytest.mark.parametrize(("schema", "writes_escapes"), [
+    ({"type": "string", "maxLength": 4}, True),
+    ({"type": "string", "pattern": "^[a-z\"]+$"}, False)])
+def test_escapes_under_its_string_bounds_are_as_its_table_says(outlines, outlines_cache,
+                                                               schema, writes_escapes):
+    analysis = check_schema(schema, table=outlines.keywords)
+    key = next(k for k in schema if k != "type")
+    assert (key in outlines.keywords.no_escapes_under) is not writes_escapes
+    compiled = outlines_cache.get(JsonSchemaSpec.from_analysis(analysis)).grammar
+    assert outlines.accepts(compiled, json.dumps('a"b')) is writes_escapes
