@@ -83,6 +83,10 @@ def _branches(schema: Any, root: Any) -> list[dict[str, Any]]:
 
 
 def _properties_for(schema: Any, root: Any, keys: set[str]) -> dict[str, Any]:
+    own = _resolve(schema, root)
+    if isinstance(own, dict) and isinstance(own.get("properties"), dict):
+        # A union beside `properties` is the validator's: the grammar writes these.
+        return own["properties"]
     best: dict[str, Any] = {}
     for branch in _branches(schema, root):
         props = branch.get("properties")
