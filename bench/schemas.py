@@ -51,7 +51,10 @@ def canonical_instance(value: Any, schema: Any, root: Any) -> Any:
         props = _properties_for(schema, root, set(value))
         rank = {name: i for i, name in enumerate(props)}
         keys = sorted(value, key=lambda k: (rank.get(k, len(rank)), list(value).index(k)))
-        return {k: canonical_instance(value[k], props.get(k, {}), root) for k in keys}
+        own = _resolve(schema, root)
+        extra = own.get("additionalProperties") if isinstance(own, dict) else None
+        extra = extra if isinstance(extra, dict) else {}  # the schema of unlisted keys
+        return {k: canonical_instance(value[k], props.get(k, extra), root) for k in keys}
     if isinstance(value, list):
         return [canonical_instance(v, _item_schema(schema, root, i), root)
                 for i, v in enumerate(value)]

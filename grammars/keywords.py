@@ -274,11 +274,12 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             use(key, "rejected", why)
 
     patterned = "pattern" in node or "format" in node
-    # Beside anyOf/oneOf, xgrammar 0.2.9's mask takes the union and ignores other assertions
-    # (measured: `minimum`, `enum`, `minLength` next to anyOf were not enforced). One side
+    # Beside anyOf/oneOf/allOf, xgrammar 0.2.9's mask takes the branches and ignores other
+    # assertions (measured: `minimum`, `enum`, `minLength` next to anyOf or a one-branch allOf
+    # were not enforced; `properties` beside allOf refused valid values). One side
     # goes to the validator: the union where `properties`, `enum` or `const` stand beside it
     # (they carry the shape), else the assertions beside it.
-    union = "anyOf" in node or "oneOf" in node
+    union = any(k in node for k in _UNIONS)
     union_yields = union and any(k in node for k in ("properties", "enum", "const"))
     for key, value in node.items():
         if key in ANNOTATIONS:
@@ -292,8 +293,8 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
             target.pop(key, None)
         elif union and not union_yields and not table.unions_beside_properties \
                 and key in table.grammar and key not in _BESIDE_UNIONS:
-            use(key, "validator", "beside anyOf/oneOf the mask takes the union only: "
-                                  "checked after decoding")
+            use(key, "validator", "beside anyOf/oneOf/allOf the mask takes the branches "
+                                  "only: checked after decoding")
         elif key == "format":
             formats = dict(table.format_unions).get(value)
             if formats and "anyOf" not in node:
@@ -320,8 +321,7 @@ def _classify_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
         elif key == "allOf" and isinstance(value, list) and len(value) > 1 \
                 and not table.multi_allof:
             use(key, "validator", "allOf with several branches: checked after decoding")
-        elif key in ("anyOf", "oneOf") and union_yields \
-                and not table.unions_beside_properties:
+        elif key in _UNIONS and union_yields and not table.unions_beside_properties:
             use(key, "validator", f"{key} beside 'properties', 'enum' or 'const': checked "
                                   "after decoding")
         elif key == "multipleOf" and node.get("type") != "integer" \
@@ -467,7 +467,8 @@ def _escapes(table: KeywordTable, key: str) -> str:
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 # What a union's neighbours may be without the mask losing them.
-_BESIDE_UNIONS = frozenset({"type", "anyOf", "oneOf", "$defs", "definitions", "$ref"})
+_UNIONS = ("anyOf", "oneOf", "allOf")
+_BESIDE_UNIONS = frozenset({"type", *_UNIONS, "$defs", "definitions", "$ref"})
 
 _TYPE_KEYWORDS = {
     "object": ("properties", "required", "additionalProperties", "minProperties",

@@ -54,3 +54,11 @@ def test_canonical_instance_follows_property_order_through_refs():
     value = {"y": {"a": 1, "b": 2}, "x": 0}
     assert list(canonical_instance(value, schema, schema)) == ["x", "y"]
     assert list(canonical_instance(value, schema, schema)["y"]) == ["b", "a"]
+
+
+def test_canonical_instance_orders_values_of_unlisted_keys_by_additional_properties():
+    schema = {"$defs": {"Ref": {"properties": {"b": {}, "a": {}}}},
+              "properties": {"x": {}}, "additionalProperties": {"$ref": "#/$defs/Ref"}}
+    value = {"other": {"a": 1, "b": 2}, "x": 0}
+    out = canonical_instance(value, schema, schema)
+    assert list(out) == ["x", "other"] and list(out["other"]) == ["b", "a"]

@@ -112,6 +112,12 @@ VALIDATOR = [
     ({"type": "string", "enum": ["a", "bb", "ccc"], "anyOf": [{"maxLength": 1},
                                                                {"minLength": 3}]},
      "anyOf", "/anyOf", '"bb"', '"ccc"'),
+    # A one-branch allOf is a union of one: the same.
+    ({"type": "integer", "minimum": 3, "allOf": [{"type": "integer", "maximum": 10}]},
+     "minimum", "/minimum", "1", "5"),
+    ({"type": "object", "properties": {"a": {"type": "integer"}},
+      "allOf": [{"properties": {"b": {"type": "integer"}}}]},
+     "allOf", "/allOf", '{"a":1,"b":"x"}', '{"a":1,"b":2}'),
     # multipleOf holds for integers only; `number` values pass the mask.
     ({"type": "number", "multipleOf": 2}, "multipleOf", "/multipleOf", "3", "4"),
     # required names not in properties: the mask would ignore them, or refuse the value.
