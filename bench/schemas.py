@@ -48,7 +48,7 @@ def canonical_instance(value: Any, schema: Any, root: Any) -> Any:
     if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
         return int(value)
     if isinstance(value, dict):
-        props = _properties_for(schema, root, set(value))
+        props = _properties_for(schema, root, value)
         rank = {name: i for i, name in enumerate(props)}
         keys = sorted(value, key=lambda k: (rank.get(k, len(rank)), list(value).index(k)))
         own = _resolve(schema, root)
@@ -85,17 +85,30 @@ def _branches(schema: Any, root: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _properties_for(schema: Any, root: Any, keys: set[str]) -> dict[str, Any]:
+def _properties_for(schema: Any, root: Any, value: dict[str, Any]) -> dict[str, Any]:
     own = _resolve(schema, root)
     if isinstance(own, dict) and isinstance(own.get("properties"), dict):
         # A union beside `properties` is the validator's: the grammar writes these.
         return own["properties"]
+    branches = [b for b in _branches(schema, root) if isinstance(b.get("properties"), dict)]
+    # The grammar writes a value in the order of the branch it matches.
+    matching = [b for b in branches if _matches(b, root, value)] or branches
+    keys = set(value)
     best: dict[str, Any] = {}
-    for branch in _branches(schema, root):
-        props = branch.get("properties")
-        if isinstance(props, dict) and len(keys & set(props)) > len(keys & set(best)):
+    for branch in matching:
+        props = branch["properties"]
+        if len(keys & set(props)) > len(keys & set(best)):
             best = props
     return best
+
+
+def _matches(branch: dict[str, Any], root: Any, value: Any) -> bool:
+    scoped = {k: root[k] for k in ("definitions", "$defs", "$schema")
+              if isinstance(root, dict) and k in root}
+    try:
+        return validator_for({**scoped, **branch}).is_valid(value)
+    except Exception:  # noqa: BLE001 - a reference it cannot follow: no opinion
+        return False
 
 
 def _item_schema(schema: Any, root: Any, index: int) -> Any:
