@@ -377,3 +377,12 @@ def test_bounded_strings_policy(backend, schema):
     loose = check_schema(schema, table=late)
     assert [u.tier for u in loose.report.uses if u.keyword == key] == ["validator"]
     assert _mask_accepts(backend, loose.grammar_schema, json.dumps(value))
+
+
+def test_formats_are_checked_whatever_the_draft():
+    """A format the report calls checked is checked: draft-04's own checker has no `date`."""
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "string",
+              "format": "date"}
+    assert [u.tier for u in analyze(schema).report.uses if u.keyword == "format"] == ["grammar"]
+    assert not validator_for(schema).is_valid("2022-01-32")
+    assert validator_for(schema).is_valid("2022-01-31")
