@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import dataclasses
 import json
 import multiprocessing
 import statistics
@@ -37,7 +36,7 @@ from grammars import (Budget, BudgetExceeded, GrammarCache, GrammarError, JsonSc
 from grammars.backend import CompiledGrammar
 from grammars import make_backend as make_grammar_backend
 from grammars._walk import iter_schema_nodes
-from grammars.keywords import TIERS
+from grammars.keywords import JSON_SCHEMA_READING, TIERS, departures, with_policies
 from grammars.validate import validator_for
 
 
@@ -181,7 +180,7 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
             by_validator = False
         if test["valid"]:
             ok = by_mask and by_validator
-            if not by_mask and by_validator and _has_policies(table):
+            if not by_mask and by_validator and departures(table):
                 if loose is None:
                     loose = _loose_grammar(backend, schema, table)
                 if loose and backend.accepts(loose, text):
@@ -206,18 +205,10 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
     return record
 
 
-def _has_policies(table: Any) -> bool:
-    return table.strict_objects or table.patterns == "full" or table.implied_types \
-        or table.number_bounds == "grammar" or table.bounded_strings == "grammar"
-
-
 def _loose_grammar(backend: Any, schema: Any, table: Any) -> Any:
-    """The schema's grammar under JSON Schema's reading: no strict objects, patterns matched
-    anywhere, untyped schemas of any type, number bounds, lengths and patterns after decoding.
-    False where the backend has no such mode (outlines-core)."""
-    loose = dataclasses.replace(table, patterns="search", strict_objects=False,
-                                implied_types=False, number_bounds="validator",
-                                bounded_strings="validator")
+    """The schema's grammar under JSON Schema's reading. False where the backend has no such
+    mode (outlines-core: strict objects only)."""
+    loose = with_policies(table, JSON_SCHEMA_READING)
     spec = JsonSchemaSpec.from_analysis(check_schema(schema, table=loose))
     try:
         handle = backend.compile_raw(spec.json_schema(), strict_objects=False)
@@ -285,20 +276,18 @@ def make_backend(name: str, tokenizer: Any) -> Any:
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(name: str, strict: bool, unknown: str, patterns: str, implied: bool,
-                 number_bounds: str = "grammar", bounded_strings: str = "grammar") -> None:
+def _worker_init(name: str, policies: dict[str, Any]) -> None:
     from transformers import AutoTokenizer
 
     from server.model_store import ensure_embedded_model
 
     backend = make_backend(name, AutoTokenizer.from_pretrained(ensure_embedded_model()))
     try:
-        backend.set_strict_objects(strict)
+        backend.set_strict_objects(policies["strict_objects"])
     except ValueError:
         pass  # outlines-core: strict objects only (the table says so)
-    table = dataclasses.replace(backend.keywords, unknown_keywords=unknown, patterns=patterns,
-                                implied_types=implied, number_bounds=number_bounds,
-                                bounded_strings=bounded_strings)
+    table = with_policies(backend.keywords, {
+        p: v for p, v in policies.items() if p != "strict_objects"})
     _WORKER.update(backend=backend, table=table, alone=_alone(backend),
                    cache=GrammarCache(backend, compile_workers=1))
 
@@ -310,9 +299,8 @@ def _worker_run(path: str) -> dict[str, Any]:
 
 
 class _Runner:
-    def __init__(self, name: str, strict: bool, unknown: str, patterns: str,
-                 implied: bool, number_bounds: str, bounded_strings: str) -> None:
-        self._args = (name, strict, unknown, patterns, implied, number_bounds, bounded_strings)
+    def __init__(self, name: str, policies: dict[str, Any]) -> None:
+        self._args = (name, policies)
         self._pool = self._start()
 
     def _start(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -365,17 +353,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="as the server's --number-bounds")
     parser.add_argument("--bounded-strings", choices=["grammar", "validator"],
                         default="grammar", help="as the server's --bounded-strings")
+    parser.add_argument("--json-schema-reading", action="store_true",
+                        help="all of the above as JSON Schema reads a schema (strict objects "
+                             "off, unknown keywords annotations, patterns search, implied "
+                             "types off, number bounds and bounded strings validator)")
     args = parser.parse_args(argv)
+    policies: dict[str, Any] = dict(JSON_SCHEMA_READING) if args.json_schema_reading else {
+        "strict_objects": args.strict_objects == "on",
+        "unknown_keywords": args.unknown_keywords, "patterns": args.patterns,
+        "implied_types": args.implied_types == "on", "number_bounds": args.number_bounds,
+        "bounded_strings": args.bounded_strings}
 
     report: dict[str, Any] = {"backends": {}, "args": {
         "dirs": [str(d) for d in args.dirs], "limit": args.limit, "timeout": args.timeout,
-        "strict_objects": args.strict_objects, "unknown_keywords": args.unknown_keywords,
-        "patterns": args.patterns, "implied_types": args.implied_types,
-        "number_bounds": args.number_bounds, "bounded_strings": args.bounded_strings}}
+        **policies}}
     for name in args.backend.split(","):
-        runner = _Runner(name.strip(), args.strict_objects == "on", args.unknown_keywords,
-                         args.patterns, args.implied_types == "on", args.number_bounds,
-                         args.bounded_strings)
+        runner = _Runner(name.strip(), policies)
         backend_name, version = runner.info()
         per_category: dict[str, Any] = {}
         for folder in args.dirs:

@@ -145,6 +145,29 @@ class KeywordTable:
     format_unions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
+# The table's server policies (the rest are facts about a backend). Defaults: what
+# constrained decoders generate. JSON_SCHEMA_READING: every value the schema allows can be
+# written (the validator still checks every output).
+POLICIES = ("strict_objects", "unknown_keywords", "patterns", "implied_types", "number_bounds",
+            "bounded_strings")
+JSON_SCHEMA_READING: dict[str, Any] = {
+    "strict_objects": False, "unknown_keywords": "annotation", "patterns": "search",
+    "implied_types": False, "number_bounds": "validator", "bounded_strings": "validator"}
+
+
+def with_policies(table: KeywordTable, policies: dict[str, Any]) -> KeywordTable:
+    unknown = set(policies) - set(POLICIES)
+    if unknown:
+        raise ValueError(f"not keyword policies: {sorted(unknown)}")
+    return dataclasses.replace(table, **policies)
+
+
+def departures(table: KeywordTable) -> list[str]:
+    """The policies by which `table` generates less than JSON Schema allows."""
+    return [p for p in POLICIES if p != "unknown_keywords"
+            and getattr(table, p) != JSON_SCHEMA_READING[p]]
+
+
 XGRAMMAR_KEYWORDS = KeywordTable(
     backend="xgrammar",
     # Measured on xgrammar 0.2.9 (tests/grammars/test_keywords.py): the rest of

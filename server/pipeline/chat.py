@@ -5,7 +5,6 @@ constrained decode -> post-decode validation (and contract repair) -> OpenAI res
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import time
 import uuid
@@ -15,7 +14,7 @@ from typing import Any
 
 from contracts import Contract, ContractRegistry, MissingRuntimeValue
 from grammars import GrammarCache, Lookup
-from grammars.keywords import EnforcementReport
+from grammars.keywords import POLICIES, EnforcementReport, with_policies
 from grammars.validate import validator_for
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
@@ -62,14 +61,10 @@ class ChatPipeline:
         self.registry = registry or ContractRegistry()
         self.repairer = Repairer(engine, cache, compile_timeout_s=settings.compile_timeout_s)
         self.model_name = settings.served_model_name or engine.model_name
-        # What the backend's masks enforce, with this server's policies for unknown keywords,
-        # patterns, implied types, number bounds and bounded strings.
-        self.keywords = dataclasses.replace(cache.backend.keywords,
-                                            unknown_keywords=settings.unknown_keywords,
-                                            patterns=settings.patterns,
-                                            implied_types=settings.implied_types,
-                                            number_bounds=settings.number_bounds,
-                                            bounded_strings=settings.bounded_strings)
+        # What the backend's masks enforce, with this server's keyword policies (strict
+        # objects is the backend's own setting, already in its table).
+        self.keywords = with_policies(cache.backend.keywords, {
+            p: getattr(settings, p) for p in POLICIES if p != "strict_objects"})
 
     async def complete(self, req: ChatCompletionRequest,
                        headers: dict[str, str] | None = None) -> Completed:

@@ -62,3 +62,20 @@ def test_canonical_instance_orders_values_of_unlisted_keys_by_additional_propert
     value = {"other": {"a": 1, "b": 2}, "x": 0}
     out = canonical_instance(value, schema, schema)
     assert list(out) == ["x", "other"] and list(out["other"]) == ["b", "a"]
+
+
+def test_json_schema_reading_accepts_every_valid_instance(tmp_path):
+    cat = tmp_path / "Tiny"
+    _case(cat, "a_object", {"type": "object", "properties": {"a": {"type": "integer"}},
+                            "required": ["a"]},
+          [({"a": 1}, True), ({"a": 1, "extra": 2}, True), ({"a": "x"}, False)])
+    _case(cat, "b_pattern", {"type": "string", "pattern": "^https?://"},
+          [("https://example.com", True), ("ftp://x", False)])
+    out = tmp_path / "report.json"
+    assert main([str(cat), "--out", str(out), "--json-schema-reading"]) == 0
+    report = json.loads(out.read_text())
+    assert report["args"]["patterns"] == "search"
+    s = report["backends"]["xgrammar"]["categories"]["Tiny"]["summary"]
+    assert s["valid_accepted"] == s["valid_instances"] == 3
+    assert s["valid_refused_by_policy"] == 0
+    assert s["invalid_rejected"] == s["invalid_instances"] == 2

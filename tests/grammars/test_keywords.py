@@ -386,3 +386,13 @@ def test_formats_are_checked_whatever_the_draft():
     assert [u.tier for u in analyze(schema).report.uses if u.keyword == "format"] == ["grammar"]
     assert not validator_for(schema).is_valid("2022-01-32")
     assert validator_for(schema).is_valid("2022-01-31")
+
+
+def test_policies_are_named_and_json_schema_reading_departs_from_none():
+    from grammars.keywords import JSON_SCHEMA_READING, departures, with_policies
+
+    assert departures(XGRAMMAR_KEYWORDS) == ["strict_objects", "patterns", "implied_types",
+                                             "number_bounds", "bounded_strings"]
+    assert departures(with_policies(XGRAMMAR_KEYWORDS, JSON_SCHEMA_READING)) == []
+    with pytest.raises(ValueError, match="backend"):
+        with_policies(XGRAMMAR_KEYWORDS, {"backend": "other"})
