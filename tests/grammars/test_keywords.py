@@ -115,7 +115,8 @@ VALIDATOR = [
     # A one-branch allOf is a union of one: the same.
     ({"type": "integer", "minimum": 3, "allOf": [{"type": "integer", "maximum": 10}]},
      "minimum", "/minimum", "1", "5"),
-    ({"type": "object", "properties": {"a": {"type": "integer"}},
+    ({"type": "object", "properties": {"a": {"type": "integer"},
+                                       "b": {"type": ["integer", "string"]}},
       "allOf": [{"properties": {"b": {"type": "integer"}}}]},
      "allOf", "/allOf", '{"a":1,"b":"x"}', '{"a":1,"b":2}'),
     # multipleOf holds for integers only; `number` values pass the mask.
