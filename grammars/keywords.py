@@ -104,14 +104,15 @@ class KeywordTable:
     lengths_with_pattern: bool = False
     # allOf with one branch is enforced; with several, not.
     multi_allof: bool = False
-    # anyOf/oneOf next to `properties` in the same object: the mask does not intersect them
-    # (measured on JSONSchemaBench: valid values refused), so the validator decides.
+    # anyOf/oneOf/allOf and other assertions in the same schema: the mask intersects them.
+    # (xgrammar 0.2.9 does not: it takes the branches and drops the rest, or refuses valid
+    # values where `properties` stand beside; one side goes to the validator.)
     unions_beside_properties: bool = False
     # multipleOf on `number` (not only `integer`) values.
     multiple_of_numbers: bool = False
     # `required` names that `properties` does not list.
     required_unlisted: bool = False
-    # A keyword no vocabulary here knows (`standsFor`, `javaType`, a typo of `maxLength`):
+    # A keyword no vocabulary here knows (`standsFor`, `pbj`, a typo of `maxLength`):
     # "rejected" (default: it may be a rule someone expects enforced) or "annotation" (JSON
     # Schema 2020-12's own reading of unknown keywords). Unknown formats likewise.
     unknown_keywords: Literal["rejected", "annotation"] = "rejected"
