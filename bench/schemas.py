@@ -167,7 +167,7 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
     grammar_root = analysis.grammar_schema
     outcome: Counter[str] = Counter()
     failures = []
-    loose: Any = None  # the same grammar without strict objects, compiled on first need
+    loose: Any = None  # the grammar under JSON Schema's reading, compiled on first need
     for test in tests:
         # In the order the compiled schema lists properties (its validator-tier unions out).
         text = json.dumps(canonical_instance(test["data"], grammar_root, grammar_root),
@@ -188,8 +188,8 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
                 if loose and backend.accepts(loose, text):
                     # Keys the schema does not list, a string with a pattern's match
                     # inside, a type other than the keywords imply, a bounded number in
-                    # many decimals, escapes in a bounded string: valid JSON Schema, which the server's policies do not
-                    # generate.
+                    # many decimals, escapes in a bounded string: valid JSON Schema,
+                    # which the server's policies do not generate.
                     outcome["valid_refused_by_policy"] += 1
                     continue
             outcome["valid_accepted" if ok else "valid_refused"] += 1
