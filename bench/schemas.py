@@ -167,7 +167,8 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
     grammar_root = analysis.grammar_schema
     outcome: Counter[str] = Counter()
     failures = []
-    loose: Any = None  # the grammar under JSON Schema's reading, compiled on first need
+    relaxed: dict[tuple[str, ...], Any] = {}  # grammars with policies off, on first need
+    by_policy: Counter[str] = Counter()
     for test in tests:
         # In the order the compiled schema lists properties (its validator-tier unions out).
         text = json.dumps(canonical_instance(test["data"], grammar_root, grammar_root),
@@ -183,14 +184,14 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
         if test["valid"]:
             ok = by_mask and by_validator
             if not by_mask and by_validator and departures(table):
-                if loose is None:
-                    loose = _loose_grammar(backend, schema, table)
-                if loose and backend.accepts(loose, text):
-                    # Keys the schema does not list, a string with a pattern's match
-                    # inside, a type other than the keywords imply, a bounded number in
-                    # many decimals, escapes in a bounded string: valid JSON Schema,
-                    # which the server's policies do not generate.
+                # Keys the schema does not list, a string with a pattern's match inside, a
+                # type other than the keywords imply, a bounded number in many decimals,
+                # escapes in a bounded string: valid JSON Schema, which the server's
+                # policies do not generate.
+                policy = _refusing_policy(backend, schema, table, test["data"], relaxed)
+                if policy:
                     outcome["valid_refused_by_policy"] += 1
+                    by_policy[policy] += 1
                     continue
             outcome["valid_accepted" if ok else "valid_refused"] += 1
             if not ok:
@@ -202,18 +203,46 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
             if by_mask and not by_validator:
                 outcome["invalid_caught_by_validator"] += 1
     record["tests"] = dict(outcome)
+    if by_policy:
+        record["by_policy"] = dict(by_policy)
     if failures:
         record["valid_refused"] = failures[:5]
     return record
 
 
-def _loose_grammar(backend: Any, schema: Any, table: Any) -> Any:
-    """The schema's grammar under JSON Schema's reading. False where the backend has no such
+def _refusing_policy(backend: Any, schema: Any, table: Any, value: Any,
+                     relaxed: dict[tuple[str, ...], Any]) -> str | None:
+    """Which policy alone refuses `value`: its name, names joined by "+" when turning off any
+    one of them lets it through, "several" when only all off together do; None when even
+    JSON Schema's reading refuses it (then it is no policy's doing)."""
+    policies = departures(table)
+    if not _accepts_relaxed(backend, schema, table, tuple(policies), value, relaxed):
+        return None
+    alone = [p for p in policies
+             if _accepts_relaxed(backend, schema, table, (p,), value, relaxed)]
+    return "+".join(alone) if alone else "several"
+
+
+def _accepts_relaxed(backend: Any, schema: Any, table: Any, policies: tuple[str, ...],
+                     value: Any, relaxed: dict[tuple[str, ...], Any]) -> bool:
+    if policies not in relaxed:
+        relaxed[policies] = _relaxed_grammar(backend, schema, with_policies(
+            table, {p: JSON_SCHEMA_READING[p] for p in policies}))
+    compiled = relaxed[policies]
+    if not compiled:
+        return False
+    root = compiled.spec.json_schema()
+    text = json.dumps(canonical_instance(value, root, root), separators=(",", ":"),
+                      ensure_ascii=False)
+    return bool(backend.accepts(compiled, text))
+
+
+def _relaxed_grammar(backend: Any, schema: Any, table: Any) -> Any:
+    """The schema's grammar under `table`'s policies. False where the backend has no such
     mode (outlines-core: strict objects only)."""
-    loose = with_policies(table, JSON_SCHEMA_READING)
-    spec = JsonSchemaSpec.from_analysis(check_schema(schema, table=loose))
+    spec = JsonSchemaSpec.from_analysis(check_schema(schema, table=table))
     try:
-        handle = backend.compile_raw(spec.json_schema(), strict_objects=False)
+        handle = backend.compile_raw(spec.json_schema(), strict_objects=table.strict_objects)
     except Exception:  # noqa: BLE001 - a backend with strict objects only (outlines-core)
         return False
     return CompiledGrammar(spec, handle, 0.0, 0)
@@ -258,6 +287,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "warm_ms_p50": _quantile(warm, 0.5), "warm_ms_p99": _quantile(warm, 0.99),
         "valid_instances": valid, "valid_accepted": tests["valid_accepted"],
         "valid_refused_by_policy": tests["valid_refused_by_policy"],
+        "by_policy": dict(sum((Counter(r.get("by_policy", {})) for r in compiled),
+                              Counter()).most_common()),
         "invalid_instances": invalid, "invalid_rejected": tests["invalid_rejected"],
         "invalid_caught_by_validator": tests["invalid_caught_by_validator"],
         "keywords": dict(tiers), "rejected_reasons": dict(reasons.most_common()),
@@ -425,6 +456,10 @@ def print_table(report: dict[str, Any]) -> None:
               f"{s['compile_ms_p99']:8.1f} {s['warm_ms_p50']:7.3f} {valid:>14} "
               f"{s.get('valid_refused_by_policy', 0):9} {invalid:>14} "
               f"{s['keywords'].get('unclassified', 0):12} {s['over_budget']:11}")
+    print("\nvalid instances refused by policy, by the policy that alone refuses each:")
+    for category, name, s in sorted(rows, key=lambda r: (r[0], r[1])):
+        split = ", ".join(f"{k}={v}" for k, v in s.get("by_policy", {}).items())
+        print(f"  {category:16} {name:14} {split or 'none'}")
     print("\ntiers of keyword occurrences in compiled schemas, and why schemas were rejected:")
     for category, name, s in sorted(rows, key=lambda r: (r[0], r[1])):
         tiers = ", ".join(f"{t}={s['keywords'].get(t, 0)}" for t in TIERS)

@@ -25,6 +25,8 @@ def report(tmp_path_factory):
     _case(cat, "b_unique", {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
           [([1, 2], True), ([1, 1], False)])
     _case(cat, "c_unknown", {"type": "string", "standsFor": "x"}, [("s", True)])
+    _case(cat, "d_pattern", {"type": "string", "pattern": "https?://"},
+          [("see https://example.com", True), ("ftp://x", False)])
     out = root / "report.json"
     assert main([str(cat), "--out", str(out), "--timeout", "60"]) == 0
     return json.loads(out.read_text())["backends"]["xgrammar"]["categories"]["Tiny"]
@@ -32,11 +34,13 @@ def report(tmp_path_factory):
 
 def test_summary_counts_each_outcome(report):
     s = report["summary"]
-    assert (s["schemas"], s["compiled"]) == (3, 2)
+    assert (s["schemas"], s["compiled"]) == (4, 3)
     assert s["valid_accepted"] == s["valid_instances"] == 2
-    # {"a": 1, "extra": 2} is valid JSON Schema; strict objects do not generate it.
-    assert s["valid_refused_by_policy"] == 1
-    assert s["invalid_rejected"] == s["invalid_instances"] == 2
+    # {"a": 1, "extra": 2} is valid JSON Schema; strict objects do not generate it. Nor do
+    # whole-match patterns (or escape-free bounded strings) a match inside a longer string.
+    assert s["valid_refused_by_policy"] == 2
+    assert s["by_policy"] == {"strict_objects": 1, "patterns+bounded_strings": 1}
+    assert s["invalid_rejected"] == s["invalid_instances"] == 3
     assert s["invalid_caught_by_validator"] == 1  # [1, 1]: uniqueItems, after decoding
     assert s["keywords"]["unclassified"] == 0
 
