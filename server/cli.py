@@ -144,8 +144,7 @@ def _serve(args: argparse.Namespace) -> int:
              "auto_tools", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
              "dtype", "enable_prefix_caching", "warm_grammars", "strict_objects",
              "unknown_keywords", "patterns", "implied_types", "number_bounds",
-             "bounded_strings", "grammar_backend",
-             "grammar_disk_cache")
+             "bounded_strings", "grammar_backend", "grammar_disk_cache")
     try:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)
