@@ -51,14 +51,14 @@ NO_FIT = [
 ]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--fit", type=int, default=100, help="BFCL questions to ask")
     p.add_argument("--no-fit", type=int, default=len(NO_FIT), help="no-fit prompts to ask")
     p.add_argument("--auto-tools", default="decide", choices=["decide", "trigger"])
     p.add_argument("--model")
     p.add_argument("--max-tokens", type=int, default=200)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     questions = [json.loads(line) for line in BFCL.open()]
     fit = questions[: args.fit]
     # Each no-fit prompt gets the tools of a BFCL question: real tools that do not fit it.
@@ -76,6 +76,7 @@ def main() -> None:
                                                      pf[1], args.max_tokens), no_fit))
     print(json.dumps({"auto_tools": args.auto_tools, "when_a_tool_fits": summarize(fit_rows),
                       "when_no_tool_fits": summarize(none_rows)}, indent=1))
+    return 0
 
 
 def ask(client: openai.OpenAI, messages: list, functions: list, max_tokens: int) -> dict:
@@ -107,4 +108,4 @@ def summarize(rows: list[dict]) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

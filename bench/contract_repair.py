@@ -39,12 +39,12 @@ PROMPTS = [
 ]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model")
     p.add_argument("--attempts", type=int, default=2, help="repair attempts per call")
     p.add_argument("--max-tokens", type=int, default=200)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     server_args = ["--served-model-name", MODEL, "--contracts", "contracts.examples",
                    "--repair-attempts", str(args.attempts)]
     if args.model:
@@ -54,6 +54,7 @@ def main() -> None:
                                max_retries=0, timeout=600)
         rows = [_ask(client, tool, prompt, args.max_tokens) for tool, prompt in PROMPTS]
     _report(rows, args)
+    return 0
 
 
 def _ask(client: openai.OpenAI, tool: str, prompt: str, max_tokens: int) -> dict:
@@ -102,4 +103,4 @@ def _report(rows: list[dict], args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -24,8 +24,8 @@ STORY = {"type": "object", "properties": {"title": {"type": "string", "maxLength
 PROMPT = "Write a long story about a lighthouse keeper, as a JSON object with a title."
 
 
-def main() -> None:
-    args = _args()
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
     from server.engines.torch_engine import TorchEngine
 
     engine = TorchEngine(resolve_model(args.model), device=args.device, threads=args.threads)
@@ -38,9 +38,10 @@ def main() -> None:
     finally:
         engine.close()
     _report(free, constrained, lookups, args)
+    return 0
 
 
-def _args() -> argparse.Namespace:
+def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model")
     p.add_argument("--device", default="auto")
@@ -48,7 +49,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--json", action="store_true", help="print one JSON object only")
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
 async def _decode_rounds(engine, ids, grammar, args) -> tuple[list[float], list[float]]:
@@ -119,4 +120,4 @@ def _report(free, constrained, lookups, args) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

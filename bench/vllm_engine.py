@@ -79,10 +79,10 @@ def speed(client: httpx.Client, rounds: int) -> tuple[float, float]:
     return free_tokens / free_s, json_tokens / json_s
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=6)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     model_dir = ensure_embedded_model()
 
     cold_proc, cold_start = _start(model_dir, "--no-warm-grammars")
@@ -105,7 +105,8 @@ def main() -> None:
     print(f"decode: unconstrained {free:.1f} tok/s, constrained (json_schema) "
           f"{constrained:.1f} tok/s, ratio {constrained / free:.2f} "
           f"({args.rounds} rounds, interleaved, latency includes prefill)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -11,6 +11,14 @@ from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaE
 from grammars.specs import (GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec, ToolCallsSpec,
                             ToolSpec, canonical_json, check_schema)
 
+# What the server and the bench use; nothing outside this package imports its modules.
+from grammars._walk import iter_schema_nodes
+from grammars.diskstore import DiskStore
+from grammars.keywords import (JSON_SCHEMA_READING, TIERS, VLLM_XGRAMMAR_KEYWORDS, Analysis,
+                               EnforcementReport, KeywordTable, departures, with_policies)
+from grammars.policy import DEFAULT_POLICIES, POLICY_FLAGS, GrammarPolicy, PolicyFlag
+from grammars.validate import validator_for
+
 
 
 def make_backend(name: str, tokenizer, *, vocab_size: int, stop_token_ids: list[int]):  # noqa: ANN001, ANN201
@@ -25,6 +33,9 @@ def make_backend(name: str, tokenizer, *, vocab_size: int, stop_token_ids: list[
 
 
 __all__ = [
+    "DEFAULT_POLICIES", "JSON_SCHEMA_READING", "POLICY_FLAGS", "TIERS", "VLLM_XGRAMMAR_KEYWORDS",
+    "Analysis", "DiskStore", "EnforcementReport", "GrammarPolicy", "KeywordTable", "PolicyFlag",
+    "departures", "iter_schema_nodes", "validator_for", "with_policies",
     "Budget", "BudgetExceeded", "CacheKey", "CacheStats", "CompiledGrammar", "GrammarCache", "GrammarError", "GrammarSpec",
     "InvalidSchemaError", "JsonSchemaSpec", "Lookup", "Matcher", "TextOrToolCallsSpec", "ToolCallsSpec", "ToolSpec",
     "UnsupportedSchemaError", "XgrammarBackend", "bfcl_to_json_schema", "canonical_json",

@@ -1,4 +1,5 @@
-"""`strictcall` command line: `serve`, `fetch-model`, `contracts snapshot`, `bench schemas`."""
+"""`strictcall` command line: `serve`, `fetch-model`, `contracts snapshot`.
+The benchmarks have their own: `strictcall-bench` (bench/__main__.py)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from grammars import POLICY_FLAGS
 from server.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:  # its own flags: handed over whole
-        if argv[1:2] != ["schemas"]:
-            return _fail("usage: strictcall bench schemas DIR... [--out REPORT.json] "
-                         "[--backend xgrammar,outlines]")
-        from bench.schemas import main as bench_schemas
-
-        return bench_schemas(argv[2:])
     args = _parser().parse_args(argv)
     if args.command == "fetch-model":
         return _fetch_model(args)
@@ -51,27 +46,13 @@ def _parser() -> argparse.ArgumentParser:
     vllm.add_argument("--dtype", choices=["auto", "bfloat16", "float16", "float32"])
     vllm.add_argument("--enable-prefix-caching", dest="enable_prefix_caching",
                       action=argparse.BooleanOptionalAction, default=None)
-    serve.add_argument("--strict-objects", dest="strict_objects",
-                       action=argparse.BooleanOptionalAction, default=None,
-                       help="objects listing properties get no other keys (default on)")
-    serve.add_argument("--unknown-keywords", dest="unknown_keywords",
-                       choices=["rejected", "annotation"],
-                       help="schema keywords nothing here knows: 400 (default) or annotation")
-    serve.add_argument("--patterns", dest="patterns", choices=["full", "search"],
-                       help="'pattern' as a whole-string match (default) or, as JSON Schema "
-                            "reads it, a match anywhere")
-    serve.add_argument("--implied-types", dest="implied_types",
-                       action=argparse.BooleanOptionalAction, default=None,
-                       help="a schema without 'type' is generated as the type its keywords "
-                            "imply (default on); off: any type, as JSON Schema reads it")
-    serve.add_argument("--number-bounds", dest="number_bounds",
-                       choices=["grammar", "validator"],
-                       help="bounds on numbers: in the mask, which writes at most 6 decimals "
-                            "(default), or checked after decoding only")
-    serve.add_argument("--bounded-strings", dest="bounded_strings",
-                       choices=["grammar", "validator"],
-                       help="lengths and patterns: in the mask, which writes such strings "
-                            "without escapes (default), or checked after decoding only")
+    for policy in POLICY_FLAGS:  # the grammar's generation policies, from their one table
+        if policy.choices is None:
+            serve.add_argument(policy.flag, dest=policy.name, default=None,
+                               action=argparse.BooleanOptionalAction, help=policy.help)
+        else:
+            serve.add_argument(policy.flag, dest=policy.name, choices=policy.choices,
+                               help=policy.help)
     serve.add_argument("--grammar-disk-cache", dest="grammar_disk_cache",
                        action=argparse.BooleanOptionalAction, default=None,
                        help="keep compiled grammars in <cache dir>/grammars (default on)")
@@ -89,8 +70,6 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--auto-tools", dest="auto_tools", choices=["decide", "trigger"],
                        help="how tool_choice=auto decides between a call and text")
     serve.add_argument("--log-level", default="info")
-    sub.add_parser("bench", help="`bench schemas DIR... --out REPORT.json`: schema coverage "
-                                 "and compliance per grammar backend (bench/schemas.py)")
     fetch = sub.add_parser("fetch-model", help="download and convert the embedded model")
     fetch.add_argument("--cache-dir", dest="cache_dir", type=Path)
     contracts = sub.add_parser("contracts", help="contract tools")
@@ -139,12 +118,7 @@ def _serve(args: argparse.Namespace) -> int:
     from server.api.app import create_app, load_contracts
     from server.engines.factory import EngineConfigError, build_engine, check_config
 
-    names = ("host", "port", "model", "served_model_name", "engine", "device", "threads",
-             "max_batch", "cache_dir", "contracts", "repair_attempts", "repair_seconds",
-             "auto_tools", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
-             "dtype", "enable_prefix_caching", "warm_grammars", "strict_objects",
-             "unknown_keywords", "patterns", "implied_types", "number_bounds",
-             "bounded_strings", "grammar_backend", "grammar_disk_cache")
+    names = tuple(n for n in Settings.model_fields if hasattr(args, n))
     try:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)

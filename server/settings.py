@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
-
-from grammars import Budget
+from pydantic import Field, create_model
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from grammars import POLICY_FLAGS, Budget
 
-class Settings(BaseSettings):
+
+class _Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STRICTCALL_", extra="forbid")
 
     host: str = "127.0.0.1"
@@ -40,23 +40,6 @@ class Settings(BaseSettings):
     grammar_cache_ttl_s: float | None = Field(6 * 3600.0, gt=0)
     # Compiled grammars also go to <cache_dir>/grammars, so a restart starts warm.
     grammar_disk_cache: bool = True
-    # Objects that list `properties` get no other keys (as in vLLM and OpenAI's strict mode);
-    # off: JSON Schema's reading (other keys allowed unless additionalProperties says no).
-    strict_objects: bool = True
-    # Schema keywords no vocabulary here knows: refused with a 400, or kept as annotations.
-    unknown_keywords: Literal["rejected", "annotation"] = "rejected"
-    # `pattern`: "full" (the mask generates whole matches, as every constrained decoder) or
-    # "search" (JSON Schema's reading: a match anywhere, so unanchored ends get `.*`).
-    patterns: Literal["full", "search"] = "full"
-    # A schema without `type` whose keywords imply one ({"properties": ...}): generated as that
-    # type (default, as every backend), or, off, any type (JSON Schema's reading).
-    implied_types: bool = True
-    # Bounds on `number` values: kept by the mask, which then writes at most 6 decimals and no
-    # exponent (default), or checked after decoding only ("validator").
-    number_bounds: Literal["grammar", "validator"] = "grammar"
-    # Lengths and patterns: kept by the mask, which then writes such strings without escapes
-    # (default), or checked after decoding only ("validator").
-    bounded_strings: Literal["grammar", "validator"] = "grammar"
     compile_timeout_s: float = Field(10.0, gt=0, le=600)
     # Complexity budgets for client schemas (registered contracts are trusted).
     max_tools: int = Field(Budget.max_tools, ge=1)
@@ -79,6 +62,18 @@ class Settings(BaseSettings):
     repair_seconds: float = Field(10.0, gt=0, le=120)
 
     @property
+    def policies(self) -> dict[str, Any]:
+        """The grammar's generation policies (grammars.POLICY_FLAGS), by name."""
+        return {f.name: getattr(self, f.name) for f in POLICY_FLAGS}
+
+    @property
     def budget(self) -> Budget:
         return Budget(self.max_tools, self.max_optional_params, self.max_union_params,
                       self.max_depth, self.max_enum_values, self.max_schema_bytes)
+
+
+# The grammar policies' settings come from their one table (grammars.POLICY_FLAGS): name,
+# values and default, as STRICTCALL_<NAME> variables and --<name> flags.
+Settings = create_model(  # type: ignore[call-overload]
+    "Settings", __base__=_Settings, __module__=__name__,
+    **{f.name: (f.annotation, f.default) for f in POLICY_FLAGS})

@@ -16,9 +16,8 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from contracts import ContractRegistry
-from grammars import CompiledGrammar, GrammarCache, Lookup, ToolCallsSpec, ToolSpec
-from grammars.diskstore import DiskStore
-from grammars.keywords import EnforcementReport
+from grammars import (CompiledGrammar, DiskStore, EnforcementReport, GrammarCache, GrammarPolicy,
+                      Lookup, ToolCallsSpec)
 from server.api import errors
 from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
@@ -49,12 +48,13 @@ def load_contracts(targets: list[str]) -> ContractRegistry:
 _CALL_COUNTS = ((1, 1), (1, None), (0, 1), (0, None))
 
 
-def warm(cache: GrammarCache, registry: ContractRegistry) -> list[CompiledGrammar]:
-    """Compile each contract's call grammars now, so no request with that tool pays for them."""
+def warm(cache: GrammarCache, registry: ContractRegistry,
+         policy: GrammarPolicy) -> list[CompiledGrammar]:
+    """Compile each contract's call grammars now, so no request with that tool pays for them:
+    under the same policy as requests, so their keys are the ones requests will look up."""
     grammars = []
     for contract in registry:
-        tool = ToolSpec.from_parameters(contract.name, contract.schema(),
-                                        table=cache.backend.keywords)
+        tool = policy.tool_spec(contract.name, contract.schema())
         for low, high in _CALL_COUNTS:
             grammars.append(cache.get(ToolCallsSpec((tool,), min_calls=low,
                                                     max_calls=high)).grammar)
@@ -68,11 +68,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = engine_factory(settings)
-        configure = getattr(engine.grammar_backend, "set_strict_objects", None)
-        if configure is not None:
-            configure(settings.strict_objects)
-        elif not settings.strict_objects:
-            raise ValueError(f"{engine.grammar_backend.name} always uses strict objects")
+        # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
+        policy = GrammarPolicy.for_backend(engine.grammar_backend, settings.policies)
         metrics = Metrics()
         disk = DiskStore((settings.cache_dir or default_cache_dir()) / "grammars") \
             if settings.grammar_disk_cache else None
@@ -83,9 +80,10 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
                              on_compile=metrics.compile_seconds.observe)
         app.state.metrics = metrics
         if settings.warm_grammars:
-            grammars = await asyncio.to_thread(warm, cache, registry)
+            grammars = await asyncio.to_thread(warm, cache, registry, policy)
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
-        app.state.pipeline = ChatPipeline(engine, cache, settings, registry)
+        app.state.pipeline = ChatPipeline(engine, cache, settings, policy=policy,
+                                          registry=registry)
         app.state.started = time.time()
         try:
             yield
@@ -182,7 +180,7 @@ async def compile_grammar(schema: Annotated[Any, Body()], pipeline: PipelineDep)
     cache = pipeline.cache
     spec, analysis = await asyncio.to_thread(
         plan_schema, schema, where="the schema", budget=pipeline.settings.budget,
-        keywords=pipeline.keywords)
+        policy=pipeline.policy)
     lookup = await compiled(cache, spec, timeout_s=pipeline.settings.compile_timeout_s)
     return {"object": "grammar", "key": spec.key, "backend": cache.backend.name,
             "backend_version": cache.backend.version, "cache": "hit" if lookup.hit else "miss",

@@ -9,19 +9,18 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, assert_never
 
 
 from contracts import Contract, ContractRegistry, MissingRuntimeValue
-from grammars import GrammarCache, Lookup
-from grammars.keywords import POLICIES, EnforcementReport, with_policies
-from grammars.validate import validator_for
+from grammars import EnforcementReport, GrammarCache, GrammarPolicy, Lookup, validator_for
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
 from server.pipeline.decode import compiled, decode
+from server.pipeline.modes import read_output
 from server.pipeline.plan import Plan, plan_request
-from server.pipeline.prompt import CALL_CLOSE, CALL_OPEN, template_messages
-from server.pipeline.repair import Budget, Repairer
+from server.pipeline.prompt import template_messages
+from server.pipeline.repair import RepairBudget, Repairer
 from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice, FunctionCall,
                              ResponseMessage, ToolCall, Usage)
 from server.settings import Settings
@@ -36,13 +35,16 @@ class Prepared:
     messages: list[dict[str, str]]
     request: GenerationRequest
     runtime: dict[str, dict[str, Any]]
-    budget: Budget
+    budget: RepairBudget
     fallback: Prepared | None = None  # tool_choice="auto" that decided on no call
 
-    def needs_fallback(self, result: GenerationResult) -> bool:
-        """The decode chose no call (an empty list): the fallback plan answers instead."""
-        return (self.fallback is not None and result.grammar_complete
-                and _parse(result.text) == [])
+    def then(self, result: GenerationResult) -> Prepared | None:
+        """What decodes next once this decode gave `result`: nothing (None), or, when
+        "auto" decided on no call (an empty list), the fallback plan that answers instead."""
+        if self.fallback is not None and result.grammar_complete \
+                and _parse(result.text) == []:
+            return self.fallback
+        return None
 
 
 @dataclass(frozen=True)
@@ -53,25 +55,25 @@ class Completed:
 
 
 class ChatPipeline:
-    def __init__(self, engine: Engine, cache: GrammarCache, settings: Settings,
-                 registry: ContractRegistry | None = None) -> None:
+    def __init__(self, engine: Engine, cache: GrammarCache, settings: Settings, *,
+                 policy: GrammarPolicy, registry: ContractRegistry | None = None) -> None:
         self.engine = engine
         self.cache = cache
         self.settings = settings
+        # What the backend's masks enforce under this server's policies: every schema,
+        # the client's, a contract's or a repair's, is planned with it.
+        self.policy = policy
         self.registry = registry or ContractRegistry()
-        self.repairer = Repairer(engine, cache, compile_timeout_s=settings.compile_timeout_s)
+        self.repairer = Repairer(engine, cache, policy,
+                                 compile_timeout_s=settings.compile_timeout_s)
         self.model_name = settings.served_model_name or engine.model_name
-        # What the backend's masks enforce, with this server's keyword policies (strict
-        # objects is the backend's own setting, already in its table).
-        self.keywords = with_policies(cache.backend.keywords, {
-            p: getattr(settings, p) for p in POLICIES if p != "strict_objects"})
 
     async def complete(self, req: ChatCompletionRequest,
                        headers: dict[str, str] | None = None) -> Completed:
-        prep = first = await self.prepare(req, headers or {})
-        results = [await decode(self.engine, prep.request)]
-        if prep.needs_fallback(results[-1]):
-            prep = prep.fallback  # type: ignore[assignment]
+        first = await self.prepare(req, headers or {})
+        prep, results = first, [await decode(self.engine, first.request)]
+        while (following := prep.then(results[-1])) is not None:
+            prep = following
             results.append(await decode(self.engine, prep.request))
         choice, extension = await self.finish(prep, results[-1])
         return Completed(self.response([choice], results, extension), first.lookup,
@@ -85,7 +87,7 @@ class ChatPipeline:
         # Off the event loop: checking a large client schema takes a while.
         plan = await asyncio.to_thread(
             plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
-            budget=self.settings.budget, keywords=self.keywords)
+            budget=self.settings.budget, policy=self.policy)
         return await self._prepare(req, plan, headers)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,
@@ -104,10 +106,10 @@ class ChatPipeline:
         """Post-decode checks on a finished decode: the choice to return, and the contract
         report (the `strictcall` extension) when contracts were called."""
         plan = prep.plan
-        if plan.mode in ("tools", "auto") and result.grammar_complete:
-            content, calls_text = split_calls(plan, result.text)
-            if calls_text is not None:
-                return await self._tool_choice(prep, calls_text, content)
+        if result.grammar_complete:
+            reading = read_output(plan.mode, result.text, complete=True)
+            if reading.calls is not None:
+                return await self._tool_choice(prep, reading.calls, reading.content)
         return _choice(plan, result), None
 
     def response(self, choices: list[Choice], results: list[GenerationResult],
@@ -157,13 +159,13 @@ class ChatPipeline:
             return None
         return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s)
 
-    def _budget(self, req: ChatCompletionRequest) -> Budget:
+    def _budget(self, req: ChatCompletionRequest) -> RepairBudget:
         opts = req.strictcall
         attempts = opts.max_repair_attempts if opts and opts.max_repair_attempts is not None \
             else self.settings.repair_attempts
         seconds = opts.repair_timeout_s if opts and opts.repair_timeout_s is not None \
             else self.settings.repair_seconds
-        return Budget(attempts, seconds)
+        return RepairBudget(attempts, seconds)
 
     def _sampling(self, req: ChatCompletionRequest, prompt_len: int) -> SamplingParams:
         room = self.engine.max_context - prompt_len
@@ -194,28 +196,26 @@ def contract_runtime(contract: Contract, headers: dict[str, str]) -> dict[str, A
                              code="missing_header") from None
 
 
-def split_calls(plan: Plan, text: str) -> tuple[str | None, str | None]:
-    """(text before the calls, the JSON array of calls) of a complete decode."""
-    if plan.mode == "tools":
-        return None, text
-    start = text.find(CALL_OPEN)
-    if start < 0:
-        return text, None
-    block = text[start + len(CALL_OPEN):]
-    return text[:start].rstrip() or None, block[:block.rfind(CALL_CLOSE)]
-
-
 def _choice(plan: Plan, result: GenerationResult) -> Choice:
     """Text, JSON, and every cut-off output."""
-    cut_off = plan.spec is not None and not result.grammar_complete
-    if plan.mode in ("text", "auto") or cut_off:
+    if plan.spec is not None and not result.grammar_complete:
         # A cut-off constrained output is returned as text with finish_reason "length":
         # never as a tool call, never with a "stop" that would suggest it is complete.
-        reason = "length" if cut_off else result.finish_reason
         return Choice(index=0, message=ResponseMessage(content=result.text),
-                      finish_reason="length" if reason == "length" else "stop")
-    _validate(plan.schemas[""], _parse(result.text), where="the response")
-    return Choice(index=0, message=ResponseMessage(content=result.text), finish_reason="stop")
+                      finish_reason="length")
+    match plan.mode:
+        case "text" | "auto":
+            return Choice(index=0, message=ResponseMessage(content=result.text),
+                          finish_reason="length" if result.finish_reason == "length"
+                          else "stop")
+        case "json":
+            _validate(plan.schemas[""], _parse(result.text), where="the response")
+            return Choice(index=0, message=ResponseMessage(content=result.text),
+                          finish_reason="stop")
+        case "tools":  # a complete call array always reads as calls
+            raise OutputInvalid("the decode completed the call grammar but no call was read")
+        case _:
+            assert_never(plan.mode)
 
 
 def usage_of(*results: GenerationResult) -> Usage:

@@ -7,17 +7,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from contracts import Contract, ContractRegistry
-from grammars import (Budget, BudgetExceeded, GrammarError, GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec,
-                      ToolCallsSpec, ToolSpec, bfcl_to_json_schema, check_schema)
-from grammars.keywords import XGRAMMAR_KEYWORDS, Analysis, EnforcementReport, KeywordTable
+from grammars import (Analysis, Budget, BudgetExceeded, EnforcementReport, GrammarError,
+                      GrammarPolicy, GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec,
+                      ToolCallsSpec, ToolSpec, bfcl_to_json_schema)
 from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
                                 ResponseFormatJsonSchema, Tool)
 from server.errors import InvalidRequest, UnsupportedFeature
+from server.pipeline.modes import Mode
 from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, auto_instructions,
                                     decide_instructions, json_instructions, tools_instructions)
-
-# tools: the answer is the calls; auto: free text, or text then one block of calls.
-Mode = Literal["text", "json", "tools", "auto"]
 
 
 @dataclass(frozen=True)
@@ -37,30 +35,29 @@ class Plan:
 
 
 def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
-                 auto_tools: Literal["decide", "trigger"] = "decide",
-                 budget: Budget = Budget(),
-                 keywords: KeywordTable = XGRAMMAR_KEYWORDS) -> Plan:
+                 auto_tools: Literal["decide", "trigger"], budget: Budget,
+                 policy: GrammarPolicy) -> Plan:
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
         if choice == "required" or isinstance(choice, NamedToolChoice):
             raise InvalidRequest("tool_choice asks for a tool call, but no tools were given",
                                  param="tool_choice")
-        return _plan_format(req, budget, keywords)
+        return _plan_format(req, budget, policy)
     try:
         budget.check_tools(len(req.tools))
     except BudgetExceeded as exc:
         raise _over_budget(exc, param="tools") from None
-    tools = _convert_tools(req.tools, registry, budget, keywords)
+    tools = _convert_tools(req.tools, registry, budget, policy)
     max_calls = 1 if req.parallel_tool_calls is False else None
     if choice is None or choice == "auto":  # OpenAI's default when tools are given
         if auto_tools == "trigger":
             return _plan_tools(tools, min_calls=1, max_calls=max_calls, auto=True)
         decide = _plan_tools(tools, min_calls=0, max_calls=max_calls)
         return replace(decide, instructions=decide_instructions(_described(tools)),
-                       fallback=_plan_format(req, budget, keywords))
+                       fallback=_plan_format(req, budget, policy))
     if choice == "none":
-        return _plan_format(req, budget, keywords)
+        return _plan_format(req, budget, policy)
     if isinstance(choice, NamedToolChoice):
         if choice.function.name not in tools:
             raise InvalidRequest(f"tool_choice names unknown tool {choice.function.name!r}; "
@@ -124,7 +121,7 @@ def _over_budget(exc: BudgetExceeded, *, param: str) -> InvalidRequest:
 
 
 def _convert_tools(tools: list[Tool], registry: ContractRegistry, budget: Budget,
-                   keywords: KeywordTable) -> dict[str, _Tool]:
+                   policy: GrammarPolicy) -> dict[str, _Tool]:
     out: dict[str, _Tool] = {}
     for i, tool in enumerate(tools):
         fn = tool.function
@@ -138,8 +135,7 @@ def _convert_tools(tools: list[Tool], registry: ContractRegistry, budget: Budget
                 bfcl_to_json_schema(fn.parameters or _NO_ARGUMENTS)
             if contract is None:  # a registered contract is the operator's: trusted
                 budget.check_schema(schema, where=f"the parameters of tool {fn.name!r}")
-            analysis = check_schema(schema, where=f"the parameters of tool {fn.name!r}",
-                                    table=keywords)
+            analysis = policy.check(schema, where=f"the parameters of tool {fn.name!r}")
         except BudgetExceeded as exc:
             raise _over_budget(exc, param=f"tools[{i}].function.parameters") from None
         except GrammarError as exc:
@@ -178,7 +174,7 @@ def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | Non
                 enforcement=report)
 
 
-def _plan_format(req: ChatCompletionRequest, budget: Budget, keywords: KeywordTable) -> Plan:
+def _plan_format(req: ChatCompletionRequest, budget: Budget, policy: GrammarPolicy) -> Plan:
     fmt = req.response_format
     if isinstance(fmt, ResponseFormatJsonSchema):
         schema, where = fmt.json_schema.schema_, "response_format.json_schema.schema"
@@ -186,18 +182,18 @@ def _plan_format(req: ChatCompletionRequest, budget: Budget, keywords: KeywordTa
         schema, where = {"type": "object"}, "response_format"
     else:
         return Plan("text")
-    spec, analysis = plan_schema(schema, where=where, budget=budget, keywords=keywords)
+    spec, analysis = plan_schema(schema, where=where, budget=budget, policy=policy)
     return Plan("json", spec, json_instructions(schema), "", {"": schema},
                 enforcement=analysis.report)
 
 
 def plan_schema(schema: Any, *, where: str, budget: Budget,
-                keywords: KeywordTable) -> tuple[JsonSchemaSpec, Analysis]:
+                policy: GrammarPolicy) -> tuple[JsonSchemaSpec, Analysis]:
     """A client JSON Schema checked against the budgets and classified; 400 if refused."""
     try:
         if isinstance(schema, dict):
             budget.check_schema(schema, where=where)
-        analysis = check_schema(schema, where=where, table=keywords)
+        analysis = policy.check(schema, where=where)
     except BudgetExceeded as exc:
         raise _over_budget(exc, param=where) from None
     except GrammarError as exc:

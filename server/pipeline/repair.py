@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts import Contract, Violation
-from grammars import GrammarCache, GrammarError, JsonSchemaSpec
+from grammars import GrammarCache, GrammarError, GrammarPolicy
 from server.engines.base import Engine, GenerationRequest, SamplingParams
 from server.errors import InvalidRequest
 from server.pipeline.decode import compiled, decode
@@ -25,7 +25,7 @@ REPAIR_MAX_TOKENS = 256
 
 
 @dataclass(frozen=True)
-class Budget:
+class RepairBudget:
     attempts: int
     seconds: float
 
@@ -49,14 +49,15 @@ class Repair:
 
 
 class Repairer:
-    def __init__(self, engine: Engine, cache: GrammarCache, *,
+    def __init__(self, engine: Engine, cache: GrammarCache, policy: GrammarPolicy, *,
                  compile_timeout_s: float = 10.0) -> None:
         self.engine = engine
         self.cache = cache
+        self.policy = policy  # the server's: a repair grammar follows the same policies
         self.compile_timeout_s = compile_timeout_s
 
     async def run(self, contract: Contract, arguments: dict[str, Any], *,
-                  messages: list[dict[str, str]], runtime: dict[str, Any], budget: Budget,
+                  messages: list[dict[str, str]], runtime: dict[str, Any], budget: RepairBudget,
                   today: dt.date | None = None) -> Repair:
         report = Repair()
         outcome = contract.validate(arguments, runtime=runtime, today=today)
@@ -82,7 +83,8 @@ class Repairer:
                        seconds: float) -> dict[str, Any] | None:
         schema = repair_schema(contract.schema(), violations)
         try:
-            lookup = await compiled(self.cache, JsonSchemaSpec.from_schema(schema),
+            spec = self.policy.json_schema_spec(schema, where=f"the repair of {contract.name!r}")
+            lookup = await compiled(self.cache, spec,
                                     timeout_s=min(seconds, self.compile_timeout_s))
         except (GrammarError, InvalidRequest):
             return None  # recorded as an attempt that could not be made

@@ -17,7 +17,7 @@ from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_comple
     usage_of
 from server.pipeline.decode import decode
 from server.engines.detokenize import IncrementalDetokenizer
-from server.pipeline.prompt import CALL_OPEN
+from server.pipeline.modes import has_content, read_output, showable_content
 from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
 from server.protocol import Choice
 
@@ -46,10 +46,10 @@ class ChunkStream:
             async for delta in self._pump(prep):
                 yield self.chunk(delta)
             results.append(self._result)
-            if not prep.needs_fallback(self._result):
+            following = prep.then(self._result)
+            if following is None:
                 break
-            prep = prep.fallback  # type: ignore[assignment]
-            self.view = _View(prep)
+            prep, self.view = following, _View(following)
         choice, extension = await self.pipeline.finish(prep, results[-1])
         for delta in self.view.close(choice):
             yield self.chunk(delta)
@@ -92,7 +92,7 @@ class _View:
         self.contracts = prep.plan.contracts
         self.holdback = max((len(s) for s in prep.request.sampling.stop), default=1) - 1
         self.shown = ""                  # content shown
-        self.scanner: CallScanner | None = CallScanner() if self.mode == "tools" else None
+        self.scanner: CallScanner | None = None
         self.calls_from = 0              # where the calls' text starts in the decoded text
         self.fed = 0                     # how much of the calls' text the scanner has read
         self.names: dict[int, str] = {}
@@ -100,24 +100,19 @@ class _View:
 
     @property
     def first_content(self) -> str | None:
-        return None if self.mode == "tools" else ""
+        return "" if has_content(self.mode) else None
 
     def feed(self, text: str) -> list[dict[str, Any]]:
         if text.endswith("\ufffd"):
             return []  # a character split across tokens: wait for the rest
-        if self.scanner is None:
-            return self._content(text)
-        return self._calls(text)
-
-    def _content(self, text: str) -> list[dict[str, Any]]:
-        if self.mode == "auto":
-            start = text.find(CALL_OPEN)
-            if start >= 0:  # the call began: the text before it is all the content there is
-                self.scanner, self.calls_from = CallScanner(), start + len(CALL_OPEN)
-                return self._show(text[:start].rstrip()) + self._calls(text)
-            # Trailing whitespace waits too: before a call it is not part of the content.
-            return self._show(text[: len(text) - _partial_suffix(text, CALL_OPEN)].rstrip())
-        return self._show(text[: max(len(self.shown), len(text) - self.holdback)])
+        if self.scanner is not None:
+            return self._calls(text)
+        reading = read_output(self.mode, text, complete=False)
+        if reading.calls is None:
+            return self._show(showable_content(self.mode, text, stop_holdback=self.holdback))
+        # The calls began: the text before them is all the content there is.
+        self.scanner, self.calls_from = CallScanner(), reading.calls_from
+        return self._show(reading.content or "") + self._calls(text)
 
     def _show(self, upto: str) -> list[dict[str, Any]]:
         if not upto.startswith(self.shown) or len(upto) <= len(self.shown):
@@ -164,11 +159,3 @@ def _call_delta(index: int, *, id: str | None = None, name: str | None = None,
         call.update(id=id, type="function")
         call["function"]["name"] = name
     return {"tool_calls": [call]}
-
-
-def _partial_suffix(text: str, marker: str) -> int:
-    """Length of the longest end of `text` that is a beginning of `marker`."""
-    for n in range(min(len(marker) - 1, len(text)), 0, -1):
-        if text.endswith(marker[:n]):
-            return n
-    return 0

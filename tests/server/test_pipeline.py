@@ -29,17 +29,18 @@ def test_json_value_failing_the_schema_is_422_with_violations():
 
 
 def test_tool_arguments_failing_the_schema_are_422(model_dir):
-    from grammars import GrammarCache
+    from grammars import GrammarCache, GrammarPolicy
     from server.engines.scripted import ScriptedEngine
     from server.pipeline.chat import ChatPipeline, Prepared
-    from server.pipeline.repair import Budget
+    from server.pipeline.repair import RepairBudget
     from server.settings import Settings
 
     engine = ScriptedEngine(model_dir, lambda prompt: "")
-    pipeline = ChatPipeline(engine, GrammarCache(engine.grammar_backend), Settings())
+    pipeline = ChatPipeline(engine, GrammarCache(engine.grammar_backend), Settings(),
+                            policy=GrammarPolicy.for_backend(engine.grammar_backend))
     spec = ToolCallsSpec((ToolSpec.from_parameters("f", SCHEMA),))
     plan = Plan("tools", spec, schemas={"f": SCHEMA})
-    prep = Prepared(plan, None, [], None, {}, Budget(2, 10))
+    prep = Prepared(plan, None, [], None, {}, RepairBudget(2, 10))
     with pytest.raises(OutputInvalid, match="arguments of 'f'"):
         asyncio.run(pipeline.finish(prep, _result('[{"name":"f","arguments":{"n":"x"}}]')))
 

@@ -1,0 +1,31 @@
+"""`strictcall-bench` (or `python -m bench`): the benchmarks' own entry point. The server's
+command line does not import `bench`; this one hands each benchmark its own flags whole.
+
+    strictcall-bench schemas DIR... [--out REPORT.json] [--backend xgrammar,outlines]
+    strictcall-bench decode-speed
+    strictcall-bench vllm-engine     (in .venv-vllm)
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> module with a `main(argv) -> int`
+BENCHMARKS = {"schemas": "bench.schemas", "decode-speed": "bench.decode_speed",
+              "vllm-engine": "bench.vllm_engine", "contract-repair": "bench.contract_repair",
+              "auto-mode": "bench.auto_mode"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in BENCHMARKS:
+        print(f"usage: strictcall-bench {{{','.join(BENCHMARKS)}}} [flags...]; each benchmark "
+              "takes --help", file=sys.stderr)
+        return 2
+    module = importlib.import_module(BENCHMARKS[argv[0]])
+    return int(module.main(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
