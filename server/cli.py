@@ -65,6 +65,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--cache-dir", dest="cache_dir", type=Path)
     serve.add_argument("--contracts", action="append", metavar="MODULE_OR_FILE",
                        help="load @tool contracts from a module or .py file (repeatable)")
+    serve.add_argument("--dedupe-calls", dest="dedupe_calls", default=None,
+                       action=argparse.BooleanOptionalAction,
+                       help="close the call list when a call repeats an earlier one "
+                            "(default on)")
+    serve.add_argument("--loop-guard", dest="loop_guard", default=None,
+                       action=argparse.BooleanOptionalAction,
+                       help="stop a decode whose value repeats itself, finish_reason "
+                            "'length' (default on)")
+    serve.add_argument("--max-calls", dest="max_calls", type=int,
+                       help="calls in one response at most (default: no limit)")
     serve.add_argument("--repair-attempts", dest="repair_attempts", type=int)
     serve.add_argument("--repair-seconds", dest="repair_seconds", type=float)
     serve.add_argument("--auto-tools", dest="auto_tools", choices=["decide", "trigger"],

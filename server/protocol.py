@@ -112,6 +112,9 @@ class StrictCallOptions(_Wire):
 
     max_repair_attempts: int | None = Field(None, ge=0, le=5)
     repair_timeout_s: float | None = Field(None, gt=0, le=120)
+    # Runaway guards (server defaults: --dedupe-calls, --loop-guard).
+    dedupe_calls: bool | None = None
+    loop_guard: bool | None = None
 
 
 class StreamOptions(_Wire):

@@ -58,6 +58,12 @@ class _Settings(BaseSettings):
     auto_tools: Literal["decide", "trigger"] = "decide"
     # Modules or .py files with @tool contracts, loaded and warmed at startup.
     contracts: list[str] = Field(default_factory=list)
+    # Runaway guards (server/pipeline/runaway.py): a call identical to an earlier one closes
+    # the call list; a value that repeats itself stops the decode (finish_reason "length").
+    dedupe_calls: bool = True
+    loop_guard: bool = True
+    # Calls in one response at most (the call grammar's maxItems); None: no limit.
+    max_calls: int | None = Field(None, ge=1, le=64)
     repair_attempts: int = Field(2, ge=0, le=5)
     repair_seconds: float = Field(10.0, gt=0, le=120)
 

@@ -43,19 +43,17 @@ def load_contracts(targets: list[str]) -> ContractRegistry:
     return registry
 
 
-# (min_calls, max_calls) of the call grammars a request with one tool can ask for: named or
-# required (1..), "auto" deciding (0..), each with and without parallel calls.
-_CALL_COUNTS = ((1, 1), (1, None), (0, 1), (0, None))
-
-
-def warm(cache: GrammarCache, registry: ContractRegistry,
-         policy: GrammarPolicy) -> list[CompiledGrammar]:
+def warm(cache: GrammarCache, registry: ContractRegistry, policy: GrammarPolicy, *,
+         max_calls: int | None = None) -> list[CompiledGrammar]:
     """Compile each contract's call grammars now, so no request with that tool pays for them:
     under the same policy as requests, so their keys are the ones requests will look up."""
+    # (min_calls, max_calls) of the call grammars a request with one tool can ask for: named
+    # or required (1..), "auto" deciding (0..), each with and without parallel calls.
+    counts = ((1, 1), (1, max_calls), (0, 1), (0, max_calls))
     grammars = []
     for contract in registry:
         tool = policy.tool_spec(contract.name, contract.schema())
-        for low, high in _CALL_COUNTS:
+        for low, high in counts:
             grammars.append(cache.get(ToolCallsSpec((tool,), min_calls=low,
                                                     max_calls=high)).grammar)
     return grammars
@@ -80,7 +78,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
                              on_compile=metrics.compile_seconds.observe)
         app.state.metrics = metrics
         if settings.warm_grammars:
-            grammars = await asyncio.to_thread(warm, cache, registry, policy)
+            grammars = await asyncio.to_thread(warm, cache, registry, policy,
+                                               max_calls=settings.max_calls)
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
         app.state.pipeline = ChatPipeline(engine, cache, settings, policy=policy,
                                           registry=registry)

@@ -21,6 +21,7 @@ from server.pipeline.modes import read_output
 from server.pipeline.plan import Plan, plan_request
 from server.pipeline.prompt import template_messages
 from server.pipeline.repair import RepairBudget, Repairer
+from server.pipeline.runaway import GuardOptions, RunawayGuard, Trip
 from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice, FunctionCall,
                              ResponseMessage, ToolCall, Usage)
 from server.settings import Settings
@@ -36,7 +37,14 @@ class Prepared:
     request: GenerationRequest
     runtime: dict[str, dict[str, Any]]
     budget: RepairBudget
+    guards: GuardOptions = GuardOptions()
     fallback: Prepared | None = None  # tool_choice="auto" that decided on no call
+
+    def guard(self, engine: Engine) -> RunawayGuard | None:
+        """A fresh runaway guard for one decode of this plan (constrained decodes only)."""
+        if self.plan.spec is None or not self.guards.active:
+            return None
+        return RunawayGuard(self.plan.mode, engine.decode, options=self.guards)
 
     def then(self, result: GenerationResult) -> Prepared | None:
         """What decodes next once this decode gave `result`: nothing (None), or, when
@@ -71,11 +79,13 @@ class ChatPipeline:
     async def complete(self, req: ChatCompletionRequest,
                        headers: dict[str, str] | None = None) -> Completed:
         first = await self.prepare(req, headers or {})
-        prep, results = first, [await decode(self.engine, first.request)]
+        result, trip = await self.run(first)
+        prep, results = first, [result]
         while (following := prep.then(results[-1])) is not None:
             prep = following
-            results.append(await decode(self.engine, prep.request))
-        choice, extension = await self.finish(prep, results[-1])
+            result, trip = await self.run(prep)
+            results.append(result)
+        choice, extension = await self.finish(prep, results[-1], trip)
         return Completed(self.response([choice], results, extension), first.lookup,
                          first.plan.enforcement)
 
@@ -87,7 +97,8 @@ class ChatPipeline:
         # Off the event loop: checking a large client schema takes a while.
         plan = await asyncio.to_thread(
             plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
-            budget=self.settings.budget, policy=self.policy)
+            budget=self.settings.budget, policy=self.policy,
+            max_calls=self.settings.max_calls)
         return await self._prepare(req, plan, headers)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,
@@ -99,18 +110,31 @@ class ChatPipeline:
         request = GenerationRequest(prompt_ids, self._sampling(req, len(prompt_ids)),
                                     lookup.grammar if lookup else None)
         fallback = await self._prepare(req, plan.fallback, headers) if plan.fallback else None
-        return Prepared(plan, lookup, messages, request, runtime, self._budget(req), fallback)
+        return Prepared(plan, lookup, messages, request, runtime, self._budget(req),
+                        self._guards(req), fallback)
 
-    async def finish(self, prep: Prepared,
-                     result: GenerationResult) -> tuple[Choice, dict[str, Any] | None]:
-        """Post-decode checks on a finished decode: the choice to return, and the contract
-        report (the `strictcall` extension) when contracts were called."""
+    async def run(self, prep: Prepared) -> tuple[GenerationResult, Trip | None]:
+        """One decode of `prep` under its runaway guard: the result, and the guard's trip
+        if it stopped the decode."""
+        guard = prep.guard(self.engine)
+        result = await decode(self.engine, prep.request, guard=guard)
+        return result, guard.trip if guard is not None else None
+
+    async def finish(self, prep: Prepared, result: GenerationResult,
+                     trip: Trip | None = None) -> tuple[Choice, dict[str, Any] | None]:
+        """Post-decode checks on a finished decode: the choice to return, and the
+        `strictcall` extension: the contract report when contracts were called, and what a
+        runaway guard did."""
         plan = prep.plan
-        if result.grammar_complete:
-            reading = read_output(plan.mode, result.text, complete=True)
-            if reading.calls is not None:
-                return await self._tool_choice(prep, reading.calls, reading.content)
-        return _choice(plan, result), None
+        reading = read_output(plan.mode, result.text, complete=True) \
+            if result.grammar_complete else None
+        if reading is not None and reading.calls is not None:
+            choice, extension = await self._tool_choice(prep, reading.calls, reading.content)
+        else:
+            choice, extension = _choice(plan, result), None
+        if trip is not None:
+            extension = {**(extension or {}), "runaway": trip.note}
+        return choice, extension
 
     def response(self, choices: list[Choice], results: list[GenerationResult],
                  extension: dict[str, Any] | None) -> ChatCompletion:
@@ -158,6 +182,16 @@ class ChatPipeline:
         if plan.spec is None:
             return None
         return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s)
+
+    def _guards(self, req: ChatCompletionRequest) -> GuardOptions:
+        opts = req.strictcall
+
+        def pick(asked: bool | None, default: bool) -> bool:
+            return default if asked is None else asked
+
+        return GuardOptions(
+            dedupe_calls=pick(opts and opts.dedupe_calls, self.settings.dedupe_calls),
+            loop_guard=pick(opts and opts.loop_guard, self.settings.loop_guard))
 
     def _budget(self, req: ChatCompletionRequest) -> RepairBudget:
         opts = req.strictcall

@@ -1,14 +1,18 @@
 """Calls into the engine and the grammar cache, with their failures mapped to service errors:
 an engine failure is a retryable 503; a schema the backend refuses, or one that does not
-compile within the timeout, is a 400."""
+compile within the timeout, is a 400. A decode may run under a runaway guard, which stops
+the engine early when the output repeats itself."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from dataclasses import replace
 
 from grammars import GrammarCache, GrammarError, GrammarSpec, Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult
 from server.errors import EngineFailure, InvalidRequest
+from server.pipeline.runaway import RunawayGuard
 
 
 async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float) -> Lookup:
@@ -25,8 +29,51 @@ async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float) 
         raise InvalidRequest(exc.render(), code="invalid_schema") from None
 
 
-async def decode(engine: Engine, request: GenerationRequest) -> GenerationResult:
+async def decode(engine: Engine, request: GenerationRequest, *,
+                 guard: RunawayGuard | None = None) -> GenerationResult:
     try:
-        return await engine.generate(request)
+        if guard is None:
+            return await engine.generate(request)
+        return await _guarded(engine, request, guard)
     except Exception as exc:  # the engine's failure, not the request's: worth a retry
         raise EngineFailure(f"the engine failed on this request: {exc}") from exc
+
+
+async def _guarded(engine: Engine, request: GenerationRequest,
+                   guard: RunawayGuard) -> GenerationResult:
+    """Decode with `guard` between the engine and whoever watches the tokens; when it trips,
+    the engine is stopped and the guard's text stands as the output."""
+    loop = asyncio.get_running_loop()
+    tripped = asyncio.Event()
+    watcher = request.on_token
+    seen: list[int] = []
+
+    def on_token(token: int) -> None:  # the engine's thread
+        seen.append(token)
+        shown = guard.see(token)
+        if guard.trip is not None:
+            loop.call_soon_threadsafe(tripped.set)
+        elif watcher is not None:
+            for t in shown:
+                watcher(t)
+
+    task = asyncio.ensure_future(engine.generate(replace(request, on_token=on_token)))
+    waiter = asyncio.ensure_future(tripped.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()  # tripped, or our caller went away: stop the decode
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    trip = guard.trip
+    if trip is None:
+        result = task.result()
+        if watcher is not None:  # a call held back that turned out not to repeat
+            for t in guard.release():
+                watcher(t)
+        return result
+    complete = trip.kind == "duplicate_call"
+    return GenerationResult(tuple(seen), trip.text, "stop" if complete else "length",
+                            len(request.prompt_ids), grammar_complete=complete)

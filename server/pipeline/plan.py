@@ -36,7 +36,8 @@ class Plan:
 
 def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
                  auto_tools: Literal["decide", "trigger"], budget: Budget,
-                 policy: GrammarPolicy) -> Plan:
+                 policy: GrammarPolicy, max_calls: int | None = None) -> Plan:
+    """`max_calls`: the server's limit on calls per response (None: none)."""
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
@@ -49,7 +50,7 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
     except BudgetExceeded as exc:
         raise _over_budget(exc, param="tools") from None
     tools = _convert_tools(req.tools, registry, budget, policy)
-    max_calls = 1 if req.parallel_tool_calls is False else None
+    max_calls = 1 if req.parallel_tool_calls is False else max_calls
     if choice is None or choice == "auto":  # OpenAI's default when tools are given
         if auto_tools == "trigger":
             return _plan_tools(tools, min_calls=1, max_calls=max_calls, auto=True)

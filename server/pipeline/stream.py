@@ -15,7 +15,6 @@ from typing import Any
 
 from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_completion_id, \
     usage_of
-from server.pipeline.decode import decode
 from server.engines.detokenize import IncrementalDetokenizer
 from server.pipeline.modes import has_content, read_output, showable_content
 from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
@@ -50,7 +49,7 @@ class ChunkStream:
             if following is None:
                 break
             prep, self.view = following, _View(following)
-        choice, extension = await self.pipeline.finish(prep, results[-1])
+        choice, extension = await self.pipeline.finish(prep, results[-1], self._trip)
         for delta in self.view.close(choice):
             yield self.chunk(delta)
         yield self.chunk({}, choice.finish_reason,
@@ -64,7 +63,7 @@ class ChunkStream:
         tokens: asyncio.Queue[int] = asyncio.Queue()
         prep = self.pipeline.with_token_callback(
             prep, lambda t: loop.call_soon_threadsafe(tokens.put_nowait, t))
-        task = asyncio.ensure_future(decode(self.pipeline.engine, prep.request))
+        task = asyncio.ensure_future(self.pipeline.run(prep))
         text = IncrementalDetokenizer(self.pipeline.engine.decode)
         try:
             while not (task.done() and tokens.empty()):
@@ -78,7 +77,7 @@ class ChunkStream:
                     ids.append(tokens.get_nowait())
                 for delta in self.view.feed(text.add(ids)):
                     yield delta
-            self._result = task.result()
+            self._result, self._trip = task.result()
         finally:
             if not task.done():
                 task.cancel()  # the client went away: stop the decode
@@ -97,6 +96,7 @@ class _View:
         self.fed = 0                     # how much of the calls' text the scanner has read
         self.names: dict[int, str] = {}
         self.ids: dict[int, str] = {}
+        self.streamed: dict[int, str] = {}  # argument text shown, per call
 
     @property
     def first_content(self) -> str | None:
@@ -134,6 +134,7 @@ class _View:
                                           name=event.name, arguments=""))
             elif isinstance(event, ArgumentsDelta) and self.names[event.index] not in \
                     self.contracts:  # contract arguments only after validation
+                self.streamed[event.index] = self.streamed.get(event.index, "") + event.text
                 deltas.append(_call_delta(event.index, arguments=event.text))
         return deltas
 
@@ -149,6 +150,10 @@ class _View:
                                           arguments=call.function.arguments))
             elif call.function.name in self.contracts:
                 deltas.append(_call_delta(index, arguments=call.function.arguments))
+            else:  # what the stream has not shown yet (held back, or cut by a guard)
+                shown, final = self.streamed.get(index, ""), call.function.arguments
+                if final.startswith(shown) and len(final) > len(shown):
+                    deltas.append(_call_delta(index, arguments=final[len(shown):]))
         return deltas
 
 

@@ -1,0 +1,202 @@
+"""Runaway guards: a constrained decode that would run to max_tokens is stopped early.
+
+Two patterns account for most cut-off calls from small models (and in other servers too):
+- the same call again and again (`[{call},{call},{call},...`): once a call completes and is
+  identical to an earlier one (same name, same arguments), the list is closed before it and
+  the duplicate dropped. While a call could still become a duplicate (its text so far begins
+  an earlier call's text), its tokens are held back from the stream, so a client never sees
+  a call that is then dropped.
+- a value that loops (`&query_params=&query_params=...`, `0000...`): a unit of tokens
+  repeated back to back inside a string or a number. The decode stops with
+  finish_reason="length" and a note; the value is never closed on the model's behalf.
+
+The guard watches tokens on the engine's thread; `decode` (decode.py) stops the engine when
+it trips. It works the same on every engine.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from server.engines.detokenize import IncrementalDetokenizer
+from server.pipeline.modes import Mode, read_output
+from server.pipeline.prompt import CALL_CLOSE
+
+# A value loops when a unit of 1..MAX_PERIOD tokens repeats back to back so often that the
+# repeats cover at least LOOP_TOKENS tokens (and at least MIN_REPEATS times). Chosen from
+# the gold argument values of BFCL (bench/runaway.py --thresholds prints the measurement):
+# the longest back-to-back repeat there is far below these.
+MAX_PERIOD = 16
+LOOP_TOKENS = 24
+MIN_REPEATS = 4
+# Characters that end a value or belong to JSON's structure: a unit holding one is not
+# inside one value.
+_STRUCTURE = frozenset('"{}[],:')
+
+
+@dataclass(frozen=True)
+class GuardOptions:
+    dedupe_calls: bool = True
+    loop_guard: bool = True
+
+    @property
+    def active(self) -> bool:
+        return self.dedupe_calls or self.loop_guard
+
+
+@dataclass(frozen=True)
+class Trip:
+    """Why a guard stopped a decode, and the text that stands as its output."""
+
+    kind: Literal["duplicate_call", "loop"]
+    text: str
+    note: dict[str, Any]
+
+
+class RunawayGuard:
+    def __init__(self, mode: Mode, decode: Callable[[Sequence[int]], str], *,
+                 options: GuardOptions) -> None:
+        self.mode = mode
+        self.options = options
+        self._detok = IncrementalDetokenizer(decode)
+        self._decode = decode
+        self._ids: list[int] = []
+        self._held: list[int] = []   # tokens not yet forwarded (a call that may repeat)
+        self._calls = _CallSplitter()
+        self._fed = 0                # how much of the calls' text the splitter has read
+        self._lock = threading.Lock()
+        self.trip: Trip | None = None
+
+    def see(self, token: int) -> list[int]:
+        """Take one decoded token; return the tokens that may be shown now."""
+        with self._lock:
+            if self.trip is not None:
+                return []
+            self._ids.append(token)
+            self._held.append(token)
+            text = self._detok.add([token])
+            if self.options.loop_guard and self._looping(text):
+                return []
+            if self.options.dedupe_calls and self._duplicate(text):
+                return []
+            if self.options.dedupe_calls and self._calls.pending:
+                return []  # the call so far begins an earlier one: wait
+            out, self._held = self._held, []
+            return out
+
+    def release(self) -> list[int]:
+        """The tokens still held once the decode has ended without a trip."""
+        with self._lock:
+            out, self._held = self._held, []
+            return out
+
+    # -- duplicate calls ---------------------------------------------------------------
+    def _duplicate(self, text: str) -> bool:
+        reading = read_output(self.mode, text, complete=False)
+        if reading.calls is None:
+            return False
+        new, self._fed = reading.calls[self._fed:], len(reading.calls)
+        for ended in self._calls.feed(new):
+            if ended.value in self._calls.values[:-1]:
+                kept = reading.calls[:ended.start].rstrip().rstrip(",")
+                closed = text[:reading.calls_from] + kept + "]"
+                if self.mode == "auto":
+                    closed += CALL_CLOSE
+                self.trip = Trip("duplicate_call", closed,
+                                 {"duplicate_calls_dropped": 1,
+                                  "calls_kept": len(self._calls.values) - 1})
+                return True
+        return False
+
+    # -- loops inside values -----------------------------------------------------------
+    def _looping(self, text: str) -> bool:
+        if self.mode == "text" or (self.mode == "auto"
+                                   and read_output(self.mode, text, complete=False).calls
+                                   is None):
+            return False  # free text: not a constrained value
+        found = repeated_unit(self._ids)
+        if found is None:
+            return False
+        period, repeats = found
+        unit = self._decode(self._ids[-period:])
+        if _STRUCTURE & set(unit):
+            return False  # repeats structure (array items, calls), not one value
+        self.trip = Trip("loop", text, {"loop_cut": {
+            "unit": unit, "repeats": repeats, "tokens": period * repeats}})
+        return True
+
+
+def repeated_unit(ids: Sequence[int]) -> tuple[int, int] | None:
+    """(period, repeats) when the end of `ids` is a unit of at most MAX_PERIOD tokens
+    repeated back to back enough to count as a loop; else None."""
+    for period in range(1, MAX_PERIOD + 1):
+        need = max(MIN_REPEATS, -(-LOOP_TOKENS // period))
+        if len(ids) < period * need:
+            break
+        unit = ids[-period:]
+        repeats = 1
+        while (repeats + 1) * period <= len(ids) and \
+                ids[-(repeats + 1) * period: -repeats * period] == unit:
+            repeats += 1
+        if repeats >= need:
+            return period, repeats
+    return None
+
+
+@dataclass(frozen=True)
+class _Ended:
+    start: int  # offset of the call's `{` in the calls' text
+    value: Any
+
+
+class _CallSplitter:
+    """Reads a JSON array of calls as it is written: each element's text when it ends, and
+    whether the element being written so far begins an earlier element's text."""
+
+    def __init__(self) -> None:
+        self._text = ""
+        self._depth = 0
+        self._in_string = self._escape = False
+        self._start: int | None = None
+        self.texts: list[str] = []
+        self.values: list[Any] = []
+
+    @property
+    def pending(self) -> bool:
+        if self._start is None:
+            return False
+        part = self._text[self._start:]
+        return any(t.startswith(part) for t in self.texts)
+
+    def feed(self, text: str) -> list[_Ended]:
+        ended = []
+        for ch in text:
+            at = len(self._text)
+            self._text += ch
+            if self._in_string:
+                if self._escape:
+                    self._escape = False
+                elif ch == "\\":
+                    self._escape = True
+                elif ch == '"':
+                    self._in_string = False
+                continue
+            if ch == '"':
+                self._in_string = True
+            elif ch in "{[":
+                self._depth += 1
+                if self._depth == 2:
+                    self._start = at
+            elif ch in "}]":
+                self._depth -= 1
+                if self._depth == 1 and self._start is not None:
+                    element = self._text[self._start:]
+                    self.texts.append(element)
+                    self.values.append(json.loads(element))
+                    ended.append(_Ended(self._start, self.values[-1]))
+                    self._start = None
+        return ended
