@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grammars import CompiledGrammar
-from grammars.cache import CompilingBackend
+from grammars import CompiledGrammar, GrammarBackend
 
 FinishReason = Literal["stop", "length", "cancelled"]
 
@@ -53,7 +52,9 @@ class Engine(abc.ABC):
     model_name: str
     max_context: int
     tokenizer: Any  # a Hugging Face tokenizer with a chat template
-    grammar_backend: CompilingBackend  # XgrammarBackend, OutlinesBackend, vLLM's pass-through
+    # A MaskingBackend (xgrammar, outlines-core) where the engine applies the masks itself;
+    # vLLM's pass-through GrammarBackend where vLLM does.
+    grammar_backend: GrammarBackend
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         """The chat template applied to messages, ending with the assistant turn's opening."""

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from grammars import make_backend
+from grammars import MaskingBackend, make_backend
 from server.engines.base import Engine, GenerationRequest, GenerationResult
 
 Script = Callable[[str], str]  # prompt text -> reply text
@@ -30,7 +30,7 @@ class ScriptedEngine(Engine):
         self.max_context = max_context
         self.model_name = model_name
         self.eos_id = int(self.tokenizer.eos_token_id)
-        self.grammar_backend = make_backend(grammar_backend, self.tokenizer,
+        self.grammar_backend: MaskingBackend = make_backend(grammar_backend, self.tokenizer,
                                             vocab_size=len(self.tokenizer),
                                             stop_token_ids=[self.eos_id])
         self.prompts: list[str] = []

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from grammars import Matcher, make_backend
+from grammars import GrammarMatcher, MaskingBackend, make_backend
 from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
 from server.engines.detokenize import IncrementalDetokenizer
 from server.engines.kv_batch import KvBatch
@@ -31,7 +31,7 @@ log = logging.getLogger("strictcall.engine")
 class _Sequence:
     request: GenerationRequest
     future: concurrent.futures.Future[GenerationResult]
-    matcher: Matcher | None
+    matcher: GrammarMatcher | None
     generator: torch.Generator
     out: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -59,9 +59,9 @@ class TorchEngine(Engine):
         self.max_context = int(getattr(config, "max_position_embeddings", 2048))
         self.eos_ids = _eos_ids(self.tokenizer, self.model)
         self.vocab_size = int(config.vocab_size)
-        self.grammar_backend = make_backend(grammar_backend, self.tokenizer,
-                                            vocab_size=self.vocab_size,
-                                               stop_token_ids=sorted(self.eos_ids))
+        self.grammar_backend: MaskingBackend = make_backend(
+            grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
+            stop_token_ids=sorted(self.eos_ids))
         self.max_batch = max_batch
         self._queue: queue.Queue[_Sequence | None] = queue.Queue()
         self._batch = KvBatch(config)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grammars import CompiledGrammar, GrammarSpec, TextOrToolCallsSpec
+from grammars import CompiledGrammar, GrammarBackend, GrammarSpec, TextOrToolCallsSpec
 from grammars.backend import tokenizer_fingerprint
 from grammars.errors import InvalidSchemaError
 from grammars.keywords import VLLM_XGRAMMAR_KEYWORDS
@@ -63,9 +63,11 @@ def structured_outputs(spec: GrammarSpec) -> dict[str, str]:
     return {"json": json.dumps(spec.json_schema(), separators=(",", ":"))}
 
 
-class VllmGrammarBackend:
-    """Grammar backend of the vLLM engine: vLLM compiles; `compile` only checks that vLLM's
-    xgrammar backend accepts the spec, so a refusal is a 400 before decoding."""
+class VllmGrammarBackend(GrammarBackend):
+    """Grammar backend of the vLLM engine: vLLM compiles and applies the masks in its own
+    process, so this is no `MaskingBackend`; `compile` only checks that vLLM's xgrammar
+    backend accepts the spec, so a refusal is a 400 before decoding. Strict objects only
+    (the inherited `set_strict_objects`); nothing to persist."""
 
     name = "vllm-xgrammar"
     keywords = VLLM_XGRAMMAR_KEYWORDS
@@ -92,7 +94,7 @@ class VllmGrammarBackend:
         except ValueError as exc:  # VLLMValidationError is a ValueError
             raise InvalidSchemaError(f"vLLM's grammar backend refuses the schema: {exc}",
                                      hint="Simplify the schema.") from None
-        return CompiledGrammar(spec, None, time.perf_counter() - start)  # type: ignore[arg-type]
+        return CompiledGrammar(spec, None, time.perf_counter() - start)
 
 
 class VllmEngine(Engine):
@@ -137,7 +139,7 @@ class VllmEngine(Engine):
         self.max_context = int(config.max_model_len)
         vocab_size = int(config.get_vocab_size())
         stop_ids = sorted({int(self.tokenizer.eos_token_id)})
-        self.grammar_backend = VllmGrammarBackend(  # type: ignore[assignment]
+        self.grammar_backend = VllmGrammarBackend(
             self.tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids)
         self._counts = {"finished": 0, "cancelled": 0, "grammars_warmed": 0}
         log.info("vLLM engine ready in %.1f s (max_model_len %d)", self.startup_seconds,
