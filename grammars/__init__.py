@@ -3,8 +3,11 @@
 A leaf package: it imports neither `server` nor `contracts`.
 """
 
+from typing import Any
+
 from grammars.budgets import Budget, BudgetExceeded
-from grammars.backend import CompiledGrammar, Matcher, XgrammarBackend
+from grammars.backend import XgrammarBackend, XgrammarMatcher
+from grammars.backend_types import CompiledGrammar, GrammarBackend, GrammarMatcher, MaskingBackend
 from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
 from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
@@ -20,9 +23,9 @@ from grammars.policy import DEFAULT_POLICIES, POLICY_FLAGS, GrammarPolicy, Polic
 from grammars.validate import validator_for
 
 
-
-def make_backend(name: str, tokenizer, *, vocab_size: int, stop_token_ids: list[int]):  # noqa: ANN001, ANN201
-    """The grammar backend called `name`: "xgrammar" (default) or "outlines"."""
+def make_backend(name: str, tokenizer: Any, *, vocab_size: int,
+                 stop_token_ids: list[int]) -> MaskingBackend:
+    """The masking grammar backend called `name`: "xgrammar" (default) or "outlines"."""
     if name == "xgrammar":
         return XgrammarBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
     if name == "outlines":
@@ -36,8 +39,10 @@ __all__ = [
     "DEFAULT_POLICIES", "JSON_SCHEMA_READING", "POLICY_FLAGS", "TIERS", "VLLM_XGRAMMAR_KEYWORDS",
     "Analysis", "DiskStore", "EnforcementReport", "GrammarPolicy", "KeywordTable", "PolicyFlag",
     "departures", "iter_schema_nodes", "validator_for", "with_policies",
-    "Budget", "BudgetExceeded", "CacheKey", "CacheStats", "CompiledGrammar", "GrammarCache", "GrammarError", "GrammarSpec",
-    "InvalidSchemaError", "JsonSchemaSpec", "Lookup", "Matcher", "TextOrToolCallsSpec", "ToolCallsSpec", "ToolSpec",
-    "UnsupportedSchemaError", "XgrammarBackend", "bfcl_to_json_schema", "canonical_json",
+    "Budget", "BudgetExceeded", "CacheKey", "CacheStats", "CompiledGrammar", "GrammarBackend",
+    "GrammarCache", "GrammarError", "GrammarMatcher", "GrammarSpec", "InvalidSchemaError",
+    "JsonSchemaSpec", "Lookup", "MaskingBackend", "TextOrToolCallsSpec", "ToolCallsSpec",
+    "ToolSpec", "UnsupportedSchemaError", "XgrammarBackend", "XgrammarMatcher",
+    "bfcl_to_json_schema", "canonical_json",
     "check_schema", "make_backend",
 ]

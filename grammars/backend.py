@@ -1,7 +1,8 @@
 """The xgrammar backend: grammar spec -> compiled grammar -> per-request matcher.
 
-Two levels, as in vLLM's structured-output layer: the backend compiles (engine level), a
-`Matcher` follows one request's tokens and fills its row of the batch's token bitmask.
+Two levels, as in vLLM's structured-output layer (`grammars.backend_types`): the backend
+compiles (engine level), an `XgrammarMatcher` follows one request's tokens and fills its row
+of the batch's token bitmask.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import hashlib
 import importlib.metadata
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import xgrammar as xgr
 
+from grammars.backend_types import CompiledGrammar, GrammarMatcher, MaskingBackend
 from grammars.errors import InvalidSchemaError
 from grammars.keywords import XGRAMMAR_KEYWORDS
 from grammars.specs import GrammarSpec, TextOrToolCallsSpec
@@ -25,16 +26,8 @@ from grammars.specs import GrammarSpec, TextOrToolCallsSpec
 COMPILE_OPTIONS = {"any_whitespace": False, "separators": (",", ":"), "strict_mode": True}
 
 
-@dataclass(frozen=True)
-class CompiledGrammar:
-    spec: GrammarSpec
-    handle: xgr.CompiledGrammar
-    compile_seconds: float
-    size_bytes: int = 0  # memory held, for the cache's byte bound
-
-
-class Matcher:
-    """One request's position in its grammar."""
+class XgrammarMatcher(GrammarMatcher):
+    """One request's position in its xgrammar grammar."""
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         self._m = xgr.GrammarMatcher(compiled.handle)
@@ -50,9 +43,10 @@ class Matcher:
         return bool(self._m.is_terminated())
 
 
-class TokenBitmasks:
-    """Batch token masks in xgrammar's layout (one bit per token, int32 words per row),
-    applied with xgrammar's kernel; outlines-core writes the same layout."""
+class TokenBitmasks(MaskingBackend):
+    """A masking backend whose batch token masks are in xgrammar's layout (one bit per
+    token, int32 words per row), applied with xgrammar's kernel; outlines-core writes the
+    same layout."""
 
     vocab_size: int
 
@@ -69,6 +63,7 @@ class TokenBitmasks:
 class XgrammarBackend(TokenBitmasks):
     name = "xgrammar"
     version = importlib.metadata.version("xgrammar")
+    persistent = True
 
     def __init__(self, tokenizer: Any, *, vocab_size: int, stop_token_ids: list[int],
                  compile_threads: int = 1, strict_objects: bool = True) -> None:
@@ -129,8 +124,8 @@ class XgrammarBackend(TokenBitmasks):
         matcher = xgr.GrammarMatcher(compiled.handle, terminate_without_stop_token=True)
         return bool(matcher.accept_string(text)) and bool(matcher.is_completed())
 
-    def matcher(self, compiled: CompiledGrammar) -> Matcher:
-        return Matcher(compiled)
+    def matcher(self, compiled: CompiledGrammar) -> XgrammarMatcher:
+        return XgrammarMatcher(compiled)
 
 
 def tokenizer_fingerprint(tokenizer: Any, vocab_size: int, stop_token_ids: list[int]) -> str:

@@ -14,29 +14,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
-from grammars.backend import CompiledGrammar
+from grammars.backend_types import CompiledGrammar, GrammarBackend
 from grammars.diskstore import DiskStore
 from grammars.errors import GrammarError
-from grammars.keywords import KeywordTable
 from grammars.specs import GrammarSpec
-
-
-class CompilingBackend(Protocol):
-    name: str
-    version: str
-    tokenizer_fingerprint: str
-    keywords: KeywordTable
-
-    @property
-    def options_key(self) -> str: ...
-
-    def compile(self, spec: GrammarSpec) -> CompiledGrammar: ...
-
-    def serialize(self, compiled: CompiledGrammar) -> str | None: ...
-
-    def deserialize(self, spec: GrammarSpec, text: str) -> CompiledGrammar: ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +50,7 @@ class CacheStats:
     bytes: int = 0      # memory held by the cached grammars
 
 class GrammarCache:
-    def __init__(self, backend: CompilingBackend, *, max_entries: int = 512,
+    def __init__(self, backend: GrammarBackend, *, max_entries: int = 512,
                  max_bytes: int = 512 * 2**20, ttl_s: float | None = None,
                  disk: DiskStore | None = None, compile_workers: int = 2,
                  on_compile: Callable[[float], None] | None = None,
@@ -81,8 +63,9 @@ class GrammarCache:
         self._max_bytes = max_bytes
         self._ttl = ttl_s
         self._clock = clock
-        # A backend that compiles elsewhere (vLLM) has nothing to put on disk.
-        self._disk = disk if getattr(backend, "serialize", None) is not None else None
+        # A backend that compiles elsewhere (vLLM), or whose grammars do not serialize
+        # (outlines-core), has nothing to put on disk.
+        self._disk = disk if backend.persistent else None
         # key -> (grammar, last used); oldest use first
         self._entries: OrderedDict[CacheKey, tuple[CompiledGrammar, float]] = OrderedDict()
         self._bytes = 0
@@ -94,7 +77,7 @@ class GrammarCache:
         self._disk_loads = self._expired = 0
 
     @property
-    def backend(self) -> CompilingBackend:
+    def backend(self) -> GrammarBackend:
         return self._backend
 
     def key_for(self, spec: GrammarSpec) -> CacheKey:
@@ -169,9 +152,7 @@ class GrammarCache:
 
     def _to_disk(self, key: CacheKey, compiled: CompiledGrammar) -> None:
         if self._disk is not None:
-            text = self._backend.serialize(compiled)
-            if text is not None:
-                self._disk.save(key, text)
+            self._disk.save(key, self._backend.serialize(compiled))
 
     def _expire(self, now: float) -> None:
         """Drop entries unused for longer than the TTL (the oldest use is first)."""

@@ -1,7 +1,7 @@
 """The outlines-core backend: JSON Schema -> regular expression -> token-level DFA index.
 
-Same interface as `XgrammarBackend` (compile, matcher, bitmask), so the engines and the cache
-do not know which one they drive. Its masks use xgrammar's bitmask layout (one bit per token
+A `MaskingBackend` as `XgrammarBackend` is (compile, matcher, bitmask), so the engines and
+the cache do not know which one they drive. Its masks use xgrammar's bitmask layout (one bit per token
 in int32 words), so applying them is xgrammar's kernel, as in vLLM's outlines backend.
 
 What its masks enforce differs from xgrammar's: `OUTLINES_KEYWORDS`, measured on
@@ -23,7 +23,8 @@ import torch
 from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
-from grammars.backend import CompiledGrammar, TokenBitmasks, tokenizer_fingerprint
+from grammars.backend import TokenBitmasks, tokenizer_fingerprint
+from grammars.backend_types import CompiledGrammar, GrammarMatcher
 from grammars.errors import InvalidSchemaError
 from grammars.keywords import XGRAMMAR_KEYWORDS, KeywordTable
 from grammars.specs import GrammarSpec, TextOrToolCallsSpec
@@ -50,7 +51,7 @@ class _Handle:
     index: Index
 
 
-class OutlinesMatcher:
+class OutlinesMatcher(GrammarMatcher):
     def __init__(self, compiled: CompiledGrammar, eos_ids: frozenset[int]) -> None:
         self._guide = Guide(compiled.handle.index)
         self._eos = eos_ids
@@ -87,12 +88,7 @@ class OutlinesBackend(TokenBitmasks):
         self.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer, vocab_size,
                                                            stop_token_ids)
         self.keywords = OUTLINES_KEYWORDS
-        self.set_strict_objects(strict_objects)
-
-    def set_strict_objects(self, strict: bool) -> None:
-        if not strict:
-            raise ValueError("outlines-core has strict objects only: keys not in "
-                             "'properties' are never generated")
+        self.set_strict_objects(strict_objects)  # strict only: False is refused
 
     @property
     def options_key(self) -> str:
@@ -113,8 +109,8 @@ class OutlinesBackend(TokenBitmasks):
         except (ValueError, RuntimeError, TypeError) as exc:
             raise InvalidSchemaError(f"outlines-core rejected the schema: {exc}",
                                      hint="Simplify or correct the schema.") from None
-        return CompiledGrammar(spec, _Handle(regex, index),  # type: ignore[arg-type]
-                               time.perf_counter() - start, _size(index))
+        return CompiledGrammar(spec, _Handle(regex, index), time.perf_counter() - start,
+                               _size(index))
 
     def compile_raw(self, schema: Any) -> Any:
         return Index(self._regex(schema), self._vocabulary)

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grammars import CompiledGrammar
-from grammars.cache import CompilingBackend
+from grammars import CompiledGrammar, GrammarBackend
 
 FinishReason = Literal["stop", "length", "cancelled"]
 
@@ -19,7 +18,7 @@ class SamplingParams:
     temperature: float = 0.0  # 0 means greedy
     top_p: float = 1.0
     seed: int | None = None
-    # Stop strings end free text only: cutting grammar-constrained output would break it.
+    # Stop strings end free text only (rules.applied_stop_strings).
     stop: tuple[str, ...] = ()
 
 
@@ -38,7 +37,8 @@ class GenerationResult:
     text: str
     finish_reason: FinishReason
     prompt_tokens: int
-    # True only when a grammar was given and the output is a complete sentence of it.
+    # True only when a grammar was given and the output is a complete sentence of it
+    # (rules.grammar_complete).
     grammar_complete: bool = False
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -53,7 +53,10 @@ class Engine(abc.ABC):
     model_name: str
     max_context: int
     tokenizer: Any  # a Hugging Face tokenizer with a chat template
-    grammar_backend: CompilingBackend  # XgrammarBackend, OutlinesBackend, vLLM's pass-through
+    eos_token_ids: frozenset[int]  # rules.eos_token_ids: every id that ends a sequence
+    # A MaskingBackend (xgrammar, outlines-core) where the engine applies the masks itself;
+    # vLLM's pass-through GrammarBackend where vLLM does.
+    grammar_backend: GrammarBackend
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         """The chat template applied to messages, ending with the assistant turn's opening."""

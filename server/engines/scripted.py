@@ -10,8 +10,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from grammars import make_backend
-from server.engines.base import Engine, GenerationRequest, GenerationResult
+from grammars import GrammarMatcher, MaskingBackend, make_backend
+from server.engines import rules
+from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
 
 Script = Callable[[str], str]  # prompt text -> reply text
 
@@ -29,10 +30,12 @@ class ScriptedEngine(Engine):
         self.script = script
         self.max_context = max_context
         self.model_name = model_name
+        # The script's reply ends with the tokenizer's EOS; any of the model's ends it.
         self.eos_id = int(self.tokenizer.eos_token_id)
-        self.grammar_backend = make_backend(grammar_backend, self.tokenizer,
-                                            vocab_size=len(self.tokenizer),
-                                            stop_token_ids=[self.eos_id])
+        self.eos_token_ids = rules.eos_token_ids(model_dir, self.tokenizer)
+        self.grammar_backend: MaskingBackend = make_backend(
+            grammar_backend, self.tokenizer, vocab_size=len(self.tokenizer),
+            stop_token_ids=sorted(self.eos_token_ids))
         self.prompts: list[str] = []
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
@@ -42,18 +45,19 @@ class ScriptedEngine(Engine):
         reply = list(self.encode(self.script(prompt))) + [self.eos_id]
         matcher = (self.grammar_backend.matcher(request.grammar)
                    if request.grammar is not None else None)
+        stops = rules.StopStringScanner.for_request(request.sampling, self.decode,
+                                                    constrained=matcher is not None)
         out: list[int] = []
         for token in reply:
             if matcher is not None and not matcher.accept_token(token):
                 raise ScriptRejected(f"token {token} ({self.tokenizer.decode([token])!r}) after "
                                      f"{self.tokenizer.decode(out)!r} breaks the grammar")
-            if token == self.eos_id:
+            if token in self.eos_token_ids:
                 return self._result(request, out, "stop", matcher)
             out.append(token)
-            text = self.decode(out)
-            cut = [i for i in (text.find(s) for s in request.sampling.stop) if i >= 0]
-            if cut and matcher is None:
-                return self._result(request, out, "stop", matcher, text=text[:min(cut)])
+            cut = stops.add(token) if stops is not None else None
+            if cut is not None:
+                return self._result(request, out, "stop", matcher, text=cut)
             if request.on_token is not None:
                 request.on_token(token)
                 await asyncio.sleep(0.001)  # one token at a time, as a model would
@@ -61,10 +65,12 @@ class ScriptedEngine(Engine):
                 return self._result(request, out, "length", matcher)
         return self._result(request, out, "stop", matcher)
 
-    def _result(self, request: GenerationRequest, out: list[int], reason: str,
-                matcher, *, text: str | None = None) -> GenerationResult:
+    def _result(self, request: GenerationRequest, out: list[int], reason: FinishReason,
+                matcher: GrammarMatcher | None, *, text: str | None = None) -> GenerationResult:
+        complete = rules.grammar_complete(
+            constrained=matcher is not None,
+            ended_on_eos=matcher is not None and matcher.is_terminated())
         return GenerationResult(token_ids=tuple(out),
                                 text=self.decode(out) if text is None else text,
-                                finish_reason=reason,  # type: ignore[arg-type]
-                                prompt_tokens=len(request.prompt_ids),
-                                grammar_complete=matcher is not None and matcher.is_terminated())
+                                finish_reason=reason, prompt_tokens=len(request.prompt_ids),
+                                grammar_complete=complete)

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from grammars import Matcher, make_backend
+from grammars import GrammarMatcher, MaskingBackend, make_backend
+from server.engines import rules
 from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
-from server.engines.detokenize import IncrementalDetokenizer
 from server.engines.kv_batch import KvBatch
 from server.engines.sampling import choose_token, make_generator
 
@@ -31,14 +31,14 @@ log = logging.getLogger("strictcall.engine")
 class _Sequence:
     request: GenerationRequest
     future: concurrent.futures.Future[GenerationResult]
-    matcher: Matcher | None
+    matcher: GrammarMatcher | None
     generator: torch.Generator
     out: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     last_token: int = -1
     finished: bool = False  # set by the engine thread before the result is handed out
     # Only for free text with stop strings: the text so far, a short decode per token.
-    text: IncrementalDetokenizer | None = None
+    stops: rules.StopStringScanner | None = None
 
 
 class TorchEngine(Engine):
@@ -57,11 +57,11 @@ class TorchEngine(Engine):
         self.model_name = model_name or Path(model_dir).name
         config = self.model.config
         self.max_context = int(getattr(config, "max_position_embeddings", 2048))
-        self.eos_ids = _eos_ids(self.tokenizer, self.model)
+        self.eos_token_ids = rules.eos_token_ids(model_dir, self.tokenizer)
         self.vocab_size = int(config.vocab_size)
-        self.grammar_backend = make_backend(grammar_backend, self.tokenizer,
-                                            vocab_size=self.vocab_size,
-                                               stop_token_ids=sorted(self.eos_ids))
+        self.grammar_backend: MaskingBackend = make_backend(
+            grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
+            stop_token_ids=sorted(self.eos_token_ids))
         self.max_batch = max_batch
         self._queue: queue.Queue[_Sequence | None] = queue.Queue()
         self._batch = KvBatch(config)
@@ -75,9 +75,9 @@ class TorchEngine(Engine):
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         future: concurrent.futures.Future[GenerationResult] = concurrent.futures.Future()
         matcher = self.grammar_backend.matcher(request.grammar) if request.grammar else None
-        seq = _Sequence(request, future, matcher, make_generator(request.sampling.seed))
-        if request.sampling.stop and matcher is None:
-            seq.text = IncrementalDetokenizer(self.decode)
+        seq = _Sequence(request, future, matcher, make_generator(request.sampling.seed),
+                        stops=rules.StopStringScanner.for_request(
+                            request.sampling, self.decode, constrained=matcher is not None))
         seq.timings["queued_at"] = time.perf_counter()
         self._queue.put(seq)
         # Cancelling the awaiting task cancels `future`; the worker sees it at its next step.
@@ -180,26 +180,20 @@ class TorchEngine(Engine):
             raise RuntimeError(f"grammar refused token {token} that its own mask allowed")
         seq.last_token = token
         seq.timings["sampled"] = seq.timings.get("sampled", 0) + 1  # EOS included
-        if token in self.eos_ids:
+        if token in self.eos_token_ids:
             return self._finish(seq, "stop")
         seq.out.append(token)
         if seq.request.on_token is not None:
             seq.request.on_token(token)
         if seq.matcher is not None and seq.matcher.is_terminated():
             return self._finish(seq, "stop")
-        if seq.text is not None and self._hit_stop(seq, seq.text.add([token])):
-            return True
+        cut = seq.stops.add(token) if seq.stops is not None else None
+        if cut is not None:
+            return self._finish(seq, "stop", text=cut)
         total = len(seq.request.prompt_ids) + len(seq.out)
         if len(seq.out) >= sp.max_tokens or total >= self.max_context:
             return self._finish(seq, "length")
         return False
-
-    def _hit_stop(self, seq: _Sequence, text: str) -> bool:
-        cut = min((i for i in (text.find(s) for s in seq.request.sampling.stop) if i >= 0),
-                  default=-1)
-        if cut < 0:
-            return False
-        return self._finish(seq, "stop", text=text[:cut])
 
     def _finish(self, seq: _Sequence, reason: FinishReason, *, text: str | None = None) -> bool:
         now = time.perf_counter()
@@ -207,7 +201,10 @@ class TorchEngine(Engine):
         seq.finished = True
         seq.timings["decode_s"] = now - seq.timings.get("decode_started", now)
         seq.timings["total_s"] = now - seq.timings["queued_at"]
-        complete = seq.matcher is not None and seq.matcher.is_terminated()
+        matcher = seq.matcher
+        complete = rules.grammar_complete(
+            constrained=matcher is not None,
+            ended_on_eos=matcher is not None and matcher.is_terminated())
         result = GenerationResult(
             token_ids=tuple(seq.out),
             text=text if text is not None else self.decode(seq.out),
@@ -243,15 +240,3 @@ def _pick_device(device: str) -> torch.device:
         raise RuntimeError("--device cuda was asked for, but torch sees no CUDA GPU")
     return torch.device(device)
 
-
-def _eos_ids(tokenizer: Any, model: Any) -> frozenset[int]:
-    ids: set[int] = set()
-    for source in (getattr(model, "generation_config", None), model.config):
-        value = getattr(source, "eos_token_id", None) if source is not None else None
-        if isinstance(value, int):
-            ids.add(value)
-        elif isinstance(value, list):
-            ids.update(v for v in value if isinstance(v, int))
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    return frozenset(ids)

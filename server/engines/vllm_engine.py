@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grammars import CompiledGrammar, GrammarSpec, TextOrToolCallsSpec
+from grammars import CompiledGrammar, GrammarBackend, GrammarSpec, TextOrToolCallsSpec
 from grammars.backend import tokenizer_fingerprint
 from grammars.errors import InvalidSchemaError
 from grammars.keywords import VLLM_XGRAMMAR_KEYWORDS
+from server.engines import rules
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 
 log = logging.getLogger("strictcall.engine")
@@ -63,9 +64,11 @@ def structured_outputs(spec: GrammarSpec) -> dict[str, str]:
     return {"json": json.dumps(spec.json_schema(), separators=(",", ":"))}
 
 
-class VllmGrammarBackend:
-    """Grammar backend of the vLLM engine: vLLM compiles; `compile` only checks that vLLM's
-    xgrammar backend accepts the spec, so a refusal is a 400 before decoding."""
+class VllmGrammarBackend(GrammarBackend):
+    """Grammar backend of the vLLM engine: vLLM compiles and applies the masks in its own
+    process, so this is no `MaskingBackend`; `compile` only checks that vLLM's xgrammar
+    backend accepts the spec, so a refusal is a 400 before decoding. Strict objects only
+    (the inherited `set_strict_objects`); nothing to persist."""
 
     name = "vllm-xgrammar"
     keywords = VLLM_XGRAMMAR_KEYWORDS
@@ -92,7 +95,7 @@ class VllmGrammarBackend:
         except ValueError as exc:  # VLLMValidationError is a ValueError
             raise InvalidSchemaError(f"vLLM's grammar backend refuses the schema: {exc}",
                                      hint="Simplify the schema.") from None
-        return CompiledGrammar(spec, None, time.perf_counter() - start)  # type: ignore[arg-type]
+        return CompiledGrammar(spec, None, time.perf_counter() - start)
 
 
 class VllmEngine(Engine):
@@ -136,9 +139,11 @@ class VllmEngine(Engine):
         config = self._llm.vllm_config.model_config
         self.max_context = int(config.max_model_len)
         vocab_size = int(config.get_vocab_size())
-        stop_ids = sorted({int(self.tokenizer.eos_token_id)})
-        self.grammar_backend = VllmGrammarBackend(  # type: ignore[assignment]
-            self.tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids)
+        self.eos_token_ids = rules.eos_token_ids(model_dir, self.tokenizer)
+        # vLLM ends on the tokenizer's EOS and the generation config's; the rest of ours too.
+        self._extra_stop_ids = sorted(self.eos_token_ids - {self.tokenizer.eos_token_id})
+        self.grammar_backend = VllmGrammarBackend(
+            self.tokenizer, vocab_size=vocab_size, stop_token_ids=sorted(self.eos_token_ids))
         self._counts = {"finished": 0, "cancelled": 0, "grammars_warmed": 0}
         log.info("vLLM engine ready in %.1f s (max_model_len %d)", self.startup_seconds,
                  self.max_context)
@@ -152,15 +157,16 @@ class VllmEngine(Engine):
         grammar = request.grammar
         params = VllmSamplingParams(
             max_tokens=s.max_tokens, temperature=s.temperature, top_p=s.top_p, seed=s.seed,
-            # Stop strings end free text only, as in the torch engine.
-            stop=list(s.stop) if grammar is None else None,
+            stop=list(rules.applied_stop_strings(s, constrained=grammar is not None)),
+            stop_token_ids=self._extra_stop_ids,
             structured_outputs=StructuredOutputsParams(**structured_outputs(grammar.spec))
             if grammar is not None else None,
             output_kind=RequestOutputKind.DELTA)
         request_id = f"strictcall-{uuid.uuid4().hex}"
         tokens: list[int] = []
         pieces: list[str] = []
-        finish = None
+        finish: str | None = None
+        stop_reason: int | str | None = None
         started = time.perf_counter()
         first_at = None
         try:
@@ -177,6 +183,8 @@ class VllmEngine(Engine):
                         request.on_token(int(token))
                 pieces.append(output.text)
                 finish = output.finish_reason or finish
+                stop_reason = output.stop_reason if output.stop_reason is not None \
+                    else stop_reason
         except asyncio.CancelledError:  # vLLM has aborted the request
             self._counts["cancelled"] += 1
             raise
@@ -184,10 +192,10 @@ class VllmEngine(Engine):
         ended = time.perf_counter()
         reason = "length" if finish == "length" else "stop"
         timings = {"total": ended - started, "first_token": (first_at or ended) - started}
-        return GenerationResult(
-            tuple(tokens), "".join(pieces), reason, len(request.prompt_ids),
-            # vLLM allows EOS only where the grammar is complete; a stop means complete.
-            grammar_complete=grammar is not None and reason == "stop", timings=timings)
+        complete = rules.grammar_complete(constrained=grammar is not None,
+                                          ended_on_eos=_ended_on_eos(finish, stop_reason))
+        return GenerationResult(tuple(tokens), "".join(pieces), reason, len(request.prompt_ids),
+                                grammar_complete=complete, timings=timings)
 
     async def warm(self, grammars: list[CompiledGrammar]) -> None:
         """Have vLLM compile and cache each grammar now (a one-token decode under it), so no
@@ -203,3 +211,10 @@ class VllmEngine(Engine):
 
     def close(self) -> None:
         self._llm.shutdown()
+
+
+def _ended_on_eos(finish_reason: str | None, stop_reason: int | str | None) -> bool:
+    """vLLM's account of an end on EOS: "stop" with stop_reason None (its EOS token) or a
+    token id (one of its stop_token_ids, which here are all EOS ids); a string is a stop
+    string (see rules.grammar_complete)."""
+    return finish_reason == "stop" and (stop_reason is None or isinstance(stop_reason, int))

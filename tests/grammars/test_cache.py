@@ -3,12 +3,12 @@ import threading
 
 import pytest
 
-from grammars import GrammarCache, JsonSchemaSpec
+from grammars import GrammarBackend, GrammarCache, JsonSchemaSpec
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
 
-class CountingBackend:
+class CountingBackend(GrammarBackend):
     """Wraps the real backend and counts compiles; the fingerprint can be changed."""
 
     def __init__(self, real, *, fingerprint=None, version=None):
@@ -16,10 +16,15 @@ class CountingBackend:
         self.name = real.name
         self.version = version or real.version
         self.tokenizer_fingerprint = fingerprint or real.tokenizer_fingerprint
-        self.options_key = real.options_key
+        self.keywords = real.keywords
+        self.persistent = real.persistent
         self.serialize, self.deserialize = real.serialize, real.deserialize
         self.compiles = 0
         self._lock = threading.Lock()
+
+    @property
+    def options_key(self):
+        return self._real.options_key
 
     def compile(self, spec):
         with self._lock:

