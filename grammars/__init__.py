@@ -6,7 +6,7 @@ A leaf package: it imports neither `server` nor `contracts`.
 from typing import Any
 
 from grammars.budgets import Budget, BudgetExceeded
-from grammars.backend import XgrammarBackend, XgrammarMatcher
+from grammars.backend import XgrammarBackend, XgrammarMatcher, tokenizer_fingerprint
 from grammars.backend_types import CompiledGrammar, GrammarBackend, GrammarMatcher, MaskingBackend
 from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
@@ -43,6 +43,6 @@ __all__ = [
     "GrammarCache", "GrammarError", "GrammarMatcher", "GrammarSpec", "InvalidSchemaError",
     "JsonSchemaSpec", "Lookup", "MaskingBackend", "TextOrToolCallsSpec", "ToolCallsSpec",
     "ToolSpec", "UnsupportedSchemaError", "XgrammarBackend", "XgrammarMatcher",
-    "bfcl_to_json_schema", "canonical_json",
+    "bfcl_to_json_schema", "canonical_json", "tokenizer_fingerprint",
     "check_schema", "make_backend",
 ]

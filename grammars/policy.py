@@ -15,14 +15,12 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from grammars.backend_types import GrammarBackend
 from grammars.keywords import (JSON_SCHEMA_READING, POLICIES, Analysis, KeywordTable,
                                with_policies)
 from grammars.specs import JsonSchemaSpec, ToolSpec, check_schema
-
-if TYPE_CHECKING:
-    from grammars.backend_types import GrammarBackend
 
 
 @dataclass(frozen=True)

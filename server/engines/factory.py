@@ -26,6 +26,11 @@ def check_config(settings: Settings) -> None:
     if settings.engine == "vllm" and settings.grammar_backend != "xgrammar":
         raise EngineConfigError("--engine vllm applies its own xgrammar masks; "
                                 "--grammar-backend outlines is for the torch engine")
+    if not settings.strict_objects and (settings.engine == "vllm"
+                                        or settings.grammar_backend == "outlines"):
+        raise EngineConfigError("--no-strict-objects needs the torch engine with xgrammar: "
+                                f"{'vLLM' if settings.engine == 'vllm' else 'outlines-core'}"
+                                " never writes keys an object's properties do not list")
     if settings.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         raise EngineConfigError("--engine vllm: vLLM is not installed in this Python "
                                 f"({sys.prefix}); run `make setup-vllm` and start "

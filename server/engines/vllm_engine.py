@@ -23,10 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grammars import CompiledGrammar, GrammarBackend, GrammarSpec, TextOrToolCallsSpec
-from grammars.backend import tokenizer_fingerprint
-from grammars.errors import InvalidSchemaError
-from grammars.keywords import VLLM_XGRAMMAR_KEYWORDS
+from grammars import (VLLM_XGRAMMAR_KEYWORDS, CompiledGrammar, GrammarBackend, GrammarSpec,
+                      InvalidSchemaError, TextOrToolCallsSpec, tokenizer_fingerprint)
 from server.engines import rules
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 
