@@ -17,7 +17,7 @@ def _validator_accepts(schema, value) -> bool:
 
 
 def _mask_accepts(backend, schema, text) -> bool:
-    spec = JsonSchemaSpec.from_schema(schema)
+    spec = JsonSchemaSpec.from_schema(schema, table=XGRAMMAR_KEYWORDS)
     return backend.accepts(backend.compile(spec), text)
 
 
@@ -70,7 +70,8 @@ GRAMMAR = [
 @pytest.mark.parametrize(("schema", "keyword", "pointer", "bad"), GRAMMAR,
                          ids=[f"{k}{i}" for i, (_, k, _, _) in enumerate(GRAMMAR)])
 def test_grammar_keywords_are_enforced_by_the_mask(backend, schema, keyword, pointer, bad):
-    uses = {(u.pointer, u.keyword): u.tier for u in analyze(schema).report.uses}
+    report = analyze(schema, table=XGRAMMAR_KEYWORDS).report
+    uses = {(u.pointer, u.keyword): u.tier for u in report.uses}
     assert uses[(pointer, keyword)] == "grammar"
     assert not _validator_accepts(schema, json.loads(bad)) or keyword == "additionalProperties"
     assert not _mask_accepts(backend, schema, bad)
@@ -131,7 +132,7 @@ VALIDATOR = [
                          ids=[f"{k}{i}" for i, (_, k, *_) in enumerate(VALIDATOR)])
 def test_validator_keywords_are_left_to_the_post_decode_check(backend, schema, keyword,
                                                                pointer, bad, good):
-    analysis = analyze(schema)
+    analysis = analyze(schema, table=XGRAMMAR_KEYWORDS)
     uses = {(u.pointer, u.keyword): u.tier for u in analysis.report.uses}
     assert uses[(pointer, keyword)] == "validator"
     # Left out of the compiled schema: the mask lets both through (it only relaxed) ...
@@ -154,7 +155,7 @@ def test_size_keywords_without_listed_members_mean_any_member(backend, schema, g
 
 
 def test_keywords_inside_a_validator_only_subschema_are_validator_tier():
-    report = analyze({"type": "integer", "not": {"enum": [1, 2]}}).report
+    report = analyze({"type": "integer", "not": {"enum": [1, 2]}}, table=XGRAMMAR_KEYWORDS).report
     tiers = {u.pointer: u.tier for u in report.uses}
     assert tiers["/not"] == tiers["/not/enum"] == "validator"
     assert tiers["/type"] == "grammar"
@@ -165,7 +166,7 @@ def test_keywords_inside_a_validator_only_subschema_are_validator_tier():
      "deprecated": False, "readOnly": False, "x-vendor": 1, "type": "integer"},
 ])
 def test_annotations_change_nothing(schema):
-    analysis = analyze(schema)
+    analysis = analyze(schema, table=XGRAMMAR_KEYWORDS)
     tiers = {u.keyword: u.tier for u in analysis.report.uses}
     assert tiers.pop("type") == "grammar"
     assert set(tiers.values()) == {"annotation"}
@@ -180,7 +181,7 @@ def test_annotations_change_nothing(schema):
     ("ui:widget", "prefix")])
 def test_other_vocabularies_annotations_are_known(key, vocabulary, backend):
     schema = {"type": "array", key: True}
-    analysis = check_schema(schema)
+    analysis = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     use = next(u for u in analysis.report.uses if u.keyword == key)
     assert use.tier == "annotation"
     assert vocabulary in use.note
@@ -195,7 +196,7 @@ def test_other_vocabularies_annotations_are_known(key, vocabulary, backend):
     ("nullable", '"null"'), ("divisibleBy", "multipleOf"), ("min", "'minimum'")])
 def test_unknown_keywords_that_look_like_rules_get_a_hint(key, hint):
     with pytest.raises(UnsupportedSchemaError) as info:
-        check_schema({"type": "object", key: 1})
+        check_schema({"type": "object", key: 1}, table=XGRAMMAR_KEYWORDS)
     assert hint in info.value.message
     assert info.value.details[0]["keyword"] == key
 
@@ -210,7 +211,7 @@ def test_unknown_keywords_that_look_like_rules_get_a_hint(key, hint):
 ])
 def test_keywords_nothing_enforces_are_rejected_by_name_and_pointer(schema, keyword, pointer):
     with pytest.raises(UnsupportedSchemaError) as info:
-        check_schema(schema)
+        check_schema(schema, table=XGRAMMAR_KEYWORDS)
     assert info.value.pointer == pointer
     assert keyword in info.value.message
     assert info.value.details[0]["pointer"] == pointer
@@ -222,7 +223,7 @@ def test_every_keyword_occurrence_is_reported_once():
         "a": {"type": "string", "maxLength": 3, "description": "x"},
         "not": {"type": "integer"}},  # a property called "not" is no keyword
         "required": ["a"], "additionalProperties": False}
-    report = analyze(schema).report
+    report = analyze(schema, table=XGRAMMAR_KEYWORDS).report
     pointers = [u.pointer for u in report.uses]
     assert sorted(pointers) == sorted([
         "/type", "/properties", "/required", "/additionalProperties",
@@ -232,7 +233,8 @@ def test_every_keyword_occurrence_is_reported_once():
 
 
 def test_summary_names_validator_keywords():
-    report = analyze({"type": "array", "uniqueItems": True, "title": "t"}).report
+    report = analyze({"type": "array", "uniqueItems": True, "title": "t"},
+                     table=XGRAMMAR_KEYWORDS).report
     assert report.summary() == "grammar=1, validator=1, annotation=1; validator: " \
                                "uniqueItems@/uniqueItems"
 
@@ -252,7 +254,7 @@ def test_unknown_keywords_can_be_annotations_by_policy(backend):
     assert notes["standsFor"][0] == notes["format"][0] == "annotation"
     assert "policy" in notes["standsFor"][1]
     with pytest.raises(UnsupportedSchemaError):
-        check_schema(schema)
+        check_schema(schema, table=XGRAMMAR_KEYWORDS)
 
 
 def test_strict_objects_off_allows_unlisted_keys(backend, tokenizer):
@@ -263,7 +265,8 @@ def test_strict_objects_off_allows_unlisted_keys(backend, tokenizer):
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     spec = JsonSchemaSpec.from_schema(schema, table=loose.keywords)
     assert loose.accepts(loose.compile(spec), '{"a":1,"b":[true]}')
-    assert not backend.accepts(backend.compile(JsonSchemaSpec.from_schema(schema)),
+    strict = JsonSchemaSpec.from_schema(schema, table=XGRAMMAR_KEYWORDS)
+    assert not backend.accepts(backend.compile(strict),
                                '{"a":1,"b":[true]}')
     assert loose.options_key != backend.options_key  # never the same cache entry
 
@@ -277,7 +280,7 @@ def test_patterns_the_validator_cannot_run_are_refused(schema):
     from grammars import GrammarError
 
     with pytest.raises(GrammarError) as info:
-        check_schema(schema)
+        check_schema(schema, table=XGRAMMAR_KEYWORDS)
     assert "pattern" in info.value.pointer or "regex" in info.value.message
 
 
@@ -285,7 +288,7 @@ def test_patterns_the_validator_cannot_run_are_refused(schema):
 def test_uri_reference_mask_takes_absolute_and_relative_references(backend, types):
     """xgrammar 0.2.9's own uri-reference mask refuses every absolute URI."""
     schema = {"format": "uri-reference"} | ({"type": types} if types else {})
-    analysis = check_schema(schema)
+    analysis = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     assert [u.tier for u in analysis.report.uses if u.keyword == "format"] == ["grammar"]
     for good in ['"http://example.com/a?b#c"', '"../a"', '"#frag"', '""']:
         assert _mask_accepts(backend, analysis.grammar_schema, good), good
@@ -308,7 +311,8 @@ def test_patterns_search_policy_matches_like_json_schema(backend, pattern, value
 
     search = dataclasses.replace(XGRAMMAR_KEYWORDS, patterns="search")
     grammar = check_schema({"type": "string", "pattern": pattern}, table=search).grammar_schema
-    full = check_schema({"type": "string", "pattern": pattern}).grammar_schema
+    full = check_schema({"type": "string", "pattern": pattern},
+                        table=XGRAMMAR_KEYWORDS).grammar_schema
     for value in values:
         text = json.dumps(value)
         assert _mask_accepts(backend, grammar, text) == bool(re.search(pattern, value)), value
@@ -324,7 +328,7 @@ def test_patterns_search_policy_matches_like_json_schema(backend, pattern, value
 def test_untyped_schemas_are_generated_as_their_keywords_imply(backend, schema, kind, other):
     import dataclasses
 
-    implied = check_schema(schema)
+    implied = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     note = next(u for u in implied.report.uses if u.implicit and u.keyword == "type").note
     assert f"generated as {kind}" in note
     assert not _mask_accepts(backend, implied.grammar_schema, other)
@@ -341,7 +345,7 @@ def test_number_bounds_policy(backend):
     import dataclasses
 
     schema = {"type": "number", "minimum": 0, "maximum": 1}
-    kept = check_schema(schema)
+    kept = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     assert {u.tier for u in kept.report.uses if u.keyword in ("minimum", "maximum")} \
         == {"grammar"}
     assert "6 decimals" in next(u.note for u in kept.report.uses if u.keyword == "minimum")
@@ -369,7 +373,7 @@ def test_bounded_strings_policy(backend, schema):
 
     value = 'a"b'
     assert validator_for(schema).is_valid(value)
-    kept = check_schema(schema)
+    kept = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     key = next(k for k in schema if k != "type")
     use = next(u for u in kept.report.uses if u.keyword == key)
     assert use.tier == "grammar" and "without escapes" in use.note
@@ -384,7 +388,8 @@ def test_formats_are_checked_whatever_the_draft():
     """A format the report calls checked is checked: draft-04's own checker has no `date`."""
     schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "string",
               "format": "date"}
-    assert [u.tier for u in analyze(schema).report.uses if u.keyword == "format"] == ["grammar"]
+    uses = analyze(schema, table=XGRAMMAR_KEYWORDS).report.uses
+    assert [u.tier for u in uses if u.keyword == "format"] == ["grammar"]
     assert not validator_for(schema).is_valid("2022-01-32")
     assert validator_for(schema).is_valid("2022-01-31")
 

@@ -81,7 +81,8 @@ def test_matcher_masks_tokens_and_terminates(outlines, tokenizer):
 def test_no_structural_tags_and_strict_objects_only(outlines):
     from grammars import TextOrToolCallsSpec
 
-    tool = ToolSpec.from_parameters("f", {"type": "object", "properties": {}})
+    tool = ToolSpec.from_parameters("f", {"type": "object", "properties": {}},
+                                    table=outlines.keywords)
     with pytest.raises(InvalidSchemaError, match="structural tags"):
         outlines.compile(TextOrToolCallsSpec(ToolCallsSpec((tool,))))
     with pytest.raises(ValueError, match="strict objects"):
