@@ -6,6 +6,9 @@ Every keyword occurrence is classified, with its JSON Pointer, into one tier:
   Such keywords are left out of the schema the backend compiles (which only relaxes it);
 - `annotation`: no effect on what is valid (`title`, `description`, ...);
 - `rejected`: nothing here enforces it. The schema is refused (400) naming each one.
+A keyword the mask enforces in part (a oneOf it reads as anyOf, a pattern it compiles
+without its lookarounds) has two entries: `grammar` for the part it keeps, `validator` for
+the rest; it stays in the compiled schema.
 
 Each backend has its own table (`KeywordTable`): what its masks enforce is a fact about that
 backend and version, measured, not assumed (see tests/grammars/test_keywords.py).

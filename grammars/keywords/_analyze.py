@@ -19,6 +19,7 @@ def analyze(schema: dict[str, Any], table: KeywordTable) -> Analysis:
     # Walk the original (for pointers) and edit the copy's matching node.
     originals = list(iter_schema_nodes(schema))
     copies = [node for node, _ in iter_schema_nodes(grammar_schema)]
+    targets: dict[str, dict[str, Any]] = {}
     removed: list[str] = []  # subschemas under validator-only keywords: no mask reaches them
     for (node, pointer), target in zip(originals, copies, strict=True):
         found = _classify_node(node, pointer, table)
@@ -28,9 +29,11 @@ def analyze(schema: dict[str, Any], table: KeywordTable) -> Analysis:
                      for u in found if not u.implicit]
         else:
             found += _rewrite_node(node, pointer, target, table, found)
+            targets[pointer] = target
         removed.extend(f"{pointer}/{key}" for key, tiers in _tiers(found).items()
                        if tiers == {"validator"})
         uses.extend(found)
+    uses = _unions.oneof_approximations(uses, targets, table)
     return Analysis(EnforcementReport(table.backend, tuple(uses)), grammar_schema)
 
 

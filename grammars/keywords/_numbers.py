@@ -33,9 +33,46 @@ def classify(key: str, value: Any, node: dict[str, Any],
 
 
 def _multiple_of(value: Any, node: dict[str, Any], table: KeywordTable) -> Verdicts | None:
-    if node.get("type") == "integer" or table.multiple_of_numbers:
+    if node.get("type") != "integer":
+        if table.multiple_of_numbers:
+            return None
+        return [("validator", f"{table.backend}'s mask checks multipleOf on integers only")]
+    if "multipleOf" not in table.grammar or not table.multiple_of_limits \
+            or _within(value, node, table.multiple_of_limits):
         return None
-    return [("validator", f"{table.backend}'s mask checks multipleOf on integers only")]
+    largest, span = table.multiple_of_limits
+    return [("validator", f"{table.backend}'s mask drops multipleOf unless it is an integer "
+                          f"up to {largest} with both bounds (at most {span} integers apart) "
+                          "or none: checked after decoding")]
+
+
+def _within(divisor: Any, node: dict[str, Any], limits: tuple[int, int]) -> bool:
+    """Whether the backend keeps multipleOf on this integer node (xgrammar 0.2.9's rule)."""
+    largest, span = limits
+    if not isinstance(divisor, (int, float)) or divisor != int(divisor) or divisor > largest:
+        return False
+    low, high = _bound(node, "minimum", 1), _bound(node, "maximum", -1)
+    if low is None and high is None:
+        return True
+    return low is not None and high is not None and high - low + 1 <= span
+
+
+def _bound(node: dict[str, Any], inclusive: str, step: int) -> float | None:
+    """The tightest integer bound on one side (`step` +1 for below, -1 for above)."""
+    exclusive = "exclusiveMinimum" if step > 0 else "exclusiveMaximum"
+    found = []
+    if _number(node.get(inclusive)):
+        draft4 = node.get(exclusive) is True
+        found.append(node[inclusive] + (step if draft4 else 0))
+    if _number(node.get(exclusive)):
+        found.append(node[exclusive] + step)
+    if not found:
+        return None
+    return max(found) if step > 0 else min(found)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def rewrite(node: dict[str, Any], target: dict[str, Any], tiers: dict[str, set[Tier]]) -> None:

@@ -1,4 +1,4 @@
-"""Strings: length bounds, `pattern` (anchoring) and the escapes masks leave out."""
+"""Strings: length bounds, `pattern` (anchoring, lookaround) and the escapes masks leave out."""
 
 from __future__ import annotations
 
@@ -26,12 +26,20 @@ def classify(key: str, value: Any, node: dict[str, Any],
 
 
 def _pattern(pattern: str, table: KeywordTable) -> Verdicts | None:
-    if _anchored(pattern):
+    notes, late = [], not table.lookaround and bool(_lookarounds(pattern))
+    if not _anchored(pattern):
+        notes.append("not anchored: compiled with .* where it is open"
+                     if table.patterns == "search" else
+                     "not anchored: the mask generates whole matches only (policy: "
+                     "--patterns full)")
+    if late:
+        notes.append("compiled without its lookaround assertions")
+    if not notes:
         return None
-    return [("grammar", ("not anchored: compiled with .* where it is open"
-                         if table.patterns == "search" else
-                         "not anchored: the mask generates whole matches only (policy: "
-                         "--patterns full)") + escapes(table, "pattern"))]
+    found: Verdicts = [("grammar", "; ".join(notes) + escapes(table, "pattern"))]
+    if late:
+        found.append(("validator", "lookaround assertions: checked after decoding"))
+    return found
 
 
 def rewrite(node: dict[str, Any], target: dict[str, Any], table: KeywordTable,
@@ -39,8 +47,11 @@ def rewrite(node: dict[str, Any], target: dict[str, Any], table: KeywordTable,
     pattern = node.get("pattern")
     if not isinstance(pattern, str) or "grammar" not in tiers.get("pattern", ()):
         return
+    if not table.lookaround:
+        pattern = _without_lookarounds(pattern)
     if table.patterns == "search" and not _anchored(pattern):
-        target["pattern"] = search_pattern(pattern)
+        pattern = search_pattern(pattern)
+    target["pattern"] = pattern
 
 
 def escapes(table: KeywordTable, key: str) -> str:
@@ -59,6 +70,44 @@ def search_pattern(pattern: str) -> str:
         body = alt[1 if head else 0:len(alt) - 1 if tail else len(alt)]
         out.append(("" if head else ".*") + f"(?:{body})" + ("" if tail else ".*"))
     return "|".join(out)
+
+
+def _groups(pattern: str) -> list[tuple[int, int, str]]:
+    """(start, end, opening) of each group, outside escapes and classes: `opening` is the
+    text after `(` that marks its kind ("?=", "?<!", "?:", ...)."""
+    found, stack, in_class, i = [], [], False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            stack.append(i)
+        elif c == ")" and stack:
+            start = stack.pop()
+            found.append((start, i + 1, pattern[start + 1:start + 4]))
+        i += 1
+    return sorted(found)
+
+
+_LOOKAROUND = ("?=", "?!", "?<=", "?<!")
+
+
+def _lookarounds(pattern: str) -> list[tuple[int, int]]:
+    spans = [(s, e) for s, e, head in _groups(pattern) if head.startswith(_LOOKAROUND)]
+    return [(s, e) for s, e in spans if not any(o < s and e <= c for o, c in spans)]
+
+
+def _without_lookarounds(pattern: str) -> str:
+    """`pattern` with its assertions left out: it matches all the original does, and more
+    (what xgrammar 0.2.9 does with a lookahead; a lookbehind it would refuse)."""
+    for start, end in reversed(_lookarounds(pattern)):
+        pattern = pattern[:start] + pattern[end:]
+    return pattern
 
 
 def _alternatives(pattern: str) -> list[str]:

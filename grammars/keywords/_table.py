@@ -62,7 +62,19 @@ class KeywordTable:
     # Formats whose mask is narrower than the format, compiled as a union of formats that
     # together cover it: (format, (format, ...)) pairs.
     format_unions: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
+    # oneOf whose branches are not provably disjoint: the mask enforces "exactly one".
+    # (xgrammar 0.2.9 and outlines-core take any branch, anyOf's reading: the mask keeps
+    # "at least one", the validator "exactly one".)
+    overlapping_oneof: bool = False
+    # Lookahead and lookbehind assertions in `pattern`: the mask enforces them. (xgrammar
+    # 0.2.9 drops lookaheads and refuses lookbehinds; they are compiled left out, and the
+    # validator checks them.)
+    lookaround: bool = False
+    # multipleOf on integers, enforced only (largest divisor, most integers between the
+    # bounds): an integral divisor up to the first, with both bounds at most the second
+    # integers apart, or neither bound (xgrammar 0.2.9: (1024, 10000); past them it drops
+    # multipleOf). None: no limit.
+    multiple_of_limits: tuple[int, int] | None = None
 
 
 # The table's server policies (the rest are facts about a backend). Defaults: what
@@ -108,6 +120,7 @@ XGRAMMAR_KEYWORDS = KeywordTable(
     # ("http://x"), which RFC 3986 makes URI references too.
     format_unions=(("uri-reference", ("uri", "uri-reference")),),
     bounded_number_decimals=6,
+    multiple_of_limits=(1024, 10000),
     no_escapes_under=frozenset({"minLength", "maxLength", "pattern"}),
 )
 
