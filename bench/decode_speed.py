@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from grammars import GrammarCache, JsonSchemaSpec, ToolCallsSpec, ToolSpec, bfcl_to_json_schema
+from grammars.keywords import KeywordTable
 from server.engines.base import GenerationRequest, SamplingParams
 from server.model_store import resolve_model
 
@@ -31,10 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     engine = TorchEngine(resolve_model(args.model), device=args.device, threads=args.threads)
     try:
         cache = GrammarCache(engine.grammar_backend)
-        story = cache.get(JsonSchemaSpec.from_schema(STORY)).grammar
+        story = cache.get(JsonSchemaSpec.from_schema(
+            STORY, table=engine.grammar_backend.keywords)).grammar
         ids = engine.encode(engine.render_chat([{"role": "user", "content": PROMPT}]))
         free, constrained = asyncio.run(_decode_rounds(engine, ids, story, args))
-        lookups = _lookup_times(cache)
+        lookups = _lookup_times(cache, engine.grammar_backend.keywords)
     finally:
         engine.close()
     _report(free, constrained, lookups, args)
@@ -75,7 +77,7 @@ async def _decode_rounds(engine, ids, grammar, args) -> tuple[list[float], list[
     return free, constrained
 
 
-def _lookup_times(cache: GrammarCache) -> dict[str, float]:
+def _lookup_times(cache: GrammarCache, table: KeywordTable) -> dict[str, float]:
     """Median milliseconds for a cache hit on BFCL tool-call grammars: the lookup alone, and
     the whole request-path cost (schema check + canonical key + lookup)."""
     questions = [json.loads(line) for line in BFCL.open()][:50] if BFCL.exists() else []
@@ -83,7 +85,8 @@ def _lookup_times(cache: GrammarCache) -> dict[str, float]:
               for q in questions] or [[("f", STORY)]]
 
     def spec_for(tools):
-        return ToolCallsSpec(tuple(ToolSpec.from_parameters(n, p) for n, p in tools))
+        return ToolCallsSpec(tuple(ToolSpec.from_parameters(n, p, table=table)
+                                   for n, p in tools))
 
     specs = [spec_for(t) for t in params]
     for spec in specs:

@@ -24,103 +24,23 @@ import argparse
 import concurrent.futures
 import json
 import multiprocessing
-import statistics
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.canonical import canonical_instance
+from bench.schema_summary import print_table, summarize
 from grammars import (Budget, BudgetExceeded, GrammarCache, GrammarError, JsonSchemaSpec,
                       check_schema)
 from grammars.backend import CompiledGrammar
 from grammars import make_backend as make_grammar_backend
 from grammars._walk import iter_schema_nodes
-from grammars.keywords import JSON_SCHEMA_READING, TIERS, departures, with_policies
+from grammars.keywords import JSON_SCHEMA_READING, departures, with_policies
 from grammars.validate import validator_for
 
-
-def canonical_instance(value: Any, schema: Any, root: Any) -> Any:
-    """`value` with object keys in the order the schema lists its properties (the order a
-    strict grammar writes them), recursively; keys it does not list keep their order, last.
-    An integral float is written as the integer it equals (1.0 as 1: JSON Schema's integer)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
-        return int(value)
-    if isinstance(value, dict):
-        props = _properties_for(schema, root, value)
-        rank = {name: i for i, name in enumerate(props)}
-        keys = sorted(value, key=lambda k: (rank.get(k, len(rank)), list(value).index(k)))
-        own = _resolve(schema, root)
-        extra = own.get("additionalProperties") if isinstance(own, dict) else None
-        extra = extra if isinstance(extra, dict) else {}  # the schema of unlisted keys
-        return {k: canonical_instance(value[k], props.get(k, extra), root) for k in keys}
-    if isinstance(value, list):
-        return [canonical_instance(v, _item_schema(schema, root, i), root)
-                for i, v in enumerate(value)]
-    return value
-
-
-def _resolve(schema: Any, root: Any) -> Any:
-    for _ in range(32):
-        if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)
-                and schema["$ref"].startswith("#")):
-            return schema
-        target: Any = root
-        for part in schema["$ref"][1:].split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        schema = target
-    return schema
-
-
-def _branches(schema: Any, root: Any) -> list[dict[str, Any]]:
-    schema = _resolve(schema, root)
-    if not isinstance(schema, dict):
-        return []
-    out = [schema]
-    for key in ("allOf", "anyOf", "oneOf"):
-        for sub in schema.get(key, []) if isinstance(schema.get(key), list) else []:
-            out.extend(_branches(sub, root))
-    return out
-
-
-def _properties_for(schema: Any, root: Any, value: dict[str, Any]) -> dict[str, Any]:
-    own = _resolve(schema, root)
-    if isinstance(own, dict) and isinstance(own.get("properties"), dict):
-        # A union beside `properties` is the validator's: the grammar writes these.
-        return own["properties"]
-    branches = [b for b in _branches(schema, root) if isinstance(b.get("properties"), dict)]
-    # The grammar writes a value in the order of the branch it matches.
-    matching = [b for b in branches if _matches(b, root, value)] or branches
-    keys = set(value)
-    best: dict[str, Any] = {}
-    for branch in matching:
-        props = branch["properties"]
-        if len(keys & set(props)) > len(keys & set(best)):
-            best = props
-    return best
-
-
-def _matches(branch: dict[str, Any], root: Any, value: Any) -> bool:
-    scoped = {k: root[k] for k in ("definitions", "$defs", "$schema")
-              if isinstance(root, dict) and k in root}
-    try:
-        return validator_for({**scoped, **branch}).is_valid(value)
-    except Exception:  # noqa: BLE001 - a reference it cannot follow: no opinion
-        return False
-
-
-def _item_schema(schema: Any, root: Any, index: int) -> Any:
-    for branch in _branches(schema, root):
-        prefix = branch.get("prefixItems")
-        if isinstance(prefix, list) and index < len(prefix):
-            return prefix[index]
-        items = branch.get("items")
-        if isinstance(items, list):
-            return items[index] if index < len(items) else branch.get("additionalItems", {})
-        if isinstance(items, dict):
-            return items
-    return {}
+__all__ = ["canonical_instance", "main", "print_table", "run_schema", "summarize"]
 
 
 def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
@@ -246,54 +166,6 @@ def _relaxed_grammar(backend: Any, schema: Any, table: Any) -> Any:
     except Exception:  # noqa: BLE001 - a backend with strict objects only (outlines-core)
         return False
     return CompiledGrammar(spec, handle, 0.0, 0)
-
-
-def _reason(record: dict[str, Any]) -> str:
-    if record.get("keywords"):
-        return "keyword " + record["keywords"][0]["keyword"]
-    return record["reason"].split(":")[0]
-
-
-def _pct(n: int, d: int) -> str:
-    return f"{100 * n / d:.1f}%" if d else "-"
-
-
-def _quantile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1]
-
-
-def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    compiled = [r for r in records if r["status"] == "compiled"]
-    times = [r["compile_ms"] for r in compiled if r["compile_ms"] is not None]
-    warm = [r["warm_ms"] for r in compiled]
-    tests: Counter[str] = Counter()
-    for r in compiled:
-        tests.update(r.get("tests", {}))
-    tiers: Counter[str] = Counter()
-    for r in compiled:
-        tiers.update(r.get("counts", {}))
-    reasons = Counter(_reason(r) for r in records if r["status"] == "rejected")
-    valid = tests["valid_accepted"] + tests["valid_refused"]
-    invalid = tests["invalid_rejected"] + tests["invalid_accepted"]
-    return {
-        "schemas": len(records), "compiled": len(compiled),
-        "coverage": len(compiled) / len(records) if records else 0.0,
-        "alone_coverage": sum(r["alone"] for r in records) / len(records) if records else 0.0,
-        "compile_ms_p50": _quantile(times, 0.5), "compile_ms_p99": _quantile(times, 0.99),
-        "warm_ms_p50": _quantile(warm, 0.5), "warm_ms_p99": _quantile(warm, 0.99),
-        "valid_instances": valid, "valid_accepted": tests["valid_accepted"],
-        "valid_refused_by_policy": tests["valid_refused_by_policy"],
-        "by_policy": dict(sum((Counter(r.get("by_policy", {})) for r in compiled),
-                              Counter()).most_common()),
-        "invalid_instances": invalid, "invalid_rejected": tests["invalid_rejected"],
-        "invalid_caught_by_validator": tests["invalid_caught_by_validator"],
-        "keywords": dict(tiers), "rejected_reasons": dict(reasons.most_common()),
-        "over_budget": sum(1 for r in records if "over_budget" in r),
-    }
 
 
 def make_backend(name: str, tokenizer: Any) -> Any:
@@ -435,36 +307,6 @@ def _alone(backend: Any) -> Any:
             return False
         return True
     return compiles
-
-
-def print_table(report: dict[str, Any]) -> None:
-    head = (f"{'category':16} {'backend':14} {'schemas':>7} {'coverage':>8} {'alone':>6} "
-            f"{'p50 ms':>7} {'p99 ms':>8} {'hit ms':>7} {'valid ok':>14} {'by policy':>9} "
-            f"{'invalid rej':>14} {'unclassified':>12} {'over budget':>11}")
-    print(head)
-    print("-" * len(head))
-    rows = []
-    for name, data in report["backends"].items():
-        for category, cat in data["categories"].items():
-            rows.append((category, name, cat["summary"]))
-    for category, name, s in sorted(rows, key=lambda r: (r[0], r[1])):
-        valid = f"{_pct(s['valid_accepted'], s['valid_instances'])} /{s['valid_instances']}"
-        invalid = f"{_pct(s['invalid_rejected'], s['invalid_instances'])} " \
-                  f"/{s['invalid_instances']}"
-        print(f"{category:16} {name:14} {s['schemas']:7} {100 * s['coverage']:7.1f}% "
-              f"{100 * s['alone_coverage']:5.1f}% {s['compile_ms_p50']:7.2f} "
-              f"{s['compile_ms_p99']:8.1f} {s['warm_ms_p50']:7.3f} {valid:>14} "
-              f"{s.get('valid_refused_by_policy', 0):9} {invalid:>14} "
-              f"{s['keywords'].get('unclassified', 0):12} {s['over_budget']:11}")
-    print("\nvalid instances refused by policy, by the policy that alone refuses each:")
-    for category, name, s in sorted(rows, key=lambda r: (r[0], r[1])):
-        split = ", ".join(f"{k}={v}" for k, v in s.get("by_policy", {}).items())
-        print(f"  {category:16} {name:14} {split or 'none'}")
-    print("\ntiers of keyword occurrences in compiled schemas, and why schemas were rejected:")
-    for category, name, s in sorted(rows, key=lambda r: (r[0], r[1])):
-        tiers = ", ".join(f"{t}={s['keywords'].get(t, 0)}" for t in TIERS)
-        reasons = "; ".join(f"{k} {v}" for k, v in list(s["rejected_reasons"].items())[:4])
-        print(f"  {category:16} {name:14} {tiers} | {reasons or 'none rejected'}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from jsonschema.exceptions import SchemaError
 
 from grammars._walk import iter_schema_nodes
 from grammars.errors import InvalidSchemaError, UnsupportedSchemaError
-from grammars.keywords import XGRAMMAR_KEYWORDS, Analysis, KeywordTable, analyze
+from grammars.keywords import Analysis, KeywordTable, analyze
 
 def canonical_json(schema: Any) -> str:
     """Compact JSON with keys sorted, except inside `properties`, whose order the grammar keeps."""
@@ -38,8 +38,7 @@ def _canonical(node: Any, *, keep_order: bool = False) -> Any:
     return node
 
 
-def check_schema(schema: Any, *, where: str = "schema",
-                 table: KeywordTable = XGRAMMAR_KEYWORDS) -> Analysis:
+def check_schema(schema: Any, *, table: KeywordTable, where: str = "schema") -> Analysis:
     """Validate a client JSON Schema against its draft's metaschema and classify every keyword;
     refuse it, naming each keyword, if any is enforced by nothing here. Remembered per
     schema text: clients send the same tools with every request, and the metaschema check
@@ -101,8 +100,8 @@ class JsonSchemaSpec:
     schema_json: str
 
     @classmethod
-    def from_schema(cls, schema: Any, *, where: str = "schema",
-                    table: KeywordTable = XGRAMMAR_KEYWORDS) -> JsonSchemaSpec:
+    def from_schema(cls, schema: Any, *, table: KeywordTable,
+                    where: str = "schema") -> JsonSchemaSpec:
         return cls.from_analysis(check_schema(schema, where=where, table=table))
 
     @classmethod
@@ -124,7 +123,7 @@ class ToolSpec:
 
     @classmethod
     def from_parameters(cls, name: str, parameters: Any, *,
-                        table: KeywordTable = XGRAMMAR_KEYWORDS) -> ToolSpec:
+                        table: KeywordTable) -> ToolSpec:
         checked = check_schema(parameters, where=f"parameters of tool {name!r}", table=table)
         return cls.from_analysis(name, checked)
 

@@ -4,13 +4,14 @@ import pytest
 
 from grammars import (InvalidSchemaError, JsonSchemaSpec, TextOrToolCallsSpec, ToolCallsSpec,
                       ToolSpec)
+from grammars.keywords import XGRAMMAR_KEYWORDS
 
 OBJ = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 TOOLS = ToolCallsSpec((
-    ToolSpec.from_parameters("f", OBJ),
+    ToolSpec.from_parameters("f", OBJ, table=XGRAMMAR_KEYWORDS),
     ToolSpec.from_parameters("g", {"type": "object", "properties": {
         "item": {"$ref": "#/$defs/Item"}}, "required": ["item"],
-        "$defs": {"Item": {"type": "string", "enum": ["x", "y"]}}}),
+        "$defs": {"Item": {"type": "string", "enum": ["x", "y"]}}}, table=XGRAMMAR_KEYWORDS),
 ), max_calls=1)
 
 CASES = [
@@ -42,7 +43,8 @@ def _accepts(backend, tokenizer, spec, text: str) -> bool:
 
 @pytest.mark.parametrize(("schema", "text", "ok"), CASES)
 def test_json_schema_grammar(backend, tokenizer, schema, text, ok):
-    assert _accepts(backend, tokenizer, JsonSchemaSpec.from_schema(schema), text) is ok
+    spec = JsonSchemaSpec.from_schema(schema, table=XGRAMMAR_KEYWORDS)
+    assert _accepts(backend, tokenizer, spec, text) is ok
 
 
 @pytest.mark.parametrize(("text", "ok"), [
@@ -76,7 +78,8 @@ def test_text_or_tool_calls_grammar(backend, tokenizer, text, ok):
 
 
 def test_stop_token_is_refused_before_the_value_is_complete(backend, tokenizer):
-    matcher = backend.matcher(backend.compile(JsonSchemaSpec.from_schema(OBJ)))
+    spec = JsonSchemaSpec.from_schema(OBJ, table=XGRAMMAR_KEYWORDS)
+    matcher = backend.matcher(backend.compile(spec))
     for token in tokenizer.encode('{"a":1', add_special_tokens=False):
         assert matcher.accept_token(token)
     assert not matcher.accept_token(tokenizer.eos_token_id)
@@ -86,7 +89,8 @@ def test_stop_token_is_refused_before_the_value_is_complete(backend, tokenizer):
 def test_bitmask_allows_only_grammar_tokens(backend, tokenizer):
     import torch
 
-    matcher = backend.matcher(backend.compile(JsonSchemaSpec.from_schema(OBJ)))
+    spec = JsonSchemaSpec.from_schema(OBJ, table=XGRAMMAR_KEYWORDS)
+    matcher = backend.matcher(backend.compile(spec))
     bitmask = backend.allocate_bitmask(2)
     matcher.fill_bitmask(bitmask, 1)
     logits = torch.zeros((2, backend.vocab_size))
@@ -112,6 +116,6 @@ def test_length_with_pattern_or_format_is_dropped_by_xgrammar(backend, tokenizer
 
 def test_backend_reports_schemas_it_cannot_compile(backend):
     spec = JsonSchemaSpec.from_schema({"type": "object", "properties": {
-        "a": {"$ref": "#/$defs/Missing"}}})
+        "a": {"$ref": "#/$defs/Missing"}}}, table=XGRAMMAR_KEYWORDS)
     with pytest.raises(InvalidSchemaError, match="rejected"):
         backend.compile(spec)

@@ -4,6 +4,7 @@ import threading
 import pytest
 
 from grammars import GrammarBackend, GrammarCache, JsonSchemaSpec
+from grammars.keywords import XGRAMMAR_KEYWORDS
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
@@ -35,8 +36,8 @@ class CountingBackend(GrammarBackend):
 def test_miss_then_hit(backend):
     counting = CountingBackend(backend)
     cache = GrammarCache(counting)
-    first = cache.get(JsonSchemaSpec.from_schema(SCHEMA))
-    second = cache.get(JsonSchemaSpec.from_schema(SCHEMA))
+    first = cache.get(_spec(SCHEMA))
+    second = cache.get(_spec(SCHEMA))
     assert (first.hit, second.hit) == (False, True)
     assert second.grammar is first.grammar
     assert counting.compiles == 1
@@ -47,8 +48,8 @@ def test_miss_then_hit(backend):
 
 def test_equivalent_key_order_hits(backend):
     cache = GrammarCache(CountingBackend(backend))
-    cache.get(JsonSchemaSpec.from_schema({"type": "object", "maxProperties": 3}))
-    assert cache.get(JsonSchemaSpec.from_schema({"maxProperties": 3, "type": "object"})).hit
+    cache.get(_spec({"type": "object", "maxProperties": 3}))
+    assert cache.get(_spec({"maxProperties": 3, "type": "object"})).hit
 
 
 @pytest.mark.parametrize("changed", [
@@ -57,12 +58,12 @@ def test_equivalent_key_order_hits(backend):
 ])
 def test_schema_change_misses(backend, changed):
     cache = GrammarCache(CountingBackend(backend))
-    cache.get(JsonSchemaSpec.from_schema(SCHEMA))
-    assert not cache.get(JsonSchemaSpec.from_schema(changed)).hit
+    cache.get(_spec(SCHEMA))
+    assert not cache.get(_spec(changed)).hit
 
 
 def test_key_includes_tokenizer_and_backend_version(backend):
-    spec = JsonSchemaSpec.from_schema(SCHEMA)
+    spec = _spec(SCHEMA)
     base = GrammarCache(CountingBackend(backend)).key_for(spec)
     other_tok = GrammarCache(CountingBackend(backend, fingerprint="other")).key_for(spec)
     other_ver = GrammarCache(CountingBackend(backend, version="9.9.9")).key_for(spec)
@@ -72,7 +73,7 @@ def test_key_includes_tokenizer_and_backend_version(backend):
 
 def test_lru_evicts_least_recently_used(backend):
     cache = GrammarCache(CountingBackend(backend), max_entries=2)
-    specs = [JsonSchemaSpec.from_schema({"type": "integer", "maximum": i}) for i in range(3)]
+    specs = [_spec({"type": "integer", "maximum": i}) for i in range(3)]
     cache.get(specs[0])
     cache.get(specs[1])
     cache.get(specs[0])          # 0 is now the most recent
@@ -103,8 +104,8 @@ class SlowBackend(CountingBackend):
 def test_concurrent_misses_compile_once(backend):
     slow = SlowBackend(backend)
     cache = GrammarCache(slow)
-    spec = JsonSchemaSpec.from_schema(SCHEMA)
-    futures = [cache.submit(JsonSchemaSpec.from_schema(SCHEMA)) for _ in range(8)]
+    spec = _spec(SCHEMA)
+    futures = [cache.submit(_spec(SCHEMA)) for _ in range(8)]
     slow.release.set()
     lookups = [f.result(timeout=30) for f in futures]
     assert slow.compiles == 1
@@ -117,11 +118,11 @@ def test_concurrent_misses_compile_once(backend):
 def test_a_slow_compile_does_not_block_hits_or_other_compiles(backend):
     slow = SlowBackend(backend)
     cache = GrammarCache(slow, compile_workers=2)
-    fast_spec = JsonSchemaSpec.from_schema({"type": "integer"})
+    fast_spec = _spec({"type": "integer"})
     slow.release.set()
     cache.get(fast_spec)  # cached
     slow.release.clear()
-    stuck = cache.submit(JsonSchemaSpec.from_schema(SCHEMA))
+    stuck = cache.submit(_spec(SCHEMA))
     assert cache.submit(fast_spec).result(timeout=1).hit  # a hit never waits on a compile
     assert not stuck.done()
     slow.release.set()
@@ -132,7 +133,7 @@ def test_failed_compile_is_not_cached(backend):
     from grammars import InvalidSchemaError
 
     cache = GrammarCache(CountingBackend(backend))
-    bad = JsonSchemaSpec.from_schema({"properties": {"a": {"$ref": "#/$defs/Nope"}}})
+    bad = _spec({"properties": {"a": {"$ref": "#/$defs/Nope"}}})
     for _ in range(2):
         with pytest.raises(InvalidSchemaError):
             cache.get(bad)
@@ -147,8 +148,12 @@ class Clock:
         return self.now
 
 
+def _spec(schema):
+    return JsonSchemaSpec.from_schema(schema, table=XGRAMMAR_KEYWORDS)
+
+
 def _specs(n):
-    return [JsonSchemaSpec.from_schema({"type": "integer", "minimum": i}) for i in range(n)]
+    return [_spec({"type": "integer", "minimum": i}) for i in range(n)]
 
 
 def test_byte_bound_evicts_least_recently_used(backend):
@@ -186,7 +191,7 @@ def test_entries_expire_after_the_ttl_unused(backend):
 def test_disk_store_makes_a_restart_warm(backend, tmp_path):
     from grammars.diskstore import DiskStore
 
-    spec = JsonSchemaSpec.from_schema({"type": "object", "properties": {
+    spec = _spec({"type": "object", "properties": {
         "name": {"type": "string", "maxLength": 20}}, "required": ["name"]})
     first = CountingBackend(backend)
     GrammarCache(first, disk=DiskStore(tmp_path)).get(spec)
@@ -205,7 +210,7 @@ def test_disk_store_makes_a_restart_warm(backend, tmp_path):
 def test_disk_store_ignores_other_tokenizers_and_bad_files(backend, tmp_path):
     from grammars.diskstore import DiskStore
 
-    spec = JsonSchemaSpec.from_schema(SCHEMA)
+    spec = _spec(SCHEMA)
     GrammarCache(CountingBackend(backend), disk=DiskStore(tmp_path)).get(spec)
     other = CountingBackend(backend, fingerprint="another-tokenizer")
     GrammarCache(other, disk=DiskStore(tmp_path)).get(spec)

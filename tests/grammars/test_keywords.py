@@ -17,7 +17,7 @@ def _validator_accepts(schema, value) -> bool:
 
 
 def _mask_accepts(backend, schema, text) -> bool:
-    spec = JsonSchemaSpec.from_schema(schema)
+    spec = JsonSchemaSpec.from_schema(schema, table=XGRAMMAR_KEYWORDS)
     return backend.accepts(backend.compile(spec), text)
 
 
@@ -64,13 +64,21 @@ GRAMMAR = [
       "exclusiveMinimum": True}, "exclusiveMinimum", "/exclusiveMinimum", "5"),
     ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
       "items": [{"type": "integer"}], "additionalItems": False}, "items", "/items", '["x"]'),
+    # oneOf branches xgrammar 0.2.9 proves disjoint (a discriminator), multipleOf within its
+    # limits: exactly as the schema says.
+    ({"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                {"type": "object", "properties": {"k": {"enum": ["b", "c"]}},
+                 "required": ["k"]}]}, "oneOf", "/oneOf", '{"k":"d"}'),
+    ({"type": "integer", "multipleOf": 5, "minimum": 0, "maximum": 100}, "multipleOf",
+     "/multipleOf", "7"),
 ]
 
 
 @pytest.mark.parametrize(("schema", "keyword", "pointer", "bad"), GRAMMAR,
                          ids=[f"{k}{i}" for i, (_, k, _, _) in enumerate(GRAMMAR)])
 def test_grammar_keywords_are_enforced_by_the_mask(backend, schema, keyword, pointer, bad):
-    uses = {(u.pointer, u.keyword): u.tier for u in analyze(schema).report.uses}
+    report = analyze(schema, table=XGRAMMAR_KEYWORDS).report
+    uses = {(u.pointer, u.keyword): u.tier for u in report.uses}
     assert uses[(pointer, keyword)] == "grammar"
     assert not _validator_accepts(schema, json.loads(bad)) or keyword == "additionalProperties"
     assert not _mask_accepts(backend, schema, bad)
@@ -124,6 +132,16 @@ VALIDATOR = [
     # required names not in properties: the mask would ignore them, or refuse the value.
     ({"type": "object", "required": ["a"], "additionalProperties": True}, "required",
      "/required", "{}", '{"a":1}'),
+    # xgrammar 0.2.9 drops multipleOf on integers with one bound, bounds over 10000 apart,
+    # or a divisor over 1024 (a warning on stderr only).
+    ({"type": "integer", "multipleOf": 5, "minimum": 0}, "multipleOf", "/multipleOf", "3",
+     "5"),
+    ({"type": "integer", "multipleOf": 5, "minimum": 0, "maximum": 10000}, "multipleOf",
+     "/multipleOf", "3", "5"),
+    ({"type": "integer", "multipleOf": 2000}, "multipleOf", "/multipleOf", "3", "4000"),
+    # ...and reads a $ref outside '#/...' (an embedded $id's) as any value.
+    ({"$defs": {"n": {"$id": "https://example.com/n", "type": "integer"}},
+      "$ref": "https://example.com/n"}, "$ref", "/$ref", '"x"', "1"),
 ]
 
 
@@ -131,7 +149,7 @@ VALIDATOR = [
                          ids=[f"{k}{i}" for i, (_, k, *_) in enumerate(VALIDATOR)])
 def test_validator_keywords_are_left_to_the_post_decode_check(backend, schema, keyword,
                                                                pointer, bad, good):
-    analysis = analyze(schema)
+    analysis = analyze(schema, table=XGRAMMAR_KEYWORDS)
     uses = {(u.pointer, u.keyword): u.tier for u in analysis.report.uses}
     assert uses[(pointer, keyword)] == "validator"
     # Left out of the compiled schema: the mask lets both through (it only relaxed) ...
@@ -154,7 +172,7 @@ def test_size_keywords_without_listed_members_mean_any_member(backend, schema, g
 
 
 def test_keywords_inside_a_validator_only_subschema_are_validator_tier():
-    report = analyze({"type": "integer", "not": {"enum": [1, 2]}}).report
+    report = analyze({"type": "integer", "not": {"enum": [1, 2]}}, table=XGRAMMAR_KEYWORDS).report
     tiers = {u.pointer: u.tier for u in report.uses}
     assert tiers["/not"] == tiers["/not/enum"] == "validator"
     assert tiers["/type"] == "grammar"
@@ -165,7 +183,7 @@ def test_keywords_inside_a_validator_only_subschema_are_validator_tier():
      "deprecated": False, "readOnly": False, "x-vendor": 1, "type": "integer"},
 ])
 def test_annotations_change_nothing(schema):
-    analysis = analyze(schema)
+    analysis = analyze(schema, table=XGRAMMAR_KEYWORDS)
     tiers = {u.keyword: u.tier for u in analysis.report.uses}
     assert tiers.pop("type") == "grammar"
     assert set(tiers.values()) == {"annotation"}
@@ -180,7 +198,7 @@ def test_annotations_change_nothing(schema):
     ("ui:widget", "prefix")])
 def test_other_vocabularies_annotations_are_known(key, vocabulary, backend):
     schema = {"type": "array", key: True}
-    analysis = check_schema(schema)
+    analysis = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     use = next(u for u in analysis.report.uses if u.keyword == key)
     assert use.tier == "annotation"
     assert vocabulary in use.note
@@ -195,7 +213,7 @@ def test_other_vocabularies_annotations_are_known(key, vocabulary, backend):
     ("nullable", '"null"'), ("divisibleBy", "multipleOf"), ("min", "'minimum'")])
 def test_unknown_keywords_that_look_like_rules_get_a_hint(key, hint):
     with pytest.raises(UnsupportedSchemaError) as info:
-        check_schema({"type": "object", key: 1})
+        check_schema({"type": "object", key: 1}, table=XGRAMMAR_KEYWORDS)
     assert hint in info.value.message
     assert info.value.details[0]["keyword"] == key
 
@@ -210,7 +228,7 @@ def test_unknown_keywords_that_look_like_rules_get_a_hint(key, hint):
 ])
 def test_keywords_nothing_enforces_are_rejected_by_name_and_pointer(schema, keyword, pointer):
     with pytest.raises(UnsupportedSchemaError) as info:
-        check_schema(schema)
+        check_schema(schema, table=XGRAMMAR_KEYWORDS)
     assert info.value.pointer == pointer
     assert keyword in info.value.message
     assert info.value.details[0]["pointer"] == pointer
@@ -222,7 +240,7 @@ def test_every_keyword_occurrence_is_reported_once():
         "a": {"type": "string", "maxLength": 3, "description": "x"},
         "not": {"type": "integer"}},  # a property called "not" is no keyword
         "required": ["a"], "additionalProperties": False}
-    report = analyze(schema).report
+    report = analyze(schema, table=XGRAMMAR_KEYWORDS).report
     pointers = [u.pointer for u in report.uses]
     assert sorted(pointers) == sorted([
         "/type", "/properties", "/required", "/additionalProperties",
@@ -232,40 +250,14 @@ def test_every_keyword_occurrence_is_reported_once():
 
 
 def test_summary_names_validator_keywords():
-    report = analyze({"type": "array", "uniqueItems": True, "title": "t"}).report
+    report = analyze({"type": "array", "uniqueItems": True, "title": "t"},
+                     table=XGRAMMAR_KEYWORDS).report
     assert report.summary() == "grammar=1, validator=1, annotation=1; validator: " \
                                "uniqueItems@/uniqueItems"
 
 
 def test_table_is_the_backends_own(backend):
     assert backend.keywords == XGRAMMAR_KEYWORDS
-
-
-def test_unknown_keywords_can_be_annotations_by_policy(backend):
-    import dataclasses
-
-    schema = {"type": "object", "properties": {"a": {"type": "string", "standsFor": "X",
-                                                     "format": "non-blank"}}}
-    lenient = dataclasses.replace(XGRAMMAR_KEYWORDS, unknown_keywords="annotation")
-    analysis = check_schema(schema, table=lenient)
-    notes = {u.keyword: (u.tier, u.note) for u in analysis.report.uses}
-    assert notes["standsFor"][0] == notes["format"][0] == "annotation"
-    assert "policy" in notes["standsFor"][1]
-    with pytest.raises(UnsupportedSchemaError):
-        check_schema(schema)
-
-
-def test_strict_objects_off_allows_unlisted_keys(backend, tokenizer):
-    from grammars import XgrammarBackend
-
-    loose = XgrammarBackend(tokenizer, vocab_size=len(tokenizer),
-                            stop_token_ids=[tokenizer.eos_token_id], strict_objects=False)
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    spec = JsonSchemaSpec.from_schema(schema, table=loose.keywords)
-    assert loose.accepts(loose.compile(spec), '{"a":1,"b":[true]}')
-    assert not backend.accepts(backend.compile(JsonSchemaSpec.from_schema(schema)),
-                               '{"a":1,"b":[true]}')
-    assert loose.options_key != backend.options_key  # never the same cache entry
 
 
 @pytest.mark.parametrize("schema", [
@@ -277,7 +269,7 @@ def test_patterns_the_validator_cannot_run_are_refused(schema):
     from grammars import GrammarError
 
     with pytest.raises(GrammarError) as info:
-        check_schema(schema)
+        check_schema(schema, table=XGRAMMAR_KEYWORDS)
     assert "pattern" in info.value.pointer or "regex" in info.value.message
 
 
@@ -285,7 +277,7 @@ def test_patterns_the_validator_cannot_run_are_refused(schema):
 def test_uri_reference_mask_takes_absolute_and_relative_references(backend, types):
     """xgrammar 0.2.9's own uri-reference mask refuses every absolute URI."""
     schema = {"format": "uri-reference"} | ({"type": types} if types else {})
-    analysis = check_schema(schema)
+    analysis = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     assert [u.tier for u in analysis.report.uses if u.keyword == "format"] == ["grammar"]
     for good in ['"http://example.com/a?b#c"', '"../a"', '"#frag"', '""']:
         assert _mask_accepts(backend, analysis.grammar_schema, good), good
@@ -293,107 +285,69 @@ def test_uri_reference_mask_takes_absolute_and_relative_references(backend, type
     assert _mask_accepts(backend, analysis.grammar_schema, "null") == (types != "string")
 
 
-SEARCHES = [("^https?://", ["https://e.com/a", "xhttps://"]),
-            ("[a-z]{3}", ["abc", "1abc2", "ab"]),
-            ("^a$|b", ["a", "xbx", "ax"]),
-            ("(a|b)$", ["xa", "ab", "ax"]),
-            ("^\\d+$", ["12", "1x"]),
-            ("a\\$", ["a$z", "a"])]
-
-
-@pytest.mark.parametrize(("pattern", "values"), SEARCHES)
-def test_patterns_search_policy_matches_like_json_schema(backend, pattern, values):
-    import dataclasses
-    import re
-
-    search = dataclasses.replace(XGRAMMAR_KEYWORDS, patterns="search")
-    grammar = check_schema({"type": "string", "pattern": pattern}, table=search).grammar_schema
-    full = check_schema({"type": "string", "pattern": pattern}).grammar_schema
-    for value in values:
-        text = json.dumps(value)
-        assert _mask_accepts(backend, grammar, text) == bool(re.search(pattern, value)), value
-        assert _mask_accepts(backend, full, text) == bool(re.fullmatch(pattern, value)), value
-
-
-@pytest.mark.parametrize(("schema", "kind", "other"), [
-    ({"properties": {"a": {"type": "integer"}}, "required": ["a"]}, "object", "[1]"),
-    ({"items": {"type": "integer"}}, "array", '"s"'),
-    ({"maxLength": 2}, "string", "123"),
-    ({"minimum": 3}, "number", '{}'),
-])
-def test_untyped_schemas_are_generated_as_their_keywords_imply(backend, schema, kind, other):
-    import dataclasses
-
-    implied = check_schema(schema)
-    note = next(u for u in implied.report.uses if u.implicit and u.keyword == "type").note
-    assert f"generated as {kind}" in note
-    assert not _mask_accepts(backend, implied.grammar_schema, other)
-    reading = dataclasses.replace(XGRAMMAR_KEYWORDS, implied_types=False, strict_objects=False)
-    loose = check_schema(schema, table=reading).grammar_schema
-    assert _mask_accepts(backend, loose, other)  # JSON Schema: the keywords bind one type
-    assert validator_for(schema).is_valid(json.loads(other))
-
-
-def test_number_bounds_policy(backend):
-    """xgrammar 0.2.9 writes bounded numbers in at most 6 decimals and no exponent: the
-    default keeps the bounds in the mask (and says so); "validator" leaves them to the
-    post-decode check, so every valid number can be written."""
-    import dataclasses
-
-    schema = {"type": "number", "minimum": 0, "maximum": 1}
-    kept = check_schema(schema)
-    assert {u.tier for u in kept.report.uses if u.keyword in ("minimum", "maximum")} \
-        == {"grammar"}
-    assert "6 decimals" in next(u.note for u in kept.report.uses if u.keyword == "minimum")
-    assert _mask_accepts(backend, kept.grammar_schema, "0.25")
-    assert not _mask_accepts(backend, kept.grammar_schema, "2")
-    assert not _mask_accepts(backend, kept.grammar_schema, "0.1234567")  # valid, not written
-    late = dataclasses.replace(XGRAMMAR_KEYWORDS, number_bounds="validator")
-    loose = check_schema(schema, table=late)
-    assert {u.tier for u in loose.report.uses if u.keyword in ("minimum", "maximum")} \
-        == {"validator"}
-    assert _mask_accepts(backend, loose.grammar_schema, "0.1234567")
-    assert _mask_accepts(backend, loose.grammar_schema, "1e-9")
-    assert not validator_for(schema).is_valid(2)
-    # Integers keep their bounds in the mask either way: no decimals to lose.
-    integer = check_schema({"type": "integer", "minimum": 0}, table=late)
-    assert [u.tier for u in integer.report.uses if u.keyword == "minimum"] == ["grammar"]
-
-
-@pytest.mark.parametrize("schema", [{"type": "string", "maxLength": 8},
-                                    {"type": "string", "pattern": "^[a-z\"]+$"}])
-def test_bounded_strings_policy(backend, schema):
-    """xgrammar 0.2.9 writes no escapes in a string under a length bound or pattern: the
-    default keeps them in the mask (and says so); "validator" lets such strings be written."""
-    import dataclasses
-
-    value = 'a"b'
-    assert validator_for(schema).is_valid(value)
-    kept = check_schema(schema)
-    key = next(k for k in schema if k != "type")
-    use = next(u for u in kept.report.uses if u.keyword == key)
-    assert use.tier == "grammar" and "without escapes" in use.note
-    assert not _mask_accepts(backend, kept.grammar_schema, json.dumps(value))
-    late = dataclasses.replace(XGRAMMAR_KEYWORDS, bounded_strings="validator")
-    loose = check_schema(schema, table=late)
-    assert [u.tier for u in loose.report.uses if u.keyword == key] == ["validator"]
-    assert _mask_accepts(backend, loose.grammar_schema, json.dumps(value))
-
-
 def test_formats_are_checked_whatever_the_draft():
     """A format the report calls checked is checked: draft-04's own checker has no `date`."""
     schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "string",
               "format": "date"}
-    assert [u.tier for u in analyze(schema).report.uses if u.keyword == "format"] == ["grammar"]
+    uses = analyze(schema, table=XGRAMMAR_KEYWORDS).report.uses
+    assert [u.tier for u in uses if u.keyword == "format"] == ["grammar"]
     assert not validator_for(schema).is_valid("2022-01-32")
     assert validator_for(schema).is_valid("2022-01-31")
 
 
-def test_policies_are_named_and_json_schema_reading_departs_from_none():
-    from grammars.keywords import JSON_SCHEMA_READING, departures, with_policies
+# Approximations: the mask enforces part of a keyword, the validator the rest. (schema,
+# keyword, pointer, a value only the validator refuses, a valid one, one the mask refuses)
+PARTIAL = [
+    # xgrammar 0.2.9 reads a oneOf it cannot prove disjoint as anyOf.
+    ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf", "/oneOf", "5", "5.5",
+     '"x"'),
+    ({"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+                 "additionalProperties": True},
+                {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"],
+                 "additionalProperties": True}]}, "oneOf", "/oneOf", '{"a":1,"b":2}',
+     '{"a":1}', "{}"),
+    # It drops lookaheads (and refuses lookbehinds): both compiled without them.
+    ({"type": "string", "pattern": "^(?!abc)[a-z]+$"}, "pattern", "/pattern", '"abc"',
+     '"abd"', '"A1"'),
+    ({"type": "string", "pattern": "^[a-z]+(?<!c)$"}, "pattern", "/pattern", '"abc"',
+     '"abd"', '"A1"'),
+]
 
-    assert departures(XGRAMMAR_KEYWORDS) == ["strict_objects", "patterns", "implied_types",
-                                             "number_bounds", "bounded_strings"]
-    assert departures(with_policies(XGRAMMAR_KEYWORDS, JSON_SCHEMA_READING)) == []
-    with pytest.raises(ValueError, match="backend"):
-        with_policies(XGRAMMAR_KEYWORDS, {"backend": "other"})
+
+@pytest.mark.parametrize(("schema", "keyword", "pointer", "bad", "good", "outside"), PARTIAL,
+                         ids=[f"{k}{i}" for i, (_, k, *_) in enumerate(PARTIAL)])
+def test_approximated_keywords_are_split_between_mask_and_validator(
+        backend, schema, keyword, pointer, bad, good, outside):
+    analysis = analyze(schema, table=XGRAMMAR_KEYWORDS)
+    tiers = [u.tier for u in analysis.report.uses if (u.pointer, u.keyword) == (pointer, keyword)]
+    assert tiers == ["grammar", "validator"]
+    assert keyword in analysis.grammar_schema  # kept: the mask enforces what it can of it
+    assert f"{keyword}@{pointer}" in analysis.report.summary()
+    assert _mask_accepts(backend, schema, bad) and _mask_accepts(backend, schema, good)
+    assert not _mask_accepts(backend, schema, outside)
+    assert not _validator_accepts(schema, json.loads(bad))
+    assert _validator_accepts(schema, json.loads(good))
+
+
+@pytest.mark.parametrize("branches", [
+    [{"type": "integer"}, {"type": "boolean"}], [{"type": "integer"}, {"type": "number"}],
+    [{"type": "string", "maxLength": 3}, {"type": "integer"}],
+    [{"type": "string", "title": "t"}, {"type": ["integer", "null"]}],
+    [{"type": "object"}, {"type": "integer"}], [{"const": 1}, {"const": 2}],
+    [{"const": 1}, {"const": 1.0}], [{"enum": ["a", 1]}, {"type": "integer"}],
+    [{"enum": ["a", [1]]}, {"type": "array"}], [{"$ref": "#/$defs/n"}, {"type": "string"}],
+    [{"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
+     {"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]}],
+])
+def test_oneof_disjointness_is_decided_as_xgrammar_does(capfd, branches):
+    """Compiled by xgrammar itself, which warns (on stderr only) where it reads oneOf as
+    anyOf: the report says so exactly there."""
+    import xgrammar
+
+    schema = {"$defs": {"n": {"type": "integer"}}, "oneOf": branches}
+    capfd.readouterr()
+    xgrammar.Grammar.from_json_schema(json.dumps(schema), strict_mode=True)
+    warned = "cannot be represented exactly" in capfd.readouterr().err
+    uses = analyze(schema, table=XGRAMMAR_KEYWORDS).report.uses
+    assert [u.tier for u in uses if u.keyword == "oneOf"] == \
+        (["grammar", "validator"] if warned else ["grammar"])

@@ -4,6 +4,7 @@ import pytest
 
 from grammars import (InvalidSchemaError, JsonSchemaSpec, ToolCallsSpec, ToolSpec,
                       canonical_json, check_schema)
+from grammars.keywords import XGRAMMAR_KEYWORDS
 
 
 def test_canonical_json_sorts_keywords_but_keeps_property_order():
@@ -27,11 +28,12 @@ def test_a_property_named_properties_is_not_reordered_as_a_keyword():
                                     "not an object"])
 def test_invalid_json_schema_is_refused(schema):
     with pytest.raises(InvalidSchemaError):
-        check_schema(schema)
+        check_schema(schema, table=XGRAMMAR_KEYWORDS)
 
 
 def test_tool_calls_spec_shapes_the_call_array():
-    tool = ToolSpec.from_parameters("f", {"type": "object", "properties": {"a": {}}})
+    tool = ToolSpec.from_parameters("f", {"type": "object", "properties": {"a": {}}},
+                                    table=XGRAMMAR_KEYWORDS)
     schema = ToolCallsSpec((tool,), min_calls=1, max_calls=1).json_schema()
     assert schema["minItems"] == 1 and schema["maxItems"] == 1
     assert schema["items"]["properties"]["name"] == {"const": "f"}
@@ -43,8 +45,8 @@ def test_tool_defs_are_hoisted_and_refs_rewritten():
               "$defs": {"Item": {"type": "object", "properties": {"n": {"type": "integer"}}}}}
     other = {"type": "object", "properties": {"item": {"$ref": "#/definitions/Item"}},
              "definitions": {"Item": {"type": "string"}}}
-    spec = ToolCallsSpec((ToolSpec.from_parameters("a", params),
-                          ToolSpec.from_parameters("b", other)))
+    spec = ToolCallsSpec((ToolSpec.from_parameters("a", params, table=XGRAMMAR_KEYWORDS),
+                          ToolSpec.from_parameters("b", other, table=XGRAMMAR_KEYWORDS)))
     schema = spec.json_schema()
     assert set(schema["$defs"]) == {"t0_Item", "t1_Item"}
     calls = schema["items"]["anyOf"]
@@ -55,14 +57,14 @@ def test_tool_defs_are_hoisted_and_refs_rewritten():
 
 
 def test_duplicate_tool_names_are_refused():
-    tool = ToolSpec.from_parameters("f", {"type": "object"})
+    tool = ToolSpec.from_parameters("f", {"type": "object"}, table=XGRAMMAR_KEYWORDS)
     with pytest.raises(InvalidSchemaError, match="unique"):
         ToolCallsSpec((tool, tool))
 
 
 def test_spec_keys_differ_by_kind_and_content():
-    a = JsonSchemaSpec.from_schema({"type": "object"})
-    b = JsonSchemaSpec.from_schema({"type": "array"})
-    tool = ToolSpec.from_parameters("f", {"type": "object"})
+    a = JsonSchemaSpec.from_schema({"type": "object"}, table=XGRAMMAR_KEYWORDS)
+    b = JsonSchemaSpec.from_schema({"type": "array"}, table=XGRAMMAR_KEYWORDS)
+    tool = ToolSpec.from_parameters("f", {"type": "object"}, table=XGRAMMAR_KEYWORDS)
     assert len({a.key, b.key, ToolCallsSpec((tool,)).key,
                 ToolCallsSpec((tool,), max_calls=1).key}) == 4

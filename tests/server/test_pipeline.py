@@ -6,6 +6,7 @@ import asyncio
 import pytest
 
 from grammars import JsonSchemaSpec, ToolCallsSpec, ToolSpec
+from grammars.keywords import XGRAMMAR_KEYWORDS
 from server.engines.base import GenerationResult
 from server.errors import OutputInvalid
 from server.pipeline.chat import _choice
@@ -20,7 +21,8 @@ def _result(text: str) -> GenerationResult:
 
 
 def test_json_value_failing_the_schema_is_422_with_violations():
-    plan = Plan("json", JsonSchemaSpec.from_schema(SCHEMA), schemas={"": SCHEMA})
+    spec = JsonSchemaSpec.from_schema(SCHEMA, table=XGRAMMAR_KEYWORDS)
+    plan = Plan("json", spec, schemas={"": SCHEMA})
     with pytest.raises(OutputInvalid) as info:
         _choice(plan, _result('{"n":9}'))
     assert info.value.status == 422
@@ -38,7 +40,7 @@ def test_tool_arguments_failing_the_schema_are_422(model_dir):
     engine = ScriptedEngine(model_dir, lambda prompt: "")
     pipeline = ChatPipeline(engine, GrammarCache(engine.grammar_backend), Settings(),
                             policy=GrammarPolicy.for_backend(engine.grammar_backend))
-    spec = ToolCallsSpec((ToolSpec.from_parameters("f", SCHEMA),))
+    spec = ToolCallsSpec((ToolSpec.from_parameters("f", SCHEMA, table=XGRAMMAR_KEYWORDS),))
     plan = Plan("tools", spec, schemas={"f": SCHEMA})
     prep = Prepared(plan, None, [], None, {}, RepairBudget(2, 10))
     with pytest.raises(OutputInvalid, match="arguments of 'f'"):
@@ -46,5 +48,6 @@ def test_tool_arguments_failing_the_schema_are_422(model_dir):
 
 
 def test_valid_value_passes():
-    plan = Plan("json", JsonSchemaSpec.from_schema(SCHEMA), schemas={"": SCHEMA})
+    spec = JsonSchemaSpec.from_schema(SCHEMA, table=XGRAMMAR_KEYWORDS)
+    plan = Plan("json", spec, schemas={"": SCHEMA})
     assert _choice(plan, _result('{"n":5}')).finish_reason == "stop"

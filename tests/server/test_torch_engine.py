@@ -9,6 +9,7 @@ import json
 import pytest
 
 from grammars import GrammarCache, JsonSchemaSpec
+from grammars.keywords import XGRAMMAR_KEYWORDS
 from server.engines.base import GenerationRequest, SamplingParams
 
 pytestmark = pytest.mark.slow
@@ -29,7 +30,8 @@ def engine(model_dir):
 
 @pytest.fixture(scope="module")
 def person_grammar(engine):
-    return GrammarCache(engine.grammar_backend).get(JsonSchemaSpec.from_schema(PERSON)).grammar
+    spec = JsonSchemaSpec.from_schema(PERSON, table=XGRAMMAR_KEYWORDS)
+    return GrammarCache(engine.grammar_backend).get(spec).grammar
 
 
 def request(engine, text, *, grammar=None, **sampling):

@@ -1,0 +1,97 @@
+"""The walk: every schema node's keywords classified by family (a tier and a note per
+occurrence), then the node's copy in the grammar schema rewritten to match."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from grammars._walk import iter_schema_nodes
+from grammars.keywords import _annotations, _formats, _numbers, _shapes, _strings, _unions
+from grammars.keywords._report import Analysis, EnforcementReport, KeywordUse, Tier, Verdicts
+from grammars.keywords._table import KeywordTable
+from grammars.keywords._vocabulary import JSON_SCHEMA_KEYWORDS, instead
+
+
+def analyze(schema: dict[str, Any], table: KeywordTable) -> Analysis:
+    grammar_schema = copy.deepcopy(schema)
+    uses: list[KeywordUse] = []
+    # Walk the original (for pointers) and edit the copy's matching node.
+    originals = list(iter_schema_nodes(schema))
+    copies = [node for node, _ in iter_schema_nodes(grammar_schema)]
+    targets: dict[str, dict[str, Any]] = {}
+    removed: list[str] = []  # subschemas under validator-only keywords: no mask reaches them
+    for (node, pointer), target in zip(originals, copies, strict=True):
+        found = _classify_node(node, pointer, table)
+        if any((pointer + "/").startswith(p + "/") for p in removed):
+            found = [KeywordUse(u.pointer, u.keyword, "validator", "inside a validator-only "
+                                "keyword") if u.tier == "grammar" else u
+                     for u in found if not u.implicit]
+        else:
+            found += _rewrite_node(node, pointer, target, table, found)
+            targets[pointer] = target
+        removed.extend(f"{pointer}/{key}" for key, tiers in _tiers(found).items()
+                       if tiers == {"validator"})
+        uses.extend(found)
+    uses = _unions.oneof_approximations(uses, targets, table)
+    return Analysis(EnforcementReport(table.backend, tuple(uses)), grammar_schema)
+
+
+def _classify_node(node: dict[str, Any], pointer: str, table: KeywordTable) -> list[KeywordUse]:
+    uses = [KeywordUse(f"{pointer}/{key}", key, tier, note)
+            for key, value in node.items()
+            for tier, note in _classify(key, value, node, table)]
+    return uses + _shapes.absent(node, pointer, table)
+
+
+def _classify(key: str, value: Any, node: dict[str, Any], table: KeywordTable) -> Verdicts:
+    """The first family with an opinion decides: annotations, then what stands beside a
+    union (it overrides the keyword's own family), then the keyword's family."""
+    found = _annotations.classify(key, value)
+    if found is None:
+        found = _unions.beside(key, node, table)
+    if found is None and key == "format":
+        found = _formats.classify(value, node, table)
+    if found is None and key in _FAMILIES:
+        found = _FAMILIES[key](key, value, node, table)
+    if found is not None:
+        return found
+    if key in table.grammar:
+        return [("grammar", _strings.escapes(table, key).lstrip("; "))]
+    if key in JSON_SCHEMA_KEYWORDS:
+        return [("validator", f"not enforced by {table.backend}'s mask")]
+    return _annotations.unknown("unknown keyword: nothing here enforces it" + instead(key),
+                                table)
+
+
+_FAMILIES = {
+    **dict.fromkeys(_strings.KEYWORDS, _strings.classify),
+    **dict.fromkeys(_numbers.KEYWORDS, _numbers.classify),
+    **dict.fromkeys(_unions.UNIONS, _unions.classify),
+    **dict.fromkeys(("required", "items", "$ref"), _shapes.classify),
+}
+
+
+def _rewrite_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
+                  table: KeywordTable, uses: list[KeywordUse]) -> list[KeywordUse]:
+    """Edit the node's copy to what the mask should enforce: a keyword the mask does none
+    of is left out (which only relaxes the grammar); the families rewrite forms the backend
+    reads differently. Returns what the copy says where a keyword is absent."""
+    tiers = _tiers(uses)
+    for key, found in tiers.items():
+        if found == {"validator"}:
+            target.pop(key, None)
+    _annotations.rewrite(node, target)
+    _formats.rewrite(node, target, table, tiers)
+    _strings.rewrite(node, target, table, tiers)
+    _numbers.rewrite(node, target, tiers)
+    _shapes.rewrite(node, target, tiers)
+    return _shapes.implied_type(node, pointer, target, table)
+
+
+def _tiers(uses: list[KeywordUse]) -> dict[str, set[Tier]]:
+    out: dict[str, set[Tier]] = {}
+    for use in uses:
+        if not use.implicit:
+            out.setdefault(use.keyword, set()).add(use.tier)
+    return out
