@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grammars.validate import validator_for
+from grammars import validator_for
 
 
 def canonical_instance(value: Any, schema: Any, root: Any) -> Any:

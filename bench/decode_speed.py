@@ -13,8 +13,8 @@ import statistics
 import time
 from pathlib import Path
 
-from grammars import GrammarCache, JsonSchemaSpec, ToolCallsSpec, ToolSpec, bfcl_to_json_schema
-from grammars.keywords import KeywordTable
+from grammars import (GrammarCache, JsonSchemaSpec, KeywordTable, ToolCallsSpec, ToolSpec,
+                      bfcl_to_json_schema)
 from server.engines.base import GenerationRequest, SamplingParams
 from server.model_store import resolve_model
 

@@ -7,7 +7,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from grammars.keywords import TIERS
+from grammars import TIERS
 
 
 def _reason(record: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """Schema coverage and compliance over JSONSchemaBench (maskbench files), per grammar backend.
 
-    strictcall bench schemas ../shared/evaldata/jsonschemabench/* --out REPORT.json \
+    strictcall-bench schemas ../shared/evaldata/jsonschemabench/* --out REPORT.json \
         [--backend xgrammar,outlines] [--limit N]
 
 Per schema: compiled or rejected (and why), compile time cold and warm (a cache hit), every
@@ -34,11 +34,9 @@ from bench.canonical import canonical_instance
 from bench.schema_summary import print_table, summarize
 from grammars import (Budget, BudgetExceeded, GrammarCache, GrammarError, JsonSchemaSpec,
                       check_schema)
-from grammars.backend import CompiledGrammar
+from grammars import (JSON_SCHEMA_READING, POLICY_FLAGS, CompiledGrammar, GrammarPolicy,
+                      departures, iter_schema_nodes, validator_for, with_policies)
 from grammars import make_backend as make_grammar_backend
-from grammars._walk import iter_schema_nodes
-from grammars.keywords import JSON_SCHEMA_READING, departures, with_policies
-from grammars.validate import validator_for
 
 __all__ = ["canonical_instance", "main", "print_table", "run_schema", "summarize"]
 
@@ -188,11 +186,10 @@ def _worker_init(name: str, policies: dict[str, Any]) -> None:
 
     backend = make_backend(name, AutoTokenizer.from_pretrained(ensure_embedded_model()))
     try:
-        backend.set_strict_objects(policies["strict_objects"])
-    except ValueError:
-        pass  # outlines-core: strict objects only (the table says so)
-    table = with_policies(backend.keywords, {
-        p: v for p, v in policies.items() if p != "strict_objects"})
+        policy = GrammarPolicy.for_backend(backend, policies)
+    except ValueError:  # outlines-core: strict objects only (its table says so)
+        policy = GrammarPolicy.for_backend(backend, {**policies, "strict_objects": True})
+    table = policy.keywords
     _WORKER.update(backend=backend, table=table, alone=_alone(backend),
                    cache=GrammarCache(backend, compile_workers=1))
 
@@ -237,7 +234,7 @@ def _backend_info() -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="strictcall bench schemas", description=__doc__,
+    parser = argparse.ArgumentParser(prog="strictcall-bench schemas", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dirs", nargs="+", type=Path, help="maskbench folders (one category each)")
     parser.add_argument("--out", type=Path, default=Path("schemas-report.json"))
@@ -246,28 +243,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N schemas per folder")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="per schema: compiles (ours and alone) and instance checks, s")
-    parser.add_argument("--strict-objects", choices=["on", "off"], default="on",
-                        help="as the server's --strict-objects (default on)")
-    parser.add_argument("--unknown-keywords", choices=["rejected", "annotation"],
-                        default="rejected", help="as the server's --unknown-keywords")
-    parser.add_argument("--patterns", choices=["full", "search"], default="full",
-                        help="as the server's --patterns")
-    parser.add_argument("--implied-types", choices=["on", "off"], default="on",
-                        help="as the server's --implied-types")
-    parser.add_argument("--number-bounds", choices=["grammar", "validator"], default="grammar",
-                        help="as the server's --number-bounds")
-    parser.add_argument("--bounded-strings", choices=["grammar", "validator"],
-                        default="grammar", help="as the server's --bounded-strings")
+    for policy in POLICY_FLAGS:  # as the server's flags, from the same table
+        if policy.choices is None:
+            parser.add_argument(policy.flag, dest=policy.name, default=policy.default,
+                                action=argparse.BooleanOptionalAction, help=policy.help)
+        else:
+            parser.add_argument(policy.flag, dest=policy.name, default=policy.default,
+                                choices=policy.choices, help=policy.help)
     parser.add_argument("--json-schema-reading", action="store_true",
                         help="all of the above as JSON Schema reads a schema (strict objects "
                              "off, unknown keywords annotations, patterns search, implied "
                              "types off, number bounds and bounded strings validator)")
     args = parser.parse_args(argv)
     policies: dict[str, Any] = dict(JSON_SCHEMA_READING) if args.json_schema_reading else {
-        "strict_objects": args.strict_objects == "on",
-        "unknown_keywords": args.unknown_keywords, "patterns": args.patterns,
-        "implied_types": args.implied_types == "on", "number_bounds": args.number_bounds,
-        "bounded_strings": args.bounded_strings}
+        f.name: getattr(args, f.name) for f in POLICY_FLAGS}
 
     report: dict[str, Any] = {"backends": {}, "args": {
         "dirs": [str(d) for d in args.dirs], "limit": args.limit, "timeout": args.timeout,

@@ -1,0 +1,143 @@
+"""Runaway guards, measured: forced tool calls on BFCL (simple_python, multiple, parallel)
+against a real server on the embedded model, each prompt with the guards off and on (per
+request, alternating, same server), max_tokens 256, greedy.
+
+    strictcall-bench runaway [--limit 20] [--out bench/results/runaway.json]
+    strictcall-bench runaway --thresholds     # the repeat lengths in BFCL's gold values
+
+Per category and setting: cut-off rate (finish_reason "length"), valid-call rate, BFCL AST
+accuracy, mean latency and completion tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.bfcl_ast import check, load
+from server.process import ServerProcess
+
+CATEGORIES = ("simple_python", "multiple", "parallel")
+SETTINGS = {"off": {"dedupe_calls": False, "loop_guard": False},
+            "on": {"dedupe_calls": True, "loop_guard": True}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="strictcall-bench runaway", description=__doc__)
+    p.add_argument("--limit", type=int, default=20, help="prompts per category")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--out", type=Path, default=Path("bench/results/runaway.json"))
+    p.add_argument("--thresholds", action="store_true")
+    args = p.parse_args(argv)
+    if args.thresholds:
+        return _thresholds()
+    rows = _run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=2))
+    print(_table(rows))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from openai import OpenAI
+
+    samples: dict[tuple[str, str], list[dict]] = {}
+    with ServerProcess("--served-model-name", "m") as server:
+        client = OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
+                        timeout=600)
+        for category in CATEGORIES:
+            pairs = load(category, args.limit)
+            for i, (question, answer) in enumerate(pairs):
+                for setting, guards in SETTINGS.items():
+                    one = _ask(client, question, answer, guards, args.max_tokens)
+                    samples.setdefault((category, setting), []).append(one)
+                print(f"\r{category}: {i + 1}/{len(pairs)}", end="", file=sys.stderr)
+            print(file=sys.stderr)
+    return [_summary(category, setting, s) for (category, setting), s in samples.items()]
+
+
+def _ask(client: Any, question: dict, answer: dict, guards: dict, max_tokens: int) -> dict:
+    tools = [{"type": "function", "function": f} for f in question["function"]]
+    start = time.perf_counter()
+    resp = client.chat.completions.create(
+        model="m", messages=question["question"][0], tools=tools, tool_choice="required",
+        max_tokens=max_tokens, temperature=0, extra_body={"strictcall": guards})
+    seconds = time.perf_counter() - start
+    choice = resp.choices[0]
+    calls = [(c.function.name, json.loads(c.function.arguments))
+             for c in choice.message.tool_calls or []]
+    return {"cut_off": choice.finish_reason == "length", "valid": bool(calls),
+            "correct": bool(calls) and check(calls, answer), "seconds": seconds,
+            "tokens": resp.usage.completion_tokens}
+
+
+def _summary(category: str, setting: str, samples: list[dict]) -> dict[str, Any]:
+    n = len(samples)
+    return {"category": category, "guards": setting, "n": n,
+            "cut_off": sum(s["cut_off"] for s in samples) / n,
+            "valid": sum(s["valid"] for s in samples) / n,
+            "ast_accuracy": sum(s["correct"] for s in samples) / n,
+            "mean_s": statistics.mean(s["seconds"] for s in samples),
+            "mean_tokens": statistics.mean(s["tokens"] for s in samples)}
+
+
+def _table(rows: list[dict]) -> str:
+    lines = ["| category | guards | n | cut off | valid calls | AST accuracy | mean s | "
+             "mean tokens |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['category']} | {r['guards']} | {r['n']} | {r['cut_off']:.0%} | "
+                     f"{r['valid']:.0%} | {r['ast_accuracy']:.0%} | {r['mean_s']:.2f} | "
+                     f"{r['mean_tokens']:.1f} |")
+    return "\n".join(lines)
+
+
+def _thresholds() -> int:
+    """The longest back-to-back repeat (unit tokens x repeats) in BFCL's gold argument
+    values, tokenized with the embedded model's tokenizer: the loop guard's thresholds must
+    stay above it."""
+    from transformers import AutoTokenizer
+
+    from server.model_store import ensure_embedded_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model())
+    worst: tuple[int, int, str] = (0, 0, "")
+    for category in CATEGORIES:
+        for _, answer in load(category):
+            for value in _values(answer["ground_truth"]):
+                ids = tokenizer.encode(json.dumps(value), add_special_tokens=False)
+                for end in range(1, len(ids) + 1):
+                    period, repeats = _longest_repeat(ids[:end])
+                    if period * repeats > worst[0] * worst[1]:
+                        worst = (period, repeats, json.dumps(value)[:60])
+    print(f"longest back-to-back repeat in gold values: unit {worst[0]} token(s) x "
+          f"{worst[1]} = {worst[0] * worst[1]} tokens, in {worst[2]!r}")
+    return 0
+
+
+def _values(node: Any) -> list[Any]:
+    if isinstance(node, dict):
+        return [v for x in node.values() for v in _values(x)]
+    if isinstance(node, list):
+        return [v for x in node for v in _values(x)] if node else []
+    return [node]
+
+
+def _longest_repeat(ids: list[int]) -> tuple[int, int]:
+    best = (0, 0)
+    for period in range(1, 17):
+        repeats = 1
+        while (repeats + 1) * period <= len(ids) and \
+                ids[-(repeats + 1) * period: -repeats * period] == ids[-period:]:
+            repeats += 1
+        if repeats > 1 and period * repeats > best[0] * best[1]:
+            best = (period, repeats)
+    return best
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
