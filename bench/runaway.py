@@ -23,8 +23,9 @@ from bench.bfcl_ast import check, load
 from server.process import ServerProcess
 
 CATEGORIES = ("simple_python", "multiple", "parallel")
-SETTINGS = {"off": {"dedupe_calls": False, "loop_guard": False},
-            "on": {"dedupe_calls": True, "loop_guard": True}}
+SETTINGS = {"off": {"dedupe_calls": False, "loop_guard": "off"},
+            "stop": {"dedupe_calls": True, "loop_guard": "stop"},
+            "steer": {"dedupe_calls": True, "loop_guard": "steer"}}
 
 
 def main(argv: list[str] | None = None) -> int:

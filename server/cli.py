@@ -69,10 +69,10 @@ def _parser() -> argparse.ArgumentParser:
                        action=argparse.BooleanOptionalAction,
                        help="close the call list when a call repeats an earlier one "
                             "(default on)")
-    serve.add_argument("--loop-guard", dest="loop_guard", default=None,
-                       action=argparse.BooleanOptionalAction,
-                       help="stop a decode whose value repeats itself, finish_reason "
-                            "'length' (default on)")
+    serve.add_argument("--loop-guard", dest="loop_guard", choices=["off", "stop", "steer"],
+                       help="a value that repeats itself: steered away from the repeat "
+                            "(torch engine) or stopped with finish_reason 'length' "
+                            "(default stop)")
     serve.add_argument("--max-calls", dest="max_calls", type=int,
                        help="calls in one response at most (default: no limit)")
     serve.add_argument("--repair-attempts", dest="repair_attempts", type=int)

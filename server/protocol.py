@@ -114,7 +114,7 @@ class StrictCallOptions(_Wire):
     repair_timeout_s: float | None = Field(None, gt=0, le=120)
     # Runaway guards (server defaults: --dedupe-calls, --loop-guard).
     dedupe_calls: bool | None = None
-    loop_guard: bool | None = None
+    loop_guard: Literal["off", "stop", "steer"] | None = None
 
 
 class StreamOptions(_Wire):

@@ -59,9 +59,10 @@ class _Settings(BaseSettings):
     # Modules or .py files with @tool contracts, loaded and warmed at startup.
     contracts: list[str] = Field(default_factory=list)
     # Runaway guards (server/pipeline/runaway.py): a call identical to an earlier one closes
-    # the call list; a value that repeats itself stops the decode (finish_reason "length").
+    # the call list; a value that repeats itself is steered away from the repeat ("steer",
+    # engines that choose tokens themselves) or stopped (finish_reason "length").
     dedupe_calls: bool = True
-    loop_guard: bool = True
+    loop_guard: Literal["off", "stop", "steer"] = "stop"
     # Calls in one response at most (the call grammar's maxItems); None: no limit.
     max_calls: int | None = Field(None, ge=1, le=64)
     repair_attempts: int = Field(2, ge=0, le=5)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -29,6 +29,10 @@ class GenerationRequest:
     grammar: CompiledGrammar | None = None
     # Called with each output token id as it is chosen (from the engine's thread): streaming.
     on_token: Callable[[int], None] | None = field(default=None, compare=False)
+    # Given the output so far, token ids the next choice should avoid (from the engine's
+    # thread). Engines with `steers` honor it (never leaving no token); others ignore it.
+    steer: Callable[[Sequence[int]], Collection[int]] | None = field(default=None,
+                                                                      compare=False)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class Engine(abc.ABC):
     # A MaskingBackend (xgrammar, outlines-core) where the engine applies the masks itself;
     # vLLM's pass-through GrammarBackend where vLLM does.
     grammar_backend: GrammarBackend
+    # Whether `GenerationRequest.steer` is honored (the engine chooses tokens itself).
+    steers: bool = False
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         """The chat template applied to messages, ending with the assistant turn's opening."""

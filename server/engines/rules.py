@@ -7,6 +7,8 @@
   incomplete (`applied_stop_strings`); the text ends before the first one
   (`StopStringScanner`; vLLM applies the same list itself).
 - `grammar_complete`: a grammar was given and the output is a complete sentence of it.
+- Steering (`avoid`): a request's steer callback names tokens to avoid; they are masked out
+  after the grammar's mask, unless nothing else would be left.
 """
 
 from __future__ import annotations
@@ -83,3 +85,15 @@ def grammar_complete(*, constrained: bool, ended_on_eos: bool) -> bool:
     max_tokens, the context or a cancel, the output is never complete.
     """
     return constrained and ended_on_eos
+
+
+def avoid(logits: Any, banned: Any) -> None:
+    """Mask `banned` token ids out of one row of logits (already under the grammar's mask),
+    in place, unless that would leave no token at all."""
+    banned = [t for t in banned if 0 <= t < logits.shape[-1]]
+    if not banned:
+        return
+    kept = logits.clone()
+    kept[banned] = float("-inf")
+    if bool(kept.isfinite().any()):
+        logits.copy_(kept)

@@ -42,6 +42,7 @@ class _Sequence:
 
 
 class TorchEngine(Engine):
+    steers = True
     def __init__(self, model_dir: Path, *, device: str = "auto", threads: int = 1,
                  max_batch: int = 8, model_name: str | None = None,
                  grammar_backend: str = "xgrammar") -> None:
@@ -174,6 +175,8 @@ class TorchEngine(Engine):
         if seq.matcher is not None and not masked:
             self._mask_logits(logits.unsqueeze(0), [seq])
         sp = seq.request.sampling
+        if seq.request.steer is not None:
+            rules.avoid(logits, seq.request.steer(seq.out))
         token = choose_token(logits, temperature=sp.temperature, top_p=sp.top_p,
                              generator=seq.generator)
         if seq.matcher is not None and not seq.matcher.accept_token(token):

@@ -46,6 +46,12 @@ class Prepared:
             return None
         return RunawayGuard(self.plan.mode, engine.decode, options=self.guards)
 
+    def guarded_request(self, guard: RunawayGuard | None) -> GenerationRequest:
+        """The request, steered by `guard` where it steers."""
+        if guard is None or self.guards.loop_guard != "steer":
+            return self.request
+        return replace(self.request, steer=guard.steer)
+
     def then(self, result: GenerationResult) -> Prepared | None:
         """What decodes next once this decode gave `result`: nothing (None), or, when
         "auto" decided on no call (an empty list), the fallback plan that answers instead."""
@@ -117,7 +123,7 @@ class ChatPipeline:
         """One decode of `prep` under its runaway guard: the result, and the guard's trip
         if it stopped the decode."""
         guard = prep.guard(self.engine)
-        result = await decode(self.engine, prep.request, guard=guard)
+        result = await decode(self.engine, prep.guarded_request(guard), guard=guard)
         return result, guard.trip if guard is not None else None
 
     async def finish(self, prep: Prepared, result: GenerationResult,
@@ -186,12 +192,13 @@ class ChatPipeline:
     def _guards(self, req: ChatCompletionRequest) -> GuardOptions:
         opts = req.strictcall
 
-        def pick(asked: bool | None, default: bool) -> bool:
-            return default if asked is None else asked
-
-        return GuardOptions(
-            dedupe_calls=pick(opts and opts.dedupe_calls, self.settings.dedupe_calls),
-            loop_guard=pick(opts and opts.loop_guard, self.settings.loop_guard))
+        dedupe = opts.dedupe_calls if opts and opts.dedupe_calls is not None \
+            else self.settings.dedupe_calls
+        loops = opts.loop_guard if opts and opts.loop_guard is not None \
+            else self.settings.loop_guard
+        if loops == "steer" and not self.engine.steers:
+            loops = "stop"  # this engine does not choose tokens itself: stop is what is left
+        return GuardOptions(dedupe_calls=dedupe, loop_guard=loops)
 
     def _budget(self, req: ChatCompletionRequest) -> RepairBudget:
         opts = req.strictcall

@@ -7,8 +7,12 @@ Two patterns account for most cut-off calls from small models (and in other serv
   an earlier call's text), its tokens are held back from the stream, so a client never sees
   a call that is then dropped.
 - a value that loops (`&query_params=&query_params=...`, `0000...`): a unit of tokens
-  repeated back to back inside a string or a number. The decode stops with
-  finish_reason="length" and a note; the value is never closed on the model's behalf.
+  repeated back to back inside a string or a number, or a unit that nests ever deeper
+  (`{"type":{"type":...`). With "steer" (engines that choose tokens themselves), the token
+  that would complete such a repeat is avoided while the value is still open, as
+  `no_repeat_ngram_size` does but only there; with "stop", or when steering could not help,
+  the decode stops with finish_reason="length" and a note. A value is never closed on the
+  model's behalf.
 
 The guard watches tokens on the engine's thread; `decode` (decode.py) stops the engine when
 it trips. It works the same on every engine.
@@ -38,14 +42,17 @@ MIN_REPEATS = 4
 _STRUCTURE = frozenset('"{}[],:')
 
 
+LoopGuard = Literal["off", "stop", "steer"]
+
+
 @dataclass(frozen=True)
 class GuardOptions:
     dedupe_calls: bool = True
-    loop_guard: bool = True
+    loop_guard: LoopGuard = "stop"
 
     @property
     def active(self) -> bool:
-        return self.dedupe_calls or self.loop_guard
+        return self.dedupe_calls or self.loop_guard != "off"
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ class RunawayGuard:
             self._ids.append(token)
             self._held.append(token)
             text = self._detok.add([token])
-            if self.options.loop_guard and self._looping(text):
+            if self.options.loop_guard != "off" and self._looping(text):
                 return []
             if self.options.dedupe_calls and self._duplicate(text):
                 return []
@@ -113,20 +120,50 @@ class RunawayGuard:
         return False
 
     # -- loops inside values -----------------------------------------------------------
+    def steer(self, ids: Sequence[int]) -> set[int]:
+        """Tokens that would complete a loop if chosen next (for `GenerationRequest.steer`)."""
+        with self._lock:
+            if self.trip is not None or not self._constrained(self._detok.text):
+                return set()
+            banned = set()
+            for period in range(1, min(MAX_PERIOD, len(ids)) + 1):
+                candidate = ids[-period]
+                if candidate in banned:
+                    continue
+                found = repeated_unit([*ids, candidate])
+                if found is not None and self._loop_kind(found[0], [*ids, candidate]):
+                    banned.add(candidate)
+            return banned
+
+    def _constrained(self, text: str) -> bool:
+        """Whether the decode is inside constrained output (free text never loops here)."""
+        if self.mode == "text":
+            return False
+        return self.mode != "auto" or read_output(self.mode, text, complete=False).calls \
+            is not None
+
+    def _loop_kind(self, period: int, ids: Sequence[int]) -> str | None:
+        """"value" (a repeat inside one string or number), "nesting" (a unit that opens
+        more than it closes), or None (it repeats structure, such as array items)."""
+        unit = self._decode(list(ids[-period:]))
+        if not _STRUCTURE & set(unit):
+            return "value"
+        opened = sum(unit.count(c) for c in "{[") - sum(unit.count(c) for c in "}]")
+        return "nesting" if opened > 0 else None
+
     def _looping(self, text: str) -> bool:
-        if self.mode == "text" or (self.mode == "auto"
-                                   and read_output(self.mode, text, complete=False).calls
-                                   is None):
-            return False  # free text: not a constrained value
+        if not self._constrained(text):
+            return False
         found = repeated_unit(self._ids)
         if found is None:
             return False
         period, repeats = found
-        unit = self._decode(self._ids[-period:])
-        if _STRUCTURE & set(unit):
-            return False  # repeats structure (array items, calls), not one value
+        kind = self._loop_kind(period, self._ids)
+        if kind is None:
+            return False
         self.trip = Trip("loop", text, {"loop_cut": {
-            "unit": unit, "repeats": repeats, "tokens": period * repeats}})
+            "kind": kind, "unit": self._decode(self._ids[-period:]), "repeats": repeats,
+            "tokens": period * repeats}})
         return True
 
 

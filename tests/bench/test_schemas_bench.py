@@ -1,4 +1,4 @@
-"""`strictcall bench schemas` end to end on a small maskbench folder written here."""
+"""`strictcall-bench schemas` end to end on a small maskbench folder written here."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def test_a_looping_value_stops_with_length_and_a_note(client, reply):
 
 def test_loop_guard_off_lets_the_value_finish(client, reply):
     reply["text"] = f"[{CALL % LOOP}]"
-    resp = chat(client, {"loop_guard": False})
+    resp = chat(client, {"loop_guard": "off"})
     (call,) = resp.json()["choices"][0]["message"]["tool_calls"]
     assert json.loads(call["function"]["arguments"])["url"] == LOOP
 
@@ -116,6 +116,26 @@ def test_json_answers_are_guarded_too(client, reply):
 ])
 def test_repeated_unit(ids, found):
     assert repeated_unit(ids) == found
+
+
+def test_steering_avoids_the_token_that_completes_a_loop(tokenizer):
+    from server.pipeline.runaway import LOOP_TOKENS, MIN_REPEATS
+
+    prefix = tokenizer.encode('{"url":"x', add_special_tokens=False)
+    unit = tokenizer.encode("&query_params=", add_special_tokens=False)
+    need = max(MIN_REPEATS, -(-LOOP_TOKENS // len(unit)))
+    ids = prefix + unit * (need - 1) + unit[:-1]  # one token short of a loop
+    guard = RunawayGuard("json", tokenizer.decode, options=GuardOptions(loop_guard="steer"))
+    for token in ids:
+        guard.see(token)
+    assert guard.trip is None
+    assert unit[-1] in guard.steer(ids)  # writing it would complete the loop
+    # Nothing is avoided in a value that does not repeat.
+    fresh = RunawayGuard("json", tokenizer.decode, options=GuardOptions(loop_guard="steer"))
+    plain = tokenizer.encode('{"url":"https://example.org/a', add_special_tokens=False)
+    for token in plain:
+        fresh.see(token)
+    assert fresh.steer(plain) == set()
 
 
 def test_free_text_is_never_cut(tokenizer):
