@@ -1,77 +1,171 @@
-"""Prometheus text exposition, without a client library: a few counters and one histogram."""
+"""Prometheus metrics, with prometheus_client, one registry per application.
+
+Request metrics follow vLLM's names and labels (`vllm:e2e_request_latency_seconds` ->
+`strictcall:e2e_request_latency_seconds`, label `model_name`), so dashboards built for vLLM
+need only the prefix changed. The grammar-cache and rejection series keep the names they
+had (`strictcall_grammar_*`, `strictcall_requests_rejected_total`). Values the engine and
+the cache already count (running, waiting, hits, ...) are read at scrape time.
+"""
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 COMPILE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0)
+# vLLM's buckets for the same series.
+LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
+                   50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+                5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 
-
-class Histogram:
-    def __init__(self, buckets: tuple[float, ...]) -> None:
-        self.buckets = buckets
-        self._counts = [0] * len(buckets)
-        self._sum = 0.0
-        self._n = 0
-        self._lock = threading.Lock()
-
-    def observe(self, value: float) -> None:
-        with self._lock:
-            self._sum += value
-            self._n += 1
-            for i, bound in enumerate(self.buckets):
-                if value <= bound:
-                    self._counts[i] += 1
-
-    def render(self, name: str) -> list[str]:
-        with self._lock:
-            lines = [f'{name}_bucket{{le="{b:g}"}} {c}' for b, c in zip(self.buckets,
-                                                                         self._counts)]
-            lines.append(f'{name}_bucket{{le="+Inf"}} {self._n}')
-            return [*lines, f"{name}_sum {self._sum:.6f}", f"{name}_count {self._n}"]
+_CACHE_COUNTERS = (("hits", "Grammar cache hits."), ("misses", "Grammar cache misses."),
+                   ("evictions", "Grammars evicted from the cache."),
+                   ("compiles", "Grammar compilations started."),
+                   ("joined", "Misses that waited on a compilation in flight."),
+                   ("disk_loads", "Misses answered from the on-disk grammar store."),
+                   ("expired", "Grammars dropped after the time-to-live unused."))
 
 
 class Metrics:
-    def __init__(self) -> None:
-        self.compile_seconds = Histogram(COMPILE_BUCKETS)
-        self.rejections: Counter[str] = Counter()
-        self._lock = threading.Lock()
+    def __init__(self, model_name: str = "") -> None:
+        self.model_name = model_name
+        self.registry = CollectorRegistry()
+        r, model = self.registry, ["model_name"]
+        self.compile_seconds = Histogram(
+            "strictcall_grammar_compile_seconds", "Time to compile one grammar.",
+            buckets=COMPILE_BUCKETS, registry=r)
+        self._rejected = Counter("strictcall_requests_rejected", "Requests answered with an "
+                                 "error, by reason.", ["reason"], registry=r)
+        self._requests = Counter("strictcall:requests", "Requests answered, by API, outcome "
+                                 "and HTTP status.", ["model_name", "api", "outcome", "status"],
+                                 registry=r)
+        self._e2e = Histogram("strictcall:e2e_request_latency_seconds", "End-to-end request "
+                              "latency.", model, buckets=LATENCY_BUCKETS, registry=r)
+        self._ttft = Histogram("strictcall:time_to_first_token_seconds", "Time to the first "
+                               "output token.", model, buckets=TTFT_BUCKETS, registry=r)
+        self._tpot = Histogram("strictcall:time_per_output_token_seconds", "Time per output "
+                               "token after the first.", model, buckets=TPOT_BUCKETS, registry=r)
+        self._queue = Histogram("strictcall:request_queue_time_seconds", "Time a decode "
+                                "waited for the engine.", model, buckets=LATENCY_BUCKETS,
+                                registry=r)
+        self._prompt = Counter("strictcall:prompt_tokens", "Prompt tokens prefilled.", model,
+                               registry=r)
+        self._generated = Counter("strictcall:generation_tokens", "Tokens generated.", model,
+                                  registry=r)
+        self._finished = Counter("strictcall:request_success", "Decodes finished, by finish "
+                                 "reason.", ["model_name", "finished_reason"], registry=r)
+        self._repairs = Counter("strictcall:contract_calls", "Contract calls, by tool and "
+                                "outcome (valid, repaired, failed).", ["tool", "outcome"],
+                                registry=r)
+        self._violations = Counter("strictcall:contract_violations", "Contract violations "
+                                   "found after decoding, by code.", ["code"], registry=r)
+
+    def watch(self, *, cache: Callable[[], dict[str, int]],
+              engine: Callable[[], dict[str, int]]) -> None:
+        """Read the cache's and the engine's own counters at each scrape."""
+        self.registry.register(_Pulled(self.model_name, cache, engine))
 
     def reject(self, reason: str) -> None:
-        with self._lock:
-            self.rejections[reason] += 1
+        self._rejected.labels(reason).inc()
 
-    def render(self, *, cache: dict[str, int], engine: dict[str, int]) -> str:
-        out: list[str] = []
+    def request(self, *, api: str, status: int, seconds: float) -> None:
+        outcome = "success" if status < 400 else "client_error" if status < 500 else "error"
+        self._requests.labels(self.model_name, api, outcome, str(status)).inc()
+        self._e2e.labels(self.model_name).observe(seconds)
 
-        def metric(name: str, kind: str, help_: str, lines: list[str]) -> None:
-            out.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}", *lines])
+    def decode(self, *, prompt_tokens: int, generated: int, finish_reason: str,
+               ttft_s: float | None, decode_s: float | None, queue_s: float | None) -> None:
+        """One engine decode: tokens, finish reason and its timings where known."""
+        m = self.model_name
+        self._prompt.labels(m).inc(prompt_tokens)
+        self._generated.labels(m).inc(generated)
+        self._finished.labels(m, finish_reason).inc()
+        if ttft_s is not None:
+            self._ttft.labels(m).observe(ttft_s)
+        if decode_s is not None and generated > 1:
+            self._tpot.labels(m).observe(decode_s / (generated - 1))
+        if queue_s is not None:
+            self._queue.labels(m).observe(queue_s)
 
-        metric("strictcall_grammar_compile_seconds", "histogram",
-               "Time to compile one grammar.",
-               self.compile_seconds.render("strictcall_grammar_compile_seconds"))
-        for key, help_ in (("hits", "Grammar cache hits."), ("misses", "Grammar cache misses."),
-                           ("evictions", "Grammars evicted from the cache."),
-                           ("compiles", "Grammar compilations started."),
-                           ("joined", "Misses that waited on a compilation in flight."),
-                           ("disk_loads", "Misses answered from the on-disk grammar store."),
-                           ("expired", "Grammars dropped after the time-to-live unused.")):
-            name = f"strictcall_grammar_cache_{key}_total"
-            metric(name, "counter", help_, [f"{name} {cache.get(key, 0)}"])
-        metric("strictcall_grammar_cache_entries", "gauge", "Grammars in the cache.",
-               [f"strictcall_grammar_cache_entries {cache.get('entries', 0)}"])
-        metric("strictcall_grammar_cache_bytes", "gauge", "Memory held by cached grammars.",
-               [f"strictcall_grammar_cache_bytes {cache.get('bytes', 0)}"])
-        with self._lock:
-            rejected = [f'strictcall_requests_rejected_total{{reason="{r}"}} {n}'
-                        for r, n in sorted(self.rejections.items())]
-        metric("strictcall_requests_rejected_total", "counter",
-               "Requests answered with an error, by reason.", rejected)
+    def contract(self, *, tool: str, outcome: str, violation_codes: list[str]) -> None:
+        self._repairs.labels(tool, outcome).inc()
+        for code in violation_codes:
+            self._violations.labels(code).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _Pulled(Collector):
+    """Gauges and counters whose values live in the engine and the grammar cache."""
+
+    def __init__(self, model_name: str, cache: Callable[[], dict[str, int]],
+                 engine: Callable[[], dict[str, int]]) -> None:
+        self._model = model_name
+        self._cache = cache
+        self._engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        cache, engine = self._cache(), self._engine()
+        for key, help_ in _CACHE_COUNTERS:
+            yield CounterMetricFamily(f"strictcall_grammar_cache_{key}", help_,
+                                      value=cache.get(key, 0))
+        yield GaugeMetricFamily("strictcall_grammar_cache_entries", "Grammars in the cache.",
+                                value=cache.get("entries", 0))
+        yield GaugeMetricFamily("strictcall_grammar_cache_bytes",
+                                "Memory held by cached grammars.", value=cache.get("bytes", 0))
+        for name, key, help_ in (
+                ("strictcall:num_requests_running", "running", "Requests decoding now."),
+                ("strictcall:num_requests_waiting", "queued", "Requests waiting for the "
+                                                              "engine.")):
+            family = GaugeMetricFamily(name, help_, labels=["model_name"])
+            family.add_metric([self._model], engine.get(key, 0))
+            yield family
         for key, value in sorted(engine.items()):
-            kind = "gauge" if key in ("running", "queued") else "counter"
-            name = f"strictcall_engine_{key}" + ("_total" if kind == "counter" else "")
-            metric(name, kind, f"Engine {key.replace('_', ' ')}.", [f"{name} {value}"])
-        return "\n".join(out) + "\n"
+            if key not in ("running", "queued"):
+                yield CounterMetricFamily(f"strictcall_engine_{key}",
+                                          f"Engine {key.replace('_', ' ')}.", value=value)
 
 
+
+# Which API a route serves, for the request counter's `api` label.
+API_ROUTES = {"/v1/chat/completions": "chat_completions", "/v1/responses": "responses",
+              "/v1/messages": "messages"}
+
+
+class RequestTimer:
+    """ASGI middleware: counts each API request by outcome and status and times it to the
+    last byte of its body, streams included, into the application's `Metrics`."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        api = API_ROUTES.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if api is None:
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def timed(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                metrics = getattr(scope["app"].state, "metrics", None)
+                if metrics is not None:
+                    metrics.request(api=api, status=status,
+                                    seconds=time.perf_counter() - started)
+
+        await self.app(scope, receive, timed)

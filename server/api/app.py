@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Body, Depends, FastAPI, Request, Response
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from contracts import ContractRegistry
@@ -21,7 +21,8 @@ from grammars import (CompiledGrammar, DiskStore, EnforcementReport, GrammarCach
 from server.api import errors
 from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
-from server.metrics import Metrics
+from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from server.metrics import Metrics, RequestTimer
 from server.model_store import default_cache_dir
 from server.pipeline.chat import ChatPipeline, contract_runtime
 from server.pipeline.decode import compiled
@@ -68,7 +69,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         engine = engine_factory(settings)
         # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
         policy = GrammarPolicy.for_backend(engine.grammar_backend, settings.policies)
-        metrics = Metrics()
+        metrics = Metrics(settings.served_model_name or engine.model_name)
         disk = DiskStore((settings.cache_dir or default_cache_dir()) / "grammars") \
             if settings.grammar_disk_cache else None
         cache = GrammarCache(engine.grammar_backend, max_entries=settings.grammar_cache_entries,
@@ -77,12 +78,13 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
                              compile_workers=settings.compile_workers,
                              on_compile=metrics.compile_seconds.observe)
         app.state.metrics = metrics
+        metrics.watch(cache=lambda: dataclasses.asdict(cache.stats()), engine=engine.stats)
         if settings.warm_grammars:
             grammars = await asyncio.to_thread(warm, cache, registry, policy,
                                                max_calls=settings.max_calls)
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
         app.state.pipeline = ChatPipeline(engine, cache, settings, policy=policy,
-                                          registry=registry)
+                                          registry=registry, metrics=metrics)
         app.state.started = time.time()
         try:
             yield
@@ -91,10 +93,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
             engine.close()
 
     app = FastAPI(title="StrictCall", lifespan=lifespan)
+    app.add_middleware(RequestTimer)
     errors.install(app)
     app.get("/health")(health)
     app.get("/v1/models")(list_models)
-    app.get("/metrics", response_class=PlainTextResponse)(metrics_text)
+    app.get("/metrics")(metrics_text)
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
     app.post("/v1/grammars/compile")(compile_grammar)
     app.get("/v1/contracts")(list_contracts)
@@ -115,10 +118,9 @@ async def health(pipeline: PipelineDep) -> dict:
             "grammar_cache": dataclasses.asdict(stats)}
 
 
-async def metrics_text(pipeline: PipelineDep, request: Request) -> str:
+async def metrics_text(request: Request) -> Response:
     """Prometheus text format."""
-    cache = dataclasses.asdict(pipeline.cache.stats())
-    return request.app.state.metrics.render(cache=cache, engine=pipeline.engine.stats())
+    return Response(request.app.state.metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
 
 async def list_models(pipeline: PipelineDep, request: Request) -> dict:

@@ -129,6 +129,7 @@ class TorchEngine(Engine):
     @torch.inference_mode()
     def _prefill(self, seq: _Sequence) -> None:
         start = time.perf_counter()
+        seq.timings["queue_s"] = start - seq.timings["queued_at"]
         ids = torch.tensor([seq.request.prompt_ids], dtype=torch.long, device=self.device)
         out = self.model(input_ids=ids, use_cache=True)
         logits = out.logits[:, -1, :].float()

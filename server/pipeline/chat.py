@@ -15,6 +15,7 @@ from typing import Any, assert_never
 from contracts import Contract, ContractRegistry, MissingRuntimeValue
 from grammars import EnforcementReport, GrammarCache, GrammarPolicy, Lookup, validator_for
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
+from server.metrics import Metrics
 from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
 from server.pipeline.decode import compiled, decode
 from server.pipeline.modes import read_output
@@ -70,8 +71,10 @@ class Completed:
 
 class ChatPipeline:
     def __init__(self, engine: Engine, cache: GrammarCache, settings: Settings, *,
-                 policy: GrammarPolicy, registry: ContractRegistry | None = None) -> None:
+                 policy: GrammarPolicy, registry: ContractRegistry | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.engine = engine
+        self.metrics = metrics
         self.cache = cache
         self.settings = settings
         # What the backend's masks enforce under this server's policies: every schema,
@@ -124,6 +127,13 @@ class ChatPipeline:
         if it stopped the decode."""
         guard = prep.guard(self.engine)
         result = await decode(self.engine, prep.guarded_request(guard), guard=guard)
+        if self.metrics is not None:
+            t = result.timings
+            self.metrics.decode(prompt_tokens=result.prompt_tokens,
+                                generated=result.completion_tokens,
+                                finish_reason=result.finish_reason, ttft_s=t.get("ttft_s"),
+                                decode_s=t["e2e_s"] - t["ttft_s"] if "ttft_s" in t else None,
+                                queue_s=t.get("queue_s"))
         return result, guard.trip if guard is not None else None
 
     async def finish(self, prep: Prepared, result: GenerationResult,
@@ -175,6 +185,11 @@ class ChatPipeline:
         report = await self.repairer.run(contract, arguments, messages=prep.messages,
                                          runtime=prep.runtime[contract.name],
                                          budget=prep.budget)
+        if self.metrics is not None:
+            outcome = "failed" if report.arguments is None else \
+                "repaired" if report.repaired else "valid"
+            self.metrics.contract(tool=contract.name, outcome=outcome, violation_codes=[
+                v["code"] for a in report.attempts for v in a["violations"]])
         if report.arguments is None:
             last = report.attempts[-1]["violations"]
             raise ContractViolation(

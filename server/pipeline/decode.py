@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import replace
 
 from grammars import GrammarCache, GrammarError, GrammarSpec, Lookup
@@ -31,12 +32,30 @@ async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float) 
 
 async def decode(engine: Engine, request: GenerationRequest, *,
                  guard: RunawayGuard | None = None) -> GenerationResult:
+    """One decode; its result's timings gain `ttft_s` (to the first output token, measured
+    the same way for every engine) and `e2e_s`."""
+    started = time.perf_counter()
+    first: list[float] = []
+    watcher = request.on_token
+
+    def stamp(token: int) -> None:  # the engine's thread
+        if not first:
+            first.append(time.perf_counter())
+        if watcher is not None:
+            watcher(token)
+
+    request = replace(request, on_token=stamp)
     try:
         if guard is None:
-            return await engine.generate(request)
-        return await _guarded(engine, request, guard)
+            result = await engine.generate(request)
+        else:
+            result = await _guarded(engine, request, guard)
     except Exception as exc:  # the engine's failure, not the request's: worth a retry
         raise EngineFailure(f"the engine failed on this request: {exc}") from exc
+    timings = {**result.timings, "e2e_s": time.perf_counter() - started}
+    if first:
+        timings["ttft_s"] = first[0] - started
+    return replace(result, timings=timings)
 
 
 async def _guarded(engine: Engine, request: GenerationRequest,
