@@ -1,4 +1,4 @@
-"""`strictcall` command line: `serve`, `fetch-model`, `contracts snapshot`.
+"""`strictcall` command line: `serve`, `fetch-model`, `contracts snapshot`, `eval`.
 The benchmarks have their own: `strictcall-bench` (bench/__main__.py)."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fetch_model(args)
     if args.command == "contracts":
         return _snapshot(args)
+    if args.command == "eval":
+        return _eval(args)
     return _serve(args)
 
 
@@ -80,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--auto-tools", dest="auto_tools", choices=["decide", "trigger"],
                        help="how tool_choice=auto decides between a call and text")
     serve.add_argument("--log-level", default="info")
+    from server.eval import add_arguments as eval_arguments
+
+    evaluate = sub.add_parser("eval", help="contract scenarios against a server: a "
+                                           "regression gate for model changes")
+    eval_arguments(evaluate)
     fetch = sub.add_parser("fetch-model", help="download and convert the embedded model")
     fetch.add_argument("--cache-dir", dest="cache_dir", type=Path)
     contracts = sub.add_parser("contracts", help="contract tools")
@@ -119,6 +126,15 @@ def _snapshot(args: argparse.Namespace) -> int:
         path.write_text(json.dumps(contract.snapshot(), indent=2, ensure_ascii=False) + "\n")
         print(path)
     return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from server.eval import ScenarioError, run
+
+    try:
+        return run(args)
+    except ScenarioError as exc:
+        return _fail(str(exc))
 
 
 def _serve(args: argparse.Namespace) -> int:

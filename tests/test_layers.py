@@ -29,6 +29,7 @@ FORBIDDEN = {
     "server/model_store.py": (*_LOWER_SERVER, "bench"),
     "server/process.py": (*_LOWER_SERVER, "bench"),
     "server/cli.py": ("bench",),
+    "server/eval": (*_LOWER_SERVER, "bench"),  # a client of any server: no server parts
     "bench": (),  # may import anything
 }
 

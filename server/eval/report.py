@@ -1,0 +1,72 @@
+"""Scenario results, aggregated per tool, per field and per tool class; compared with a
+baseline run, class by class, against each class's threshold."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from typing import Any
+
+from server.eval.runner import Outcome
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
+    by_tool: dict[str, list[Outcome]] = defaultdict(list)
+    by_class: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        by_tool[o.tool].append(o)
+        by_class[o.tool_class].append(o)
+    return {"tools": {tool: _stats(rows) for tool, rows in sorted(by_tool.items())},
+            "classes": {c: _stats(rows) for c, rows in sorted(by_class.items())},
+            "overall": _stats(outcomes)}
+
+
+def _stats(rows: list[Outcome]) -> dict[str, Any]:
+    n = len(rows)
+    fields = Counter(path for o in rows for path in o.field_errors)
+    return {"scenarios": n,
+            "correct_call_rate": _rate(sum(o.correct for o in rows), n),
+            "tool_name_accuracy": _rate(sum(o.tool_name_correct for o in rows), n),
+            "calls_per_scenario": round(sum(len(o.called) for o in rows) / n, 3) if n else 0,
+            "unneeded_calls": sum(o.unneeded_call for o in rows),
+            "errors": sum(o.error is not None for o in rows),
+            "field_errors": dict(sorted(fields.items())),
+            "latency_s_mean": round(statistics.mean(o.seconds for o in rows), 3) if n else 0}
+
+
+def _rate(k: int, n: int) -> float:
+    return round(k / n, 4) if n else 0.0
+
+
+def compare(run: dict[str, Any], baseline: dict[str, Any],
+            thresholds: dict[str, float]) -> list[str]:
+    """Failures: each tool class whose correct-call rate fell by more than its threshold
+    (a drop, in rate points) below the baseline's."""
+    failures = []
+    base = baseline["summary"]["classes"]
+    for name, stats in run["summary"]["classes"].items():
+        if name not in base:
+            continue
+        drop = base[name]["correct_call_rate"] - stats["correct_call_rate"]
+        if drop > thresholds.get(name, 0.0) + 1e-9:
+            failures.append(f"{name} tools: correct-call rate {stats['correct_call_rate']:.1%}"
+                            f" vs {base[name]['correct_call_rate']:.1%} in the baseline "
+                            f"(a drop of {drop:.1%}, threshold {thresholds.get(name, 0):.1%})")
+    return failures
+
+
+def markdown(run: dict[str, Any], baseline: dict[str, Any] | None = None) -> str:
+    lines = ["| tool | scenarios | correct calls | tool name | calls/scenario | unneeded "
+             "| field errors | mean s |" + (" baseline correct |" if baseline else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|" if baseline else "")]
+    base_tools = baseline["summary"]["tools"] if baseline else {}
+    for tool, s in run["summary"]["tools"].items():
+        fields = ", ".join(f"{p} {n}" for p, n in s["field_errors"].items()) or "-"
+        row = (f"| {tool} | {s['scenarios']} | {s['correct_call_rate']:.0%} | "
+               f"{s['tool_name_accuracy']:.0%} | {s['calls_per_scenario']} | "
+               f"{s['unneeded_calls']} | {fields} | {s['latency_s_mean']} |")
+        if baseline:
+            b = base_tools.get(tool)
+            row += f" {b['correct_call_rate']:.0%} |" if b else " - |"
+        lines.append(row)
+    return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""Runs scenarios against any OpenAI-compatible server and scores each answer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+
+from server.eval.scenarios import Expectation, Scenario, ScenarioFile
+
+
+@dataclass(frozen=True)
+class Params:
+    """Generation parameters sent with every case (recorded with the run)."""
+
+    model: str
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = 256
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    scenario: str
+    tool: str
+    tool_class: str
+    kind: str
+    user_sha: str              # the user's text is not written anywhere, only its hash
+    expected_tool: str | None
+    called: list[str]
+    tool_name_correct: bool
+    correct: bool
+    unneeded_call: bool
+    field_errors: list[str]    # JSON Pointers of the fields that missed
+    seconds: float
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_file(client: httpx.Client, spec: ScenarioFile, params: Params,
+             tools: dict[str, dict[str, Any]]) -> list[Outcome]:
+    offered = [tools.get(name) or {"type": "function", "function": {"name": name}}
+               for name in spec.tools]
+    return [_run_one(client, spec, case, params, offered) for case in spec.scenarios]
+
+
+def _run_one(client: httpx.Client, spec: ScenarioFile, case: Scenario, params: Params,
+             offered: list[dict[str, Any]]) -> Outcome:
+    body: dict[str, Any] = {"model": params.model, "tools": offered,
+                            "messages": [{"role": "user", "content": case.user}],
+                            **{k: v for k, v in (("temperature", params.temperature),
+                                                 ("top_p", params.top_p),
+                                                 ("max_tokens", params.max_tokens))
+                               if v is not None}, **params.extra_body}
+    started = time.perf_counter()
+    error, calls = None, []
+    try:
+        resp = client.post("/chat/completions", json=body, headers=spec.headers)
+        if resp.status_code >= 400:
+            error = f"HTTP {resp.status_code}: {_detail(resp)}"
+        else:
+            message = resp.json()["choices"][0]["message"]
+            calls = [(c["function"]["name"], _arguments(c["function"]["arguments"]))
+                     for c in message.get("tool_calls") or []]
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    seconds = time.perf_counter() - started
+    return score(spec, case, calls, seconds=seconds, error=error)
+
+
+def score(spec: ScenarioFile, case: Scenario, calls: list[tuple[str, Any]], *,
+          seconds: float = 0.0, error: str | None = None) -> Outcome:
+    want = case.expect
+    names = [name for name, _ in calls]
+    if want.tool is None:
+        name_ok, errors = not calls, []
+    else:
+        first = next((args for name, args in calls if name == want.tool), None)
+        name_ok = first is not None
+        errors = _field_errors(want, first) if name_ok else []
+    correct = error is None and name_ok and not errors and \
+        (want.tool is None or names.count(want.tool) == len(names))
+    return Outcome(case.id, spec.tool, spec.tool_class, case.kind,
+                   hashlib.sha256(case.user.encode()).hexdigest()[:12], want.tool, names,
+                   name_ok and error is None, correct,
+                   bool(calls) and want.tool is None, errors, round(seconds, 4), error)
+
+
+def _field_errors(want: Expectation, args: Any) -> list[str]:
+    args = args if isinstance(args, dict) else {}
+    wrong = [k for k, v in want.fields.items() if k not in args or not _same(args[k], v)]
+    wrong += [k for k, vs in want.one_of.items()
+              if k not in args or not any(_same(args[k], v) for v in vs)]
+    wrong += [k for k in want.present if k not in args]
+    return sorted(f"/{k}" for k in set(wrong))
+
+
+def _same(got: Any, want: Any) -> bool:
+    if isinstance(want, str) and isinstance(got, str):
+        return " ".join(got.lower().split()) == " ".join(want.lower().split())
+    if isinstance(want, (int, float)) and isinstance(got, (int, float)) \
+            and not isinstance(got, bool):
+        return float(got) == float(want)
+    return bool(got == want)
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
+def _detail(resp: httpx.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:200]
+    return str(body.get("detail") or body.get("error", {}).get("message") or body)[:200]

@@ -1,0 +1,93 @@
+"""Contract scenarios: per tool, the cases a model must keep getting right.
+
+A scenario file (YAML, or JSONL with one object per line and the file-level keys repeated)
+names one tool, its class and the tools offered, then its cases:
+
+    tool: search_products
+    class: read            # read | write: each class has its own threshold
+    tools: [search_products, create_support_ticket]   # offered with every case
+    headers: {X-Tenant-Id: acme}                      # optional, sent with every case
+    scenarios:
+      - id: search-lego
+        kind: positive     # positive | boundary | negative
+        user: Find lego sets in toys under 50
+        expect:
+          tool: search_products           # null: no call is the right answer
+          fields: {category: toys}        # equal (strings: case and spaces ignored)
+          one_of: {max_price: [50, 50.0]} # any of these values
+          present: [query]                # written, whatever the value
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class Expectation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str | None
+    fields: dict[str, Any] = Field(default_factory=dict)
+    one_of: dict[str, list[Any]] = Field(default_factory=dict)
+    present: list[str] = Field(default_factory=list)
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    kind: Literal["positive", "boundary", "negative"]
+    user: str
+    expect: Expectation
+
+
+class ScenarioFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    tool: str
+    tool_class: Literal["read", "write"] = Field(alias="class")
+    tools: list[str] = Field(min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+    scenarios: list[Scenario] = Field(min_length=1)
+
+
+class ScenarioError(Exception):
+    """A scenario file that cannot be read: the message names the file and the field."""
+
+
+def load(path: Path) -> ScenarioFile:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: {exc.strerror}") from None
+    try:
+        raw = _parse(path, text)
+        return ScenarioFile.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ScenarioError(f"{path}: {where}: {first['msg']}") from None
+    except ValueError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+
+
+def _parse(path: Path, text: str) -> Any:
+    if path.suffix == ".jsonl":
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        if not rows:
+            raise ValueError("no scenarios")
+        head = {k: v for k, v in rows[0].items() if k in ("tool", "class", "tools", "headers")}
+        return {**head, "scenarios": [{k: v for k, v in r.items() if k not in head}
+                                      for r in rows]}
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ValueError(f"{line}not valid YAML ({getattr(exc, 'problem', exc)})") from None

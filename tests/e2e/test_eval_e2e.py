@@ -1,0 +1,44 @@
+"""`strictcall eval` against the real server: two configurations on the shipped scenarios,
+and the baseline gate's exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.process import ROOT
+from tests.e2e.conftest import MODEL
+
+pytestmark = pytest.mark.slow
+FILES = [str(p) for p in sorted((ROOT / "contracts" / "scenarios").glob("*.yaml"))[:1]]
+
+
+def _eval(server: str, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "server.cli", "eval", *FILES,
+                           "--url", f"{server}/v1", "--model", MODEL, "--out", str(out),
+                           *extra], cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def test_eval_runs_and_gates(server, tmp_path):
+    first = _eval(server, tmp_path / "a.json")
+    assert first.returncode == 0, first.stderr
+    run = json.loads((tmp_path / "a.json").read_text())
+    assert run["params"]["model"] == MODEL
+    assert set(run["schema_versions"]) == {"check_access_request_status"}
+    assert all(v != "unknown" for v in run["schema_versions"].values())
+    assert len(run["results"]) == sum(len(v) for v in run["scenario_files"].values())
+    assert "| check_access_request_status |" in first.stdout
+    # User text is never written: only its hash.
+    assert "AR-004217" not in (tmp_path / "a.json").read_text()
+    # A baseline better than anything possible: the gate fails with exit status 1.
+    perfect = dict(run, summary={**run["summary"], "classes": {
+        c: {**s, "correct_call_rate": 1.0} for c, s in run["summary"]["classes"].items()}})
+    (tmp_path / "perfect.json").write_text(json.dumps(perfect))
+    gated = _eval(server, tmp_path / "b.json", "--baseline", str(tmp_path / "perfect.json"),
+                  "--threshold-read", "0", "--threshold-write", "0")
+    below = [c for c, s in run["summary"]["classes"].items() if s["correct_call_rate"] < 1]
+    assert gated.returncode == (1 if below else 0), gated.stdout
