@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--out", type=Path, default=Path("bench/results/runaway.json"))
     p.add_argument("--thresholds", action="store_true")
+    p.add_argument("--categories", default=",".join(CATEGORIES))
+    p.add_argument("--settings", default=",".join(SETTINGS), help="of off, stop, steer")
     args = p.parse_args(argv)
     if args.thresholds:
         return _thresholds()
@@ -51,11 +53,11 @@ def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
     with ServerProcess("--served-model-name", "m") as server:
         client = OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
                         timeout=600)
-        for category in CATEGORIES:
+        for category in args.categories.split(","):
             pairs = load(category, args.limit)
             for i, (question, answer) in enumerate(pairs):
-                for setting, guards in SETTINGS.items():
-                    one = _ask(client, question, answer, guards, args.max_tokens)
+                for setting in args.settings.split(","):
+                    one = _ask(client, question, answer, SETTINGS[setting], args.max_tokens)
                     samples.setdefault((category, setting), []).append(one)
                 print(f"\r{category}: {i + 1}/{len(pairs)}", end="", file=sys.stderr)
             print(file=sys.stderr)

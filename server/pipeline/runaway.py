@@ -37,6 +37,9 @@ from server.pipeline.prompt import CALL_CLOSE
 MAX_PERIOD = 16
 LOOP_TOKENS = 24
 MIN_REPEATS = 4
+# Steering that keeps having to step in (the model drifts from one near-loop to the next:
+# "deer_population.deer_species.deer_species...") stops the decode after this many steps.
+STEER_LIMIT = 8
 # Characters that end a value or belong to JSON's structure: a unit holding one is not
 # inside one value.
 _STRUCTURE = frozenset('"{}[],:')
@@ -76,6 +79,7 @@ class RunawayGuard:
         self._calls = _CallSplitter()
         self._fed = 0                # how much of the calls' text the splitter has read
         self._lock = threading.Lock()
+        self._steered = 0            # decode steps at which steering had to avoid a token
         self.trip: Trip | None = None
 
     def see(self, token: int) -> list[int]:
@@ -87,6 +91,10 @@ class RunawayGuard:
             self._held.append(token)
             text = self._detok.add([token])
             if self.options.loop_guard != "off" and self._looping(text):
+                return []
+            if self._steered >= STEER_LIMIT:
+                self.trip = Trip("loop", text, {"loop_cut": {
+                    "kind": "steered", "steps": self._steered}})
                 return []
             if self.options.dedupe_calls and self._duplicate(text):
                 return []
@@ -133,6 +141,7 @@ class RunawayGuard:
                 found = repeated_unit([*ids, candidate])
                 if found is not None and self._loop_kind(found[0], [*ids, candidate]):
                     banned.add(candidate)
+            self._steered += bool(banned)
             return banned
 
     def _constrained(self, text: str) -> bool:

@@ -1,0 +1,42 @@
+"""Runaway guards through the real server on the embedded model: a BFCL question whose
+forced call loops inside a string value (greedy SmolLM2-135M writes
+"deer_population.deer_population..." for a location) is stopped early with
+finish_reason "length" and a note, and runs to max_tokens with the guard off.
+(The model did not repeat whole calls on any prompt tried; the duplicate-call guard is
+tested over the same app with a scripted engine, tests/server/test_runaway.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.bfcl_ast import load
+from tests.e2e.conftest import MODEL
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def looping_question():
+    found = [q for q, _ in load("multiple", 20) if q["id"] == "multiple_7"]
+    if not found:
+        pytest.skip("BFCL multiple_7 is missing from ../shared/evaldata")
+    return found[0]
+
+
+def _ask(client, question, loop_guard: str):
+    return client.chat.completions.create(
+        model=MODEL, messages=question["question"][0], max_tokens=200, temperature=0,
+        tools=[{"type": "function", "function": f} for f in question["function"]],
+        tool_choice="required", extra_body={"strictcall": {"loop_guard": loop_guard}})
+
+
+def test_a_looping_value_is_cut_early(client, looping_question):
+    guarded = _ask(client, looping_question, "stop")
+    choice = guarded.choices[0]
+    assert choice.finish_reason == "length" and not choice.message.tool_calls
+    cut = guarded.model_extra["strictcall"]["runaway"]["loop_cut"]
+    assert cut["kind"] == "value" and cut["repeats"] >= 4
+    assert guarded.usage.completion_tokens < 120  # well before max_tokens
+    unguarded = _ask(client, looping_question, "off")
+    assert unguarded.choices[0].finish_reason == "length"
+    assert unguarded.usage.completion_tokens == 200
