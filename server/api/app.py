@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from contracts import ContractRegistry
 from grammars import CompiledGrammar, DiskStore, GrammarCache, GrammarPolicy, ToolCallsSpec
-from server.api import errors
+from server.api import errors, messages
 from server.api.deps import ClientGone, PipelineDep, grammar_headers, until_disconnect
 from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
@@ -95,6 +95,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.get("/v1/models")(list_models)
     app.get("/metrics", response_class=PlainTextResponse)(metrics_text)
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
+    app.post("/v1/messages", response_model=None)(messages.create_message)
     app.post("/v1/grammars/compile")(compile_grammar)
     app.get("/v1/contracts")(list_contracts)
     app.post("/v1/contracts/{name}/validate")(validate_contract)
