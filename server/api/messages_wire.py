@@ -23,8 +23,7 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def _one_of(*models: type[BaseModel], other: type[BaseModel] | None = None,
-            expected: str) -> Any:
+def _one_of(*models: type[BaseModel], other: type[BaseModel] | None = None) -> Any:
     """A union chosen by the `type` field. Members are labelled by class name, which the
     error renderer leaves out of a field's path; an unknown type goes to `other`."""
     tags = {get_args(m.model_fields["type"].annotation)[0]: m.__name__ for m in models}
@@ -33,10 +32,11 @@ def _one_of(*models: type[BaseModel], other: type[BaseModel] | None = None,
         kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
         return tags.get(kind, other.__name__ if other else None)
 
-    members = tuple(Annotated[m, Tag(m.__name__)] for m in (*models, *([other] * bool(other))))
+    everyone = (*models, other) if other else models
+    members = tuple(Annotated[m, Tag(m.__name__)] for m in everyone)
     return Annotated[Union[members], Discriminator(  # noqa: UP007 - built at runtime
         tag, custom_error_type="invalid_type",
-        custom_error_message=f"`type` must be one of {expected}")]
+        custom_error_message=f"`type` must be one of {', '.join(map(repr, tags))}")]
 
 
 # -- content blocks ---------------------------------------------------------------------
@@ -63,7 +63,7 @@ class OtherBlock(_Open):
     type: str
 
 
-ResultPart = _one_of(TextBlock, other=OtherBlock, expected="'text'")
+ResultPart = _one_of(TextBlock, other=OtherBlock)
 
 
 class ToolResultBlock(_Wire):
@@ -74,8 +74,7 @@ class ToolResultBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-Block = _one_of(TextBlock, ToolUseBlock, ToolResultBlock, other=OtherBlock,
-                expected="'text', 'tool_use', 'tool_result'")
+Block = _one_of(TextBlock, ToolUseBlock, ToolResultBlock, other=OtherBlock)
 
 
 class InputMessage(_Wire):
@@ -131,8 +130,7 @@ class ToolChoiceNone(_Wire):
     type: Literal["none"]
 
 
-ToolChoice = _one_of(ToolChoiceAuto, ToolChoiceAny, ToolChoiceTool, ToolChoiceNone,
-                     expected="'auto', 'any', 'tool', 'none'")
+ToolChoice = _one_of(ToolChoiceAuto, ToolChoiceAny, ToolChoiceTool, ToolChoiceNone)
 
 
 class Thinking(_Open):
