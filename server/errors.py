@@ -37,6 +37,26 @@ class ServiceError(Exception):
         }
 
 
+    def anthropic_error(self, instance: str) -> dict[str, Any]:
+        """Anthropic's error body (the Messages API); the problem details ride along under
+        `strictcall`, since Anthropic's closed set of types cannot say "contract violated"."""
+        problem = self.problem(instance)
+        del problem["error"]
+        fallback = "api_error" if self.status >= 500 else "invalid_request_error"
+        return {"type": "error",
+                "error": {"type": ANTHROPIC_TYPES.get(self.status, fallback),
+                          "message": self.detail},
+                "strictcall": problem}
+
+
+# Anthropic's error type for each HTTP status it documents (its "overloaded" is 529; the
+# same condition is 503 here, and keeps its status).
+ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                   403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+                   429: "rate_limit_error", 500: "api_error", 503: "overloaded_error",
+                   529: "overloaded_error"}
+
+
 class InvalidRequest(ServiceError):
     status, slug, title, openai_type = 400, "invalid-request", "Invalid request", \
         "invalid_request_error"

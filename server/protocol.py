@@ -175,6 +175,8 @@ class Choice(BaseModel):
     message: ResponseMessage
     finish_reason: Literal["stop", "length", "tool_calls"]
     logprobs: None = None
+    # vLLM's extension: the stop string that ended the text (None: end of turn or no text).
+    stop_reason: str | None = None
 
 
 class ChatCompletion(BaseModel):

@@ -8,17 +8,17 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Request, Response
+from fastapi import Body, FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from contracts import ContractRegistry
-from grammars import (CompiledGrammar, DiskStore, EnforcementReport, GrammarCache, GrammarPolicy,
-                      Lookup, ToolCallsSpec)
-from server.api import errors
+from grammars import CompiledGrammar, DiskStore, GrammarCache, GrammarPolicy, ToolCallsSpec
+from server.api import errors, messages
+from server.api.deps import ClientGone, PipelineDep, grammar_headers, until_disconnect
 from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -31,7 +31,6 @@ from server.pipeline.stream import ChunkStream
 from server.protocol import ChatCompletionRequest
 from server.settings import Settings
 
-T = TypeVar("T")
 log = logging.getLogger("strictcall.api")
 EngineFactory = Callable[[Settings], Engine]
 
@@ -99,17 +98,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.get("/v1/models")(list_models)
     app.get("/metrics")(metrics_text)
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
+    app.post("/v1/messages", response_model=None)(messages.create_message)
     app.post("/v1/grammars/compile")(compile_grammar)
     app.get("/v1/contracts")(list_contracts)
     app.post("/v1/contracts/{name}/validate")(validate_contract)
     return app
-
-
-def _pipeline(request: Request) -> ChatPipeline:
-    return request.app.state.pipeline
-
-
-PipelineDep = Annotated[ChatPipeline, Depends(_pipeline)]
 
 
 async def health(pipeline: PipelineDep) -> dict:
@@ -137,29 +130,13 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         stream = ChunkStream(pipeline, prep, include_usage=include_usage)
         return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
-                                 headers=_grammar_headers(prep.lookup, prep.plan.enforcement))
+                                 headers=grammar_headers(prep.lookup, prep.plan.enforcement))
     try:
-        done = await _until_disconnect(request, pipeline.complete(body, dict(request.headers)))
-    except _ClientGone:
+        done = await until_disconnect(request, pipeline.complete(body, dict(request.headers)))
+    except ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
-    response.headers.update(_grammar_headers(done.grammar, done.enforcement))
+    response.headers.update(grammar_headers(done.grammar, done.enforcement))
     return done.response.model_dump(exclude_none=False)
-
-
-def _grammar_headers(lookup: Lookup | None,
-                     enforcement: EnforcementReport | None) -> dict[str, str]:
-    if lookup is None:
-        return {}
-    headers = {"X-StrictCall-Grammar-Cache": "hit" if lookup.hit else "miss",
-               "X-StrictCall-Grammar-Ms": f"{lookup.seconds * 1000:.3f}"}
-    if enforcement is not None:  # the full report: POST /v1/grammars/compile
-        headers["X-StrictCall-Enforcement"] = _latin1(enforcement.summary())
-    return headers
-
-
-def _latin1(text: str) -> str:
-    """Header values are latin-1: anything else (a property name in Cyrillic) is escaped."""
-    return text.encode("latin-1", "backslashreplace").decode("latin-1")
 
 
 async def _sse(stream: ChunkStream, request: Request) -> AsyncIterator[str]:
@@ -210,21 +187,3 @@ async def validate_contract(name: str, body: ValidateBody, pipeline: PipelineDep
     outcome = contract.validate(body.arguments, runtime=runtime)
     return {"valid": outcome.valid, "arguments": outcome.arguments,
             "violations": [v.as_dict() for v in outcome.violations]}
-
-
-async def _until_disconnect(request: Request, work: Awaitable[T]) -> T:
-    """Run `work`; if the client goes away first, cancel it (which stops its decode)."""
-    task = asyncio.ensure_future(work)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=0.25)
-        if done:
-            return task.result()
-        if await request.is_disconnected():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            raise _ClientGone
-
-
-class _ClientGone(Exception):
-    pass

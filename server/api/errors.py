@@ -1,4 +1,5 @@
-"""The one renderer for every service error (4xx and 5xx) as application/problem+json."""
+"""The one renderer for every service error (4xx and 5xx): application/problem+json with
+OpenAI's `error` object, or Anthropic's error body on the routes of the Messages API."""
 
 from __future__ import annotations
 
@@ -13,15 +14,27 @@ from server.errors import InvalidRequest, RouteNotFound, ServiceError
 
 log = logging.getLogger("strictcall.api")
 PROBLEM = "application/problem+json"
+# Routes whose clients (the `anthropic` SDK) read Anthropic's error body.
+ANTHROPIC_ROUTES = ("/v1/messages",)
+
+
+def speaks_anthropic(path: str) -> bool:
+    return any(path == r or path.startswith(r + "/") for r in ANTHROPIC_ROUTES)
+
+
+def body_of(error: ServiceError, path: str) -> dict:
+    """The error body the route's API defines (also for an error event mid-stream)."""
+    return error.anthropic_error(path) if speaks_anthropic(path) else error.problem(path)
 
 
 def render(error: ServiceError, request: Request) -> JSONResponse:
     metrics = getattr(request.app.state, "metrics", None)
     if metrics is not None:
         metrics.reject(error.code or error.slug)
+    path = request.url.path
     headers = {"Retry-After": str(error.retry_after_s)} if error.retryable else None
-    return JSONResponse(error.problem(request.url.path), status_code=error.status,
-                        media_type=PROBLEM, headers=headers)
+    return JSONResponse(body_of(error, path), status_code=error.status, headers=headers,
+                        media_type="application/json" if speaks_anthropic(path) else PROBLEM)
 
 
 def install(app: FastAPI) -> None:
@@ -31,7 +44,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return render(_from_validation(exc), request)
+        return render(_from_validation(exc, request.url.path), request)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -48,13 +61,18 @@ def install(app: FastAPI) -> None:
         return render(ServiceError("internal error; the server log has the details"), request)
 
 
-def _from_validation(exc: RequestValidationError) -> InvalidRequest:
+def _from_validation(exc: RequestValidationError, path: str) -> InvalidRequest:
     errors = exc.errors()
-    first = errors[0] if errors else {"loc": (), "msg": "invalid body", "type": ""}
+    # The deepest location is the most specific: a text block without `text` fails both
+    # `content: str` (at .content) and the block (at .content[0].text); the block says why.
+    first = max(errors, key=lambda e: len(e.get("loc", ()))) if errors \
+        else {"loc": (), "msg": "invalid body", "type": ""}
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     param = _param(loc)
     if first.get("type") == "extra_forbidden":
-        detail = f"unknown field {param!r}; remove it (see the OpenAI chat completions API)"
+        api = "the Anthropic Messages API" if speaks_anthropic(path) \
+            else "the OpenAI chat completions API"
+        detail = f"unknown field {param!r}; remove it (see {api})"
     elif first.get("type") == "json_invalid":
         detail = "the request body is not valid JSON"
     else:
@@ -70,9 +88,9 @@ def _param(loc: list[str]) -> str:
     for part in loc:
         if part.isdigit():
             out += f"[{part}]"
-        elif part in ("SystemMessage", "UserMessage", "AssistantMessage", "ToolMessage") \
-                or part.startswith(("function-", "literal[", "str", "list[")):
-            continue  # pydantic's union-branch labels say nothing to a client
+        elif part[:1].isupper() or part in ("str", "int", "float", "bool", "none") \
+                or part.startswith(("function-", "literal[", "list[", "dict[")):
+            continue  # union-branch labels (class names) say nothing to a client
         else:
             out += f".{part}" if out else part
     return out

@@ -148,9 +148,20 @@ class ChatPipeline:
             choice, extension = await self._tool_choice(prep, reading.calls, reading.content)
         else:
             choice, extension = _choice(plan, result), None
+            choice.stop_reason = self._stop_string(prep, result, choice)
         if trip is not None:
             extension = {**(extension or {}), "runaway": trip.note}
         return choice, extension
+
+    def _stop_string(self, prep: Prepared, result: GenerationResult,
+                     choice: Choice) -> str | None:
+        """Which stop string ended the text, if one did. Engines cut the text before it but
+        keep its tokens, so it starts what the tokens say beyond the text."""
+        stops = prep.request.sampling.stop
+        if not stops or choice.finish_reason != "stop" or result.text != choice.message.content:
+            return None
+        rest = self.engine.decode(result.token_ids)[len(result.text):]
+        return next((stop for stop in stops if rest.startswith(stop)), None)
 
     def response(self, choices: list[Choice], results: list[GenerationResult],
                  extension: dict[str, Any] | None) -> ChatCompletion:

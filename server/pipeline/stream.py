@@ -31,9 +31,10 @@ class ChunkStream:
         self.view = _View(prep)
 
     def chunk(self, delta: dict[str, Any] | None, finish: str | None = None,
-              **extra: Any) -> dict[str, Any]:
+              stop_reason: str | None = None, **extra: Any) -> dict[str, Any]:
         choices = [] if delta is None else [
-            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
+             **({"stop_reason": stop_reason} if finish else {})}]
         return {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.pipeline.model_name, "choices": choices, **extra}
 
@@ -52,7 +53,7 @@ class ChunkStream:
         choice, extension = await self.pipeline.finish(prep, results[-1], self._trip)
         for delta in self.view.close(choice):
             yield self.chunk(delta)
-        yield self.chunk({}, choice.finish_reason,
+        yield self.chunk({}, choice.finish_reason, choice.stop_reason,
                          **({"strictcall": extension} if extension else {}))
         if self.include_usage:
             yield self.chunk(None, usage=usage_of(*results).model_dump())

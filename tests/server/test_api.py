@@ -336,3 +336,12 @@ def test_metrics_in_prometheus_text(client, replies):
     assert "strictcall_grammar_cache_misses_total 1" in text
     assert 'strictcall_requests_rejected_total{reason="budget_exceeded"} 1' in text
     assert 'strictcall_requests_rejected_total{reason="invalid-request"} 1' in text
+
+
+def test_stop_string_is_named_in_stop_reason(client, replies):
+    replies.text = "one two STOP three"
+    choice = chat(client, stop=["END", "STOP"]).json()["choices"][0]
+    assert choice["message"]["content"] == "one two "
+    assert (choice["finish_reason"], choice["stop_reason"]) == ("stop", "STOP")
+    replies.text = "one two"
+    assert chat(client, stop=["STOP"]).json()["choices"][0]["stop_reason"] is None

@@ -1,0 +1,156 @@
+"""Anthropic Messages API wire format: the request StrictCall accepts on POST /v1/messages.
+
+Unknown fields are refused by name (a 400). Block and tool types that this server does not
+serve (images, documents, server tools, thinking blocks) parse as `OtherBlock`/`ServerTool`,
+so the translator can refuse them by name and path rather than with a union error."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union, get_args
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+from server.protocol import StrictCallOptions
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Open(BaseModel):
+    """Something this server refuses by name: its other fields do not matter."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def _one_of(*models: type[BaseModel], other: type[BaseModel] | None = None) -> Any:
+    """A union chosen by the `type` field. Members are labelled by class name, which the
+    error renderer leaves out of a field's path; an unknown type goes to `other`."""
+    tags = {get_args(m.model_fields["type"].annotation)[0]: m.__name__ for m in models}
+
+    def tag(value: Any) -> str | None:
+        kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        return tags.get(kind, other.__name__ if other else None)
+
+    everyone = (*models, other) if other else models
+    members = tuple(Annotated[m, Tag(m.__name__)] for m in everyone)
+    return Annotated[Union[members], Discriminator(  # noqa: UP007 - built at runtime
+        tag, custom_error_type="invalid_type",
+        custom_error_message=f"`type` must be one of {', '.join(map(repr, tags))}")]
+
+
+# -- content blocks ---------------------------------------------------------------------
+
+class TextBlock(_Wire):
+    type: Literal["text"]
+    text: str
+    cache_control: dict[str, Any] | None = None  # a prompt-caching hint: accepted, ignored
+    citations: list[Any] | None = None  # on assistant turns sent back: ignored
+
+
+class ToolUseBlock(_Wire):
+    type: Literal["tool_use"]
+    id: str = Field(min_length=1)
+    name: str
+    input: dict[str, Any]
+    cache_control: dict[str, Any] | None = None
+    caller: dict[str, Any] | None = None  # who made the call (the SDK echoes it): ignored
+
+
+class OtherBlock(_Open):
+    """image, document, thinking, server tool blocks...: refused by the translator."""
+
+    type: str
+
+
+ResultPart = _one_of(TextBlock, other=OtherBlock)
+
+
+class ToolResultBlock(_Wire):
+    type: Literal["tool_result"]
+    tool_use_id: str = Field(min_length=1)
+    content: str | list[ResultPart] | None = None
+    is_error: bool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+Block = _one_of(TextBlock, ToolUseBlock, ToolResultBlock, other=OtherBlock)
+
+
+class InputMessage(_Wire):
+    role: Literal["user", "assistant"]
+    content: str | list[Block]
+
+
+# -- tools ------------------------------------------------------------------------------
+
+class CustomTool(_Wire):
+    type: Literal["custom"] | None = None  # Anthropic's client tools may leave it out
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    # None: not sent. A StrictCall extension, as in chat completions: allowed for registered
+    # contracts (the server has the schema) and for tools without arguments.
+    input_schema: dict[str, Any] | None = None
+    strict: bool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+class ServerTool(_Open):
+    """web_search, bash, text_editor, computer...: Anthropic runs these; refused here."""
+
+    type: str
+
+
+def _tool_tag(value: Any) -> str:
+    kind = value.get("type", "custom") if isinstance(value, dict) else value.type
+    return "CustomTool" if kind == "custom" else "ServerTool"
+
+
+ToolDef = Annotated[Union[Annotated[CustomTool, Tag("CustomTool")],  # noqa: UP007
+                          Annotated[ServerTool, Tag("ServerTool")]], Discriminator(_tool_tag)]
+
+
+class ToolChoiceAuto(_Wire):
+    type: Literal["auto"]
+    disable_parallel_tool_use: bool | None = None
+
+
+class ToolChoiceAny(_Wire):
+    type: Literal["any"]
+    disable_parallel_tool_use: bool | None = None
+
+
+class ToolChoiceTool(_Wire):
+    type: Literal["tool"]
+    name: str
+    disable_parallel_tool_use: bool | None = None
+
+
+class ToolChoiceNone(_Wire):
+    type: Literal["none"]
+
+
+ToolChoice = _one_of(ToolChoiceAuto, ToolChoiceAny, ToolChoiceTool, ToolChoiceNone)
+
+
+class Thinking(_Open):
+    """Only {"type": "disabled"} is served: there is no reasoning pass yet."""
+
+    type: str
+
+
+class MessagesRequest(_Wire):
+    model: str
+    max_tokens: int = Field(ge=1)
+    messages: list[InputMessage] = Field(min_length=1)
+    system: str | list[TextBlock] | None = None
+    tools: list[ToolDef] | None = None
+    tool_choice: ToolChoice | None = None
+    stop_sequences: list[str] | None = None
+    temperature: float | None = Field(None, ge=0.0, le=1.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: int | None = None  # refused unless absent: the samplers take temperature, top_p
+    stream: bool | None = None
+    thinking: Thinking | None = None
+    metadata: dict[str, Any] | None = None  # accepted, ignored: it changes no output
+    strictcall: StrictCallOptions | None = None  # the same extension as chat completions
