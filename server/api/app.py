@@ -19,6 +19,7 @@ from contracts import ContractRegistry
 from grammars import CompiledGrammar, DiskStore, GrammarCache, GrammarPolicy, ToolCallsSpec
 from server.api import errors, messages
 from server.api.deps import ClientGone, PipelineDep, grammar_headers, until_disconnect
+from server.api.responses import create_response
 from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -99,6 +100,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.get("/metrics")(metrics_text)
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
     app.post("/v1/messages", response_model=None)(messages.create_message)
+    app.post("/v1/responses", response_model=None)(create_response)
     app.post("/v1/grammars/compile")(compile_grammar)
     app.get("/v1/contracts")(list_contracts)
     app.post("/v1/contracts/{name}/validate")(validate_contract)

@@ -71,6 +71,7 @@ def _from_validation(exc: RequestValidationError, path: str) -> InvalidRequest:
     param = _param(loc)
     if first.get("type") == "extra_forbidden":
         api = "the Anthropic Messages API" if speaks_anthropic(path) \
+            else "the OpenAI Responses API" if path == "/v1/responses" \
             else "the OpenAI chat completions API"
         detail = f"unknown field {param!r}; remove it (see {api})"
     elif first.get("type") == "json_invalid":
@@ -89,8 +90,8 @@ def _param(loc: list[str]) -> str:
         if part.isdigit():
             out += f"[{part}]"
         elif part[:1].isupper() or part in ("str", "int", "float", "bool", "none") \
-                or part.startswith(("function-", "literal[", "list[", "dict[")):
-            continue  # union-branch labels (class names) say nothing to a client
+                or part.startswith(("function-", "literal[", "list[", "dict[", "type=")):
+            continue  # union-branch labels (class names, `type=` tags) say nothing to a client
         else:
             out += f".{part}" if out else part
     return out

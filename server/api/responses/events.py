@@ -1,0 +1,160 @@
+"""Streaming: the chat chunk stream of one request, told as Responses API events.
+
+Content deltas open a `message` item (and its one `output_text` part) and extend it; a call's
+first delta (id and name) closes the message and opens a `function_call` item whose argument
+fragments follow. Each item is closed with its `.done` events once the chat stream finishes,
+then `response.completed` (or `response.incomplete`) carries the whole response. An error
+after the stream started (a contract still broken after repair) ends it with an `error`
+event. Event shapes follow the openai SDK's accumulator (`responses.stream()`)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from server.api.responses.output import (FunctionCallOutput, MessageOutput, OutputItem,
+                                         OutputTextPart, ResponseUsage, Status, new_item_id,
+                                         new_response_id, now, response_object)
+from server.api.responses.request import ResponsesRequest
+from server.errors import ServiceError
+from server.protocol import Usage
+
+log = logging.getLogger("strictcall.api")
+Event = dict[str, Any]
+
+
+class ResponseEvents:
+    def __init__(self, req: ResponsesRequest, chunks: AsyncIterator[dict[str, Any]], *,
+                 model: str) -> None:
+        self.req = req
+        self.chunks = chunks
+        self.model = model
+        self.id = new_response_id()
+        self.created_at = now()
+        self.sequence = 0
+        self.items: list[OutputItem] = []
+        self.message: MessageOutput | None = None   # the open message item
+        self.calls: dict[int, FunctionCallOutput] = {}  # chat tool call index -> its item
+        self.finish: str | None = None
+        self.usage: Usage | None = None
+        self.extension: dict[str, Any] | None = None
+
+    async def events(self) -> AsyncIterator[Event]:
+        yield self._lifecycle("response.created")
+        yield self._lifecycle("response.in_progress")
+        try:
+            async with contextlib.aclosing(self.chunks) as chunks:
+                async for chunk in chunks:
+                    for event in self._chunk(chunk):
+                        yield event
+        except ServiceError as exc:  # after the stream started: an error event ends it
+            yield self._event("error", code=exc.code or exc.slug, message=exc.detail,
+                              param=exc.param)
+            return
+        except Exception:  # noqa: BLE001 - never a broken connection without a word
+            log.exception("responses stream failed")
+            yield self._event("error", code="internal-error", param=None, message=(
+                "internal error while streaming; the server log has the details"))
+            return
+        status: Status = "incomplete" if self.finish == "length" else "completed"
+        for event in self._close(status):
+            yield event
+        yield self._lifecycle(f"response.{status}", status=status)
+
+    def _chunk(self, chunk: dict[str, Any]) -> list[Event]:
+        if chunk.get("usage"):
+            self.usage = Usage(**chunk["usage"])
+        events: list[Event] = []
+        for choice in chunk["choices"]:
+            delta = choice["delta"]
+            if delta.get("content"):
+                events += self._text(delta["content"])
+            for call in delta.get("tool_calls") or []:
+                events += self._call(call)
+            if choice["finish_reason"] is not None:
+                self.finish = choice["finish_reason"]
+                self.extension = chunk.get("strictcall")
+        return events
+
+    def _text(self, delta: str) -> list[Event]:
+        events = [] if self.message is not None else self._open_message()
+        assert self.message is not None
+        self.message.content[0].text += delta
+        return events + [self._event("response.output_text.delta", **self._part_of(self.message),
+                                     delta=delta, logprobs=[])]
+
+    def _open_message(self) -> list[Event]:
+        self.message = MessageOutput(id=new_item_id("msg"), status="in_progress", content=[])
+        added = self._add(self.message)
+        part = OutputTextPart(text="")
+        self.message.content.append(part)
+        return [added, self._event("response.content_part.added", **self._part_of(self.message),
+                                   part=part.model_dump())]
+
+    def _call(self, delta: dict[str, Any]) -> list[Event]:
+        events: list[Event] = []
+        fragment = delta["function"].get("arguments") or ""
+        if "id" in delta:  # a new call: the text before it is complete
+            events += self._close_message("completed")
+            item = FunctionCallOutput(id=new_item_id("fc"), call_id=delta["id"],
+                                      name=delta["function"]["name"], arguments="",
+                                      status="in_progress")
+            self.calls[delta["index"]] = item
+            events.append(self._add(item))
+        item = self.calls[delta["index"]]
+        if fragment:
+            item.arguments += fragment
+            events.append(self._event("response.function_call_arguments.delta", item_id=item.id,
+                                      output_index=self.items.index(item), delta=fragment))
+        return events
+
+    def _close(self, status: Status) -> list[Event]:
+        # An empty answer is still a message, as without streaming.
+        events = self._open_message() if not self.items else []
+        events += self._close_message(status)
+        for item in self.calls.values():
+            # A call cut off by max_output_tokens is never in the final response.
+            item.status = "completed" if status == "completed" else "incomplete"
+            index = self.items.index(item)
+            events.append(self._event("response.function_call_arguments.done", item_id=item.id,
+                                      output_index=index, arguments=item.arguments))
+            events.append(self._event("response.output_item.done", output_index=index,
+                                      item=item.model_dump()))
+        return events
+
+    def _close_message(self, status: Status) -> list[Event]:
+        message, self.message = self.message, None
+        if message is None:
+            return []
+        message.status = status
+        where, part = self._part_of(message), message.content[0]
+        return [self._event("response.output_text.done", **where, text=part.text, logprobs=[]),
+                self._event("response.content_part.done", **where, part=part.model_dump()),
+                self._event("response.output_item.done", output_index=where["output_index"],
+                            item=message.model_dump())]
+
+    def _add(self, item: OutputItem) -> Event:
+        self.items.append(item)
+        return self._event("response.output_item.added", output_index=len(self.items) - 1,
+                           item=item.model_dump())
+
+    def _part_of(self, message: MessageOutput) -> dict[str, Any]:
+        return {"item_id": message.id, "output_index": self.items.index(message),
+                "content_index": 0}
+
+    def _lifecycle(self, kind: str, *, status: Status = "in_progress") -> Event:
+        done = status != "in_progress"
+        output = [i for i in self.items if status == "completed" or
+                  not isinstance(i, FunctionCallOutput)] if done else []
+        response = response_object(
+            self.req, id=self.id, created_at=self.created_at, model=self.model, output=output,
+            status=status, extension=self.extension if done else None,
+            usage=ResponseUsage.of(self.usage) if done and self.usage else None)
+        return self._event(kind, response=response.model_dump())
+
+    def _event(self, kind: str, **fields: Any) -> Event:
+        event = {"type": kind, "sequence_number": self.sequence, **fields}
+        self.sequence += 1
+        return event
