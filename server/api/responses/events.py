@@ -111,18 +111,24 @@ class ResponseEvents:
         return events
 
     def _close(self, status: Status) -> list[Event]:
+        """The `.done` events of the open items, in output order."""
         # An empty answer is still a message, as without streaming.
         events = self._open_message() if not self.items else []
-        events += self._close_message(status)
-        for item in self.calls.values():
-            # A call cut off by max_output_tokens is never in the final response.
-            item.status = "completed" if status == "completed" else "incomplete"
-            index = self.items.index(item)
-            events.append(self._event("response.function_call_arguments.done", item_id=item.id,
-                                      output_index=index, arguments=item.arguments))
-            events.append(self._event("response.output_item.done", output_index=index,
-                                      item=item.model_dump()))
+        for item in self.items:
+            if item is self.message:
+                events += self._close_message(status)
+            elif isinstance(item, FunctionCallOutput):
+                events += self._close_call(item, status)
         return events
+
+    def _close_call(self, item: FunctionCallOutput, status: Status) -> list[Event]:
+        # A call cut off by max_output_tokens is never in the final response.
+        item.status = "completed" if status == "completed" else "incomplete"
+        index = self.items.index(item)
+        return [self._event("response.function_call_arguments.done", item_id=item.id,
+                            output_index=index, arguments=item.arguments),
+                self._event("response.output_item.done", output_index=index,
+                            item=item.model_dump())]
 
     def _close_message(self, status: Status) -> list[Event]:
         message, self.message = self.message, None
