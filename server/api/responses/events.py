@@ -18,6 +18,7 @@ from server.api.responses.output import (FunctionCallOutput, MessageOutput, Outp
                                          OutputTextPart, ResponseUsage, Status, new_item_id,
                                          new_response_id, now, response_object)
 from server.api.responses.request import ResponsesRequest
+from server.api.responses.translate import with_responses_param
 from server.errors import ServiceError
 from server.protocol import Usage
 
@@ -50,6 +51,7 @@ class ResponseEvents:
                     for event in self._chunk(chunk):
                         yield event
         except ServiceError as exc:  # after the stream started: an error event ends it
+            exc = with_responses_param(exc)
             yield self._event("error", code=exc.code or exc.slug, message=exc.detail,
                               param=exc.param)
             return
@@ -151,14 +153,22 @@ class ResponseEvents:
                 "content_index": 0}
 
     def _lifecycle(self, kind: str, *, status: Status = "in_progress") -> Event:
-        done = status != "in_progress"
-        output = [i for i in self.items if status == "completed" or
-                  not isinstance(i, FunctionCallOutput)] if done else []
-        response = response_object(
-            self.req, id=self.id, created_at=self.created_at, model=self.model, output=output,
-            status=status, extension=self.extension if done else None,
-            usage=ResponseUsage.of(self.usage) if done and self.usage else None)
+        """The response so far: empty while in progress, whole at the end."""
+        if status == "in_progress":
+            response = response_object(self.req, id=self.id, created_at=self.created_at,
+                                       model=self.model, output=[])
+        else:
+            response = response_object(
+                self.req, id=self.id, created_at=self.created_at, model=self.model,
+                output=self._final_output(status), status=status, extension=self.extension,
+                usage=ResponseUsage.of(self.usage) if self.usage else None)
         return self._event(kind, response=response.model_dump())
+
+    def _final_output(self, status: Status) -> list[OutputItem]:
+        if status == "completed":
+            return self.items
+        # Cut off by max_output_tokens: its raw text is in the message; calls are left out.
+        return [item for item in self.items if not isinstance(item, FunctionCallOutput)]
 
     def _event(self, kind: str, **fields: Any) -> Event:
         event = {"type": kind, "sequence_number": self.sequence, **fields}

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from server.api.responses.request import ResponsesRequest
+from server.api.responses.request import FunctionToolChoice, ResponsesRequest
 from server.protocol import ChatCompletion, ResponseMessage, Usage
 
 Status = Literal["in_progress", "completed", "incomplete"]
@@ -106,7 +106,8 @@ def response_object(req: ResponsesRequest, *, id: str, created_at: int, model: s
         incomplete_details={"reason": "max_output_tokens"} if status == "incomplete" else None,
         instructions=req.instructions,
         tools=[t.model_dump(exclude_none=True) for t in req.tools or []],
-        tool_choice=choice.model_dump() if hasattr(choice, "model_dump") else choice or "auto",
+        tool_choice=choice.model_dump() if isinstance(choice, FunctionToolChoice)
+        else choice or "auto",
         parallel_tool_calls=req.parallel_tool_calls is not False, text=text,
         temperature=req.temperature, top_p=req.top_p, max_output_tokens=req.max_output_tokens,
         metadata=req.metadata or {}, user=req.user, usage=usage, strictcall=extension)
