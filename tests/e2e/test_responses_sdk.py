@@ -166,3 +166,23 @@ def test_agents_sdk_agent_with_a_tool_and_structured_output(server, stream):
     assert kinds[-1] == "message_output_item"
     print(f"\nagents ({'streamed' if stream else 'run'}): get_weather({seen[0]!r}) -> "
           f"{result.final_output!r}")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_disconnect_stops_the_decode(server, stream):
+    import httpx
+
+    from tests.e2e.test_openai_client import _assert_one_more_cancelled
+
+    before = httpx.get(f"{server}/health").json()["engine"]["cancelled"]
+    body = {"model": MODEL, "max_output_tokens": 3000, "stream": stream,
+            "input": "Write a very long story."}
+    if stream:
+        with httpx.stream("POST", f"{server}/v1/responses", json=body, timeout=30) as resp:
+            for line in resp.iter_lines():  # the first text delta, then hang up
+                if line == "event: response.output_text.delta":
+                    break
+    else:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{server}/v1/responses", json=body, timeout=2.0)
+    _assert_one_more_cancelled(server, before)
