@@ -123,6 +123,30 @@ def test_sdk_raises_readable_errors(client):
         client.responses.create(model=MODEL, input="hi", reasoning={"effort": "high"})
 
 
+def test_contract_call_is_enforced_or_refused(client):
+    """A registered contract through the Responses API: its schema, its validators and its
+    repair apply as for Chat Completions; never a silent pass."""
+    from contracts.examples import BRANCHES
+
+    try:
+        resp = client.responses.create(
+            model=MODEL, max_output_tokens=200,
+            input="Reissue card 4417 for pickup in Kazan at branch 101.",
+            tools=[{"type": "function", "name": "reissue_card", "parameters": None,
+                    "strict": True}], tool_choice={"type": "function", "name": "reissue_card"})
+    except openai.UnprocessableEntityError as exc:  # out of repair attempts: a problem
+        assert exc.response.headers["content-type"].startswith("application/problem+json")
+        assert "reissue_card" in str(exc)
+        return
+    if resp.status == "incomplete":
+        assert all(item.type == "message" for item in resp.output)
+        return
+    (call,) = resp.output
+    args = json.loads(call.arguments)
+    assert args["branch_id"] in BRANCHES[args["city"]]
+    assert resp.model_extra["strictcall"]["contracts"][0]["tool"] == "reissue_card"
+
+
 def _run_agent(server: str, prompt: str, *, stream: bool = False):
     """An Agents SDK agent with a function tool (forced on the first turn, then disabled, so
     the second turn is the structured answer) and a structured output."""
