@@ -267,3 +267,17 @@ def test_unknown_model_is_404(client):
 ])
 def test_harmless_fields_are_accepted(client, body):
     ok(respond(client, **body))
+
+
+def test_requests_are_counted_under_the_responses_api(client):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    ok(respond(client))
+    assert_problem(respond(client, store=True), 400)
+    text = client.get("/metrics").text
+    counted = {(s.labels["outcome"], s.labels["status"]): s.value
+               for family in text_string_to_metric_families(text)
+               for s in family.samples
+               if s.name == "strictcall:requests_total"
+               and s.labels.get("api") == "responses"}
+    assert counted[("success", "200")] >= 1 and ("client_error", "400") in counted, counted
