@@ -56,12 +56,14 @@ class LlguidanceMatcher(GrammarMatcher):
     def accept_token(self, token_id: int) -> bool:
         # Checked first: a refused token would put llguidance's matcher in an error state for
         # good, where the interface wants a refusal that leaves the matcher where it was.
-        if self._terminated or self._m.validate_tokens([token_id]) != 1:
+        if self._terminated:
             return False
-        if not self._m.consume_token(token_id):
-            return False
-        self._terminated = token_id in self._stop
-        return True
+        if token_id in self._stop:
+            # Not fed to llguidance: once nothing but the end can follow it has stopped
+            # itself and would refuse the stop token.
+            self._terminated = bool(self._m.is_accepting())
+            return self._terminated
+        return self._m.validate_tokens([token_id]) == 1 and bool(self._m.consume_token(token_id))
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
         target = bitmask[row]
