@@ -43,6 +43,13 @@ from grammars.specs import GrammarSpec, TextOrToolCallsSpec
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":",
                 "coerce_one_of": True, "lenient": False}
 
+# Formats llguidance 1.9.1 lacks (and the validator here cannot check): compiled as the
+# patterns their RFCs define (RFC 6901; draft-handrews-relative-json-pointer).
+FORMAT_PATTERNS = {
+    "json-pointer": "^(?:/(?:[^~/]|~[01])*)*$",
+    "relative-json-pointer": "^(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~[01])*)*)$",
+}
+
 
 class LlguidanceMatcher(GrammarMatcher):
     """One request's position in its grammar: a copy of the compiled template matcher, which
@@ -184,6 +191,9 @@ def _for_llguidance(schema: Any, *, strict_objects: bool,
             node["items"] = False
         if isinstance(node.get("pattern"), str):
             node["pattern"] = f"^(?:{node['pattern']})$"
+        if formats is not None and node.get("format") in FORMAT_PATTERNS:
+            node.setdefault("allOf", []).append(
+                {"pattern": FORMAT_PATTERNS[node.pop("format")]})
         if formats is not None and "format" in node and node["format"] not in formats:
             del node["format"]
     schema["x-guidance"] = dict(JSON_OPTIONS)

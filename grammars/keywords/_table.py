@@ -140,7 +140,8 @@ VLLM_XGRAMMAR_KEYWORDS = dataclasses.replace(
 # number bounds (no exponent), multipleOf on numbers
 # and on integers of any size; it refuses min/maxProperties beside optional properties (so
 # they are the validator's) and compiles only the formats below (others are left out of the
-# compiled schema: the validator checks them). oneOf is read as anyOf (coerce_one_of).
+# compiled schema: the validator checks them; json-pointer formats are compiled as patterns,
+# grammars/llguidance_backend.py). oneOf is read as anyOf (coerce_one_of).
 # Lengths beside a pattern stay the validator's, as with xgrammar: llguidance intersects
 # them, but refuses valid strings once the pattern repeats ("^(?:\S+\s+){0,49}\S+$" with
 # maxLength 500 refuses "The lab is").
@@ -148,7 +149,7 @@ LLGUIDANCE_KEYWORDS = dataclasses.replace(
     XGRAMMAR_KEYWORDS, backend="llguidance",
     grammar=XGRAMMAR_KEYWORDS.grammar - {"minProperties", "maxProperties"},
     formats=frozenset({"date-time", "date", "time", "email", "uuid", "uri", "ipv4", "ipv6",
-                       "hostname", "duration"}),
+                       "hostname", "duration", "json-pointer", "relative-json-pointer"}),
     format_unions=(), multiple_of_numbers=True,
     multiple_of_limits=None, bounded_number_decimals=None,
     bounded_numbers_without_exponent=True, no_escapes_under=frozenset())

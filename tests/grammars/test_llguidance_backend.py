@@ -106,15 +106,19 @@ def test_values_its_mask_refuses_as_the_report_says(llg, schema, bad):
     assert any("whole matches" in n or "no exponent" in n for n in notes)
 
 
-@pytest.mark.parametrize(("fmt", "bad"), [("hostname", '"a_b com"'), ("duration", '"1D"')])
-def test_formats_only_its_mask_checks_here(llg, fmt, bad):
+@pytest.mark.parametrize(("fmt", "good", "bad"), [
+    ("hostname", '"a.com"', '"a_b com"'), ("duration", '"P1D"', '"1D"'),
+    ("json-pointer", '"/a/~0b/~1c"', '"a"'), ("json-pointer", '""', '"/~2"'),
+    ("relative-json-pointer", '"0/a"', '"/a"'), ("relative-json-pointer", '"12#"', '"01"')])
+def test_formats_only_its_mask_checks_here(llg, fmt, good, bad):
     """The validator here lacks these checkers (optional packages): the mask is all there is."""
     schema = {"type": "string", "format": fmt}
     assert _tier(llg.keywords, schema, "/format", "format") == ["grammar"]
+    assert _mask_accepts(llg, schema, good)
     assert not _mask_accepts(llg, schema, bad)
 
 
-@pytest.mark.parametrize("fmt", ["uri-template", "json-pointer", "relative-json-pointer"])
+@pytest.mark.parametrize("fmt", ["uri-template"])
 def test_formats_nothing_here_checks_are_refused_by_name(llg, fmt):
     """xgrammar's mask checks these; llguidance lacks them and so does the validator here."""
     with pytest.raises(UnsupportedSchemaError, match=fmt):
