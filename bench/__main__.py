@@ -1,7 +1,7 @@
 """`strictcall-bench` (or `python -m bench`): the benchmarks' own entry point. The server's
 command line does not import `bench`; this one hands each benchmark its own flags whole.
 
-    strictcall-bench schemas DIR... [--out REPORT.json] [--backend xgrammar,outlines]
+    strictcall-bench schemas DIR... [--out REPORT.json] [--backend xgrammar,llguidance,outlines]
     strictcall-bench decode-speed
     strictcall-bench vllm-engine     (in .venv-vllm)
 """

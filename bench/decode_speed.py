@@ -1,7 +1,9 @@
-"""Constrained vs unconstrained decode speed, and grammar-cache lookup time, on one engine in
-one run (this machine is shared and noisy: compare the ratios, not the absolute numbers).
+"""Constrained vs unconstrained decode speed, grammar-cache lookup time and the per-token mask
+time (fill + apply), per grammar backend, in one run (this machine is shared and noisy:
+compare the ratios, not the absolute numbers).
 
-    .venv/bin/python -m bench.decode_speed [--model DIR] [--rounds 5] [--tokens 64]
+    .venv/bin/python -m bench.decode_speed [--model DIR] [--rounds 5] [--tokens 64] \
+        [--backend xgrammar,llguidance]
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import json
 import statistics
 import time
 from pathlib import Path
+
+import torch
 
 from grammars import (GrammarCache, JsonSchemaSpec, KeywordTable, ToolCallsSpec, ToolSpec,
                       bfcl_to_json_schema)
@@ -27,20 +31,35 @@ PROMPT = "Write a long story about a lighthouse keeper, as a JSON object with a 
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    results = {name: _measure(name.strip(), args) for name in args.backend.split(",")}
+    if args.json:
+        print(json.dumps(results if len(results) > 1 else next(iter(results.values()))))
+        return 0
+    for name, result in results.items():
+        print(f"== {name}")
+        width = max(map(len, result))
+        for key, value in result.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def _measure(backend_name: str, args: argparse.Namespace) -> dict[str, float]:
     from server.engines.torch_engine import TorchEngine
 
-    engine = TorchEngine(resolve_model(args.model), device=args.device, threads=args.threads)
+    engine = TorchEngine(resolve_model(args.model), device=args.device, threads=args.threads,
+                         grammar_backend=backend_name)
     try:
-        cache = GrammarCache(engine.grammar_backend)
-        story = cache.get(JsonSchemaSpec.from_schema(
-            STORY, table=engine.grammar_backend.keywords)).grammar
+        backend = engine.grammar_backend
+        cache = GrammarCache(backend)
+        spec = JsonSchemaSpec.from_schema(STORY, table=backend.keywords)
         ids = engine.encode(engine.render_chat([{"role": "user", "content": PROMPT}]))
-        free, constrained = asyncio.run(_decode_rounds(engine, ids, story, args))
-        lookups = _lookup_times(cache, engine.grammar_backend.keywords)
+        free, constrained, tokens = asyncio.run(_decode_rounds(engine, ids,
+                                                               cache.get(spec).grammar, args))
+        lookups = _lookup_times(cache, backend.keywords)
+        masks = _mask_times(backend, spec, tokens)
     finally:
         engine.close()
-    _report(free, constrained, lookups, args)
-    return 0
+    return _result(free, constrained, lookups, masks, args)
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -50,15 +69,18 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--backend", default="xgrammar",
+                   help="comma-separated grammar backends: xgrammar, llguidance, outlines")
     p.add_argument("--json", action="store_true", help="print one JSON object only")
     return p.parse_args(argv)
 
 
-async def _decode_rounds(engine, ids, grammar, args) -> tuple[list[float], list[float]]:
+async def _decode_rounds(engine, ids, grammar, args) -> tuple[list[float], list[float], list[int]]:
     """Alternate constrained and unconstrained runs of the same prompt, the free run capped at
     the length the constrained one produced (per-step cost grows with the KV length), so that
-    load changes on the machine hit both alike. Returns decode tokens/s per run."""
-    free, constrained = [], []
+    load changes on the machine hit both alike. Returns decode tokens/s per run, and the
+    tokens of the longest constrained run."""
+    free, constrained, tokens = [], [], []
     lengths: list[int] = []
     await engine.generate(GenerationRequest(ids, SamplingParams(max_tokens=8)))  # warm-up
     for _ in range(args.rounds):
@@ -67,6 +89,7 @@ async def _decode_rounds(engine, ids, grammar, args) -> tuple[list[float], list[
         if c.completion_tokens < 3 or f.completion_tokens != c.completion_tokens:
             continue  # the free run ended early: lengths differ, the pair says nothing
         lengths.append(c.completion_tokens)
+        tokens = max(tokens, list(c.token_ids), key=len)
         for r, sink in ((c, constrained), (f, free)):
             # Decode steps per second: every sampled token after the prefill's first one,
             # the closing EOS included (it costs a forward pass like any other token).
@@ -74,7 +97,32 @@ async def _decode_rounds(engine, ids, grammar, args) -> tuple[list[float], list[
     if not lengths:
         raise SystemExit("no comparable pair of runs: try another --tokens")
     args.lengths = lengths
-    return free, constrained
+    return free, constrained, tokens
+
+
+def _mask_times(backend, spec, tokens: list[int]) -> dict[str, float]:
+    """Milliseconds per token to fill one bitmask row and apply it to the logits, replaying
+    a constrained run's tokens on a freshly compiled grammar (so states a lazy backend builds
+    on first need are paid here, as by a request for a schema no one sent before)."""
+    matcher = backend.matcher(backend.compile(spec))
+    bitmask = backend.allocate_bitmask(1)
+    logits = torch.zeros((1, backend.vocab_size))
+    fill, apply = [], []
+    for token in tokens:
+        start = time.perf_counter()
+        matcher.fill_bitmask(bitmask, 0)
+        filled = time.perf_counter()
+        backend.apply_bitmask(logits, bitmask, [0])
+        fill.append((filled - start) * 1000)
+        apply.append((time.perf_counter() - filled) * 1000)
+        if not matcher.accept_token(token):
+            raise SystemExit(f"{backend.name}: the replayed run breaks its own grammar")
+    total = sorted(f + a for f, a in zip(fill, apply))
+    return {"mask_fill_ms_median": statistics.median(fill),
+            "mask_apply_ms_median": statistics.median(apply),
+            "mask_ms_per_token_median": statistics.median(total),
+            "mask_ms_per_token_p99": total[int(len(total) * 0.99)],
+            "mask_ms_first_token": fill[0] + apply[0]}
 
 
 def _lookup_times(cache: GrammarCache, table: KeywordTable) -> dict[str, float]:
@@ -105,21 +153,20 @@ def _lookup_times(cache: GrammarCache, table: KeywordTable) -> dict[str, float]:
             "hit_request_path_ms_median": statistics.median(path)}
 
 
-def _report(free, constrained, lookups, args) -> None:
+def _result(free, constrained, lookups, masks, args) -> dict[str, float]:
     # Median of per-pair ratios: each pair ran back to back under the same machine load.
     ratio = statistics.median(c / f for c, f in zip(constrained, free))
-    result = {"unconstrained_tok_s_median": round(statistics.median(free), 2),
-              "constrained_tok_s_median": round(statistics.median(constrained), 2),
-              "ratio_constrained_over_unconstrained": round(ratio, 3), "ratio_goal": 0.95,
-              "rounds": args.rounds, "max_tokens": args.tokens, "threads": args.threads,
-              "pairs": len(args.lengths), "tokens_per_run_median": statistics.median(args.lengths),
-              **{k: round(v, 4) for k, v in lookups.items()}, "hit_lookup_goal_ms": 1.0}
-    if args.json:
-        print(json.dumps(result))
-        return
-    width = max(map(len, result))
-    for key, value in result.items():
-        print(f"{key:<{width}}  {value}")
+    step_ms = 1000 / statistics.median(constrained)
+    return {"unconstrained_tok_s_median": round(statistics.median(free), 2),
+            "constrained_tok_s_median": round(statistics.median(constrained), 2),
+            "ratio_constrained_over_unconstrained": round(ratio, 3), "ratio_goal": 0.95,
+            "rounds": args.rounds, "max_tokens": args.tokens, "threads": args.threads,
+            "pairs": len(args.lengths), "tokens_per_run_median": statistics.median(args.lengths),
+            **{k: round(v, 4) for k, v in lookups.items()}, "hit_lookup_goal_ms": 1.0,
+            "decode_step_ms_median": round(step_ms, 2),
+            **{k: round(v, 4) for k, v in masks.items()},
+            "mask_share_of_step": round(masks["mask_ms_per_token_median"] / step_ms, 4),
+            "mask_share_goal": 0.05}
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Schema coverage and compliance over JSONSchemaBench (maskbench files), per grammar backend.
 
     strictcall-bench schemas ../shared/evaldata/jsonschemabench/* --out REPORT.json \
-        [--backend xgrammar,outlines] [--limit N]
+        [--backend xgrammar,llguidance,outlines] [--limit N]
 
 Per schema: compiled or rejected (and why), compile time cold and warm (a cache hit), every
 keyword's classification, and compliance: each `valid` test instance, re-serialized in the
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dirs", nargs="+", type=Path, help="maskbench folders (one category each)")
     parser.add_argument("--out", type=Path, default=Path("schemas-report.json"))
     parser.add_argument("--backend", default="xgrammar",
-                        help="comma-separated: xgrammar, outlines (default xgrammar)")
+                        help="comma-separated: xgrammar, llguidance, outlines (default xgrammar)")
     parser.add_argument("--limit", type=int, default=None, help="first N schemas per folder")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="per schema: compiles (ours and alone) and instance checks, s")

@@ -25,14 +25,19 @@ from grammars.validate import validator_for
 
 def make_backend(name: str, tokenizer: Any, *, vocab_size: int,
                  stop_token_ids: list[int]) -> MaskingBackend:
-    """The masking grammar backend called `name`: "xgrammar" (default) or "outlines"."""
+    """The masking grammar backend called `name`: "xgrammar" (default), "llguidance" or
+    "outlines"."""
     if name == "xgrammar":
         return XgrammarBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
     if name == "outlines":
         from grammars.outlines_backend import OutlinesBackend
 
         return OutlinesBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
-    raise ValueError(f"unknown grammar backend {name!r}; use xgrammar or outlines")
+    if name == "llguidance":
+        from grammars.llguidance_backend import LlguidanceBackend
+
+        return LlguidanceBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+    raise ValueError(f"unknown grammar backend {name!r}; use xgrammar, llguidance or outlines")
 
 
 __all__ = [

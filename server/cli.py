@@ -39,8 +39,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="torch (default, embedded) or vllm (needs `make setup-vllm`)")
     serve.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
     serve.add_argument("--grammar-backend", dest="grammar_backend",
-                       choices=["xgrammar", "outlines"],
-                       help="token masks from xgrammar (default) or outlines-core")
+                       choices=["xgrammar", "llguidance", "outlines"],
+                       help="token masks from xgrammar (default), llguidance (compiles in "
+                            "milliseconds) or outlines-core")
     vllm = serve.add_argument_group("vLLM engine arguments (with --engine vllm)")
     vllm.add_argument("--tensor-parallel-size", dest="tensor_parallel_size", type=int)
     vllm.add_argument("--gpu-memory-utilization", dest="gpu_memory_utilization", type=float)

@@ -20,8 +20,9 @@ class _Settings(BaseSettings):
     served_model_name: str | None = None
     cache_dir: Path | None = None
     engine: Literal["torch", "vllm"] = "torch"
-    # Token masks from xgrammar (default) or outlines-core (torch engine only).
-    grammar_backend: Literal["xgrammar", "outlines"] = "xgrammar"
+    # Token masks from xgrammar (default), llguidance or outlines-core (the last two: torch
+    # engine only).
+    grammar_backend: Literal["xgrammar", "llguidance", "outlines"] = "xgrammar"
     device: str = "auto"
     # vLLM engine arguments (None: vLLM's default; on CPU, max_model_len 2048 and bfloat16).
     tensor_parallel_size: int = Field(1, ge=1)

@@ -17,13 +17,14 @@ def classify(key: str, value: Any, node: dict[str, Any],
     integer = node.get("type") == "integer"
     if key == "multipleOf":
         return _multiple_of(value, node, table)
-    if key in table.grammar and table.bounded_number_decimals and not integer \
-            and not isinstance(value, bool):
+    plain = table.bounded_number_decimals or table.bounded_numbers_without_exponent
+    if key in table.grammar and plain and not integer and not isinstance(value, bool):
         if table.number_bounds == "validator":
             return [("validator", "bound on numbers: checked after decoding (policy: "
                                   "--number-bounds validator)")]
-        return [("grammar", f"numbers are written with at most "
-                            f"{table.bounded_number_decimals} decimals and no exponent "
+        decimals = (f"with at most {table.bounded_number_decimals} decimals and "
+                    if table.bounded_number_decimals else "with ")
+        return [("grammar", f"numbers are written {decimals}no exponent "
                             "(policy: --number-bounds grammar)")]
     if key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
         if key in table.grammar:

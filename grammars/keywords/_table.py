@@ -48,6 +48,9 @@ class KeywordTable:
     # The mask writes a `number` with bounds in at most this many decimals and no exponent
     # (xgrammar 0.2.9: 0.1234567 and 1e-3 cannot be written under "minimum": 0).
     bounded_number_decimals: int | None = None
+    # The mask writes a bounded `number` in any number of decimals but with no exponent
+    # (llguidance 1.9.1: 1.5E+3 cannot be written under "minimum": 0).
+    bounded_numbers_without_exponent: bool = False
     # Bounds on `number` values: "grammar" (default; the mask keeps them, in that many
     # decimals, which the report notes) or "validator" (the mask writes any number, the
     # validator checks the bounds: JSON Schema's reading of which values may be written).
@@ -130,3 +133,23 @@ XGRAMMAR_KEYWORDS = KeywordTable(
 VLLM_XGRAMMAR_KEYWORDS = dataclasses.replace(
     XGRAMMAR_KEYWORDS, backend="vllm-xgrammar",
     grammar=XGRAMMAR_KEYWORDS.grammar - {"multipleOf"})
+
+
+# Measured on llguidance 1.9.1 (tests/grammars/test_llguidance_backend.py). Where it differs
+# from xgrammar 0.2.9: it writes escapes under lengths and patterns, any decimals under
+# number bounds (no exponent), multipleOf on numbers
+# and on integers of any size; it refuses min/maxProperties beside optional properties (so
+# they are the validator's) and compiles only the formats below (others are left out of the
+# compiled schema: the validator checks them; json-pointer formats are compiled as patterns,
+# grammars/llguidance_backend.py). oneOf is read as anyOf (coerce_one_of).
+# Lengths beside a pattern stay the validator's, as with xgrammar: llguidance intersects
+# them, but refuses valid strings once the pattern repeats ("^(?:\S+\s+){0,49}\S+$" with
+# maxLength 500 refuses "The lab is").
+LLGUIDANCE_KEYWORDS = dataclasses.replace(
+    XGRAMMAR_KEYWORDS, backend="llguidance",
+    grammar=XGRAMMAR_KEYWORDS.grammar - {"minProperties", "maxProperties"},
+    formats=frozenset({"date-time", "date", "time", "email", "uuid", "uri", "ipv4", "ipv6",
+                       "hostname", "duration", "json-pointer", "relative-json-pointer"}),
+    format_unions=(), multiple_of_numbers=True,
+    multiple_of_limits=None, bounded_number_decimals=None,
+    bounded_numbers_without_exponent=True, no_escapes_under=frozenset())

@@ -25,7 +25,8 @@ def check_config(settings: Settings) -> None:
         raise EngineConfigError(f"unknown --device {settings.device!r}; use auto, cpu or cuda[:N]")
     if settings.engine == "vllm" and settings.grammar_backend != "xgrammar":
         raise EngineConfigError("--engine vllm applies its own xgrammar masks; "
-                                "--grammar-backend outlines is for the torch engine")
+                                f"--grammar-backend {settings.grammar_backend} is for the "
+                                "torch engine")
     if not settings.strict_objects and (settings.engine == "vllm"
                                         or settings.grammar_backend == "outlines"):
         raise EngineConfigError("--no-strict-objects needs the torch engine with xgrammar: "

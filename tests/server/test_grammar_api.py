@@ -234,3 +234,31 @@ def test_default_policy_notes_whole_match_patterns(client):  # noqa: F811
         "type": "string", "pattern": "^https?://"}).json()["enforcement"]
     pattern = next(k for k in report["keywords"] if k["keyword"] == "pattern")
     assert pattern["tier"] == "grammar" and "whole matches" in pattern["note"]
+
+
+def test_llguidance_backend_serves_auto_calls_by_trigger_and_reports_its_own_table(model_dir):
+    """--grammar-backend llguidance --auto-tools trigger: text, then a call under the Lark
+    grammar that stands in for xgrammar's structural tag."""
+    from fastapi.testclient import TestClient
+
+    from server.api.app import create_app
+    from server.engines.scripted import ScriptedEngine
+    from server.settings import Settings
+
+    settings = Settings(served_model_name="scripted", grammar_backend="llguidance",
+                        auto_tools="trigger")
+    reply = 'Let me check. <tool_call>[{"name":"f","arguments":{"n":7}}]</tool_call>'
+    app = create_app(settings, lambda s: ScriptedEngine(
+        model_dir, lambda p: reply, grammar_backend=s.grammar_backend))
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "multipleOf": 7}},
+        "required": ["n"]}}}
+    with TestClient(app) as c:
+        resp = chat(c, tools=[tool], tool_choice="auto")
+        assert resp.status_code == 200, resp.text
+        (call,) = resp.json()["choices"][0]["message"]["tool_calls"]
+        assert json.loads(call["function"]["arguments"]) == {"n": 7}
+        report = c.post("/v1/grammars/compile", json={"type": "number", "multipleOf": 7}).json()
+        assert report["backend"] == "llguidance"
+        assert [k["tier"] for k in report["enforcement"]["keywords"]
+                if k["keyword"] == "multipleOf"] == ["grammar"]  # xgrammar: validator
