@@ -12,7 +12,8 @@ import importlib
 import sys
 
 # name -> module with a `main(argv) -> int`
-BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway", "decode-speed": "bench.decode_speed",
+BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
+              "schema-prompt": "bench.schema_prompt", "decode-speed": "bench.decode_speed",
               "vllm-engine": "bench.vllm_engine", "contract-repair": "bench.contract_repair",
               "auto-mode": "bench.auto_mode"}
 

@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="a value that repeats itself: steered away from the repeat "
                             "(torch engine) or stopped with finish_reason 'length' "
                             "(default stop)")
+    serve.add_argument("--schema-prompt", dest="schema_prompt",
+                       choices=["raw", "compact", "none"],
+                       help="how a JSON answer's schema is written into the prompt")
     serve.add_argument("--max-calls", dest="max_calls", type=int,
                        help="calls in one response at most (default: no limit)")
     serve.add_argument("--repair-attempts", dest="repair_attempts", type=int)

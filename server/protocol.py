@@ -115,6 +115,8 @@ class StrictCallOptions(_Wire):
     # Runaway guards (server defaults: --dedupe-calls, --loop-guard).
     dedupe_calls: bool | None = None
     loop_guard: Literal["off", "stop", "steer"] | None = None
+    # How a JSON answer's schema is written into the prompt (server default: --schema-prompt).
+    schema_prompt: Literal["raw", "compact", "none"] | None = None
 
 
 class StreamOptions(_Wire):

@@ -64,6 +64,9 @@ class _Settings(BaseSettings):
     # engines that choose tokens themselves) or stopped (finish_reason "length").
     dedupe_calls: bool = True
     loop_guard: Literal["off", "stop", "steer"] = "stop"
+    # How a JSON answer's schema is written into the prompt: the JSON Schema ("raw"), a
+    # compact TypeScript-like shape, or nothing beyond the grammar (server/pipeline/schema_text.py).
+    schema_prompt: Literal["raw", "compact", "none"] = "raw"
     # Calls in one response at most (the call grammar's maxItems); None: no limit.
     max_calls: int | None = Field(None, ge=1, le=64)
     repair_attempts: int = Field(2, ge=0, le=5)

@@ -107,7 +107,9 @@ class ChatPipeline:
         plan = await asyncio.to_thread(
             plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
             budget=self.settings.budget, policy=self.policy,
-            max_calls=self.settings.max_calls)
+            max_calls=self.settings.max_calls,
+            schema_prompt=req.strictcall.schema_prompt if req.strictcall
+            and req.strictcall.schema_prompt else self.settings.schema_prompt)
         return await self._prepare(req, plan, headers)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,

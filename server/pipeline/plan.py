@@ -14,6 +14,7 @@ from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFor
                                 ResponseFormatJsonSchema, Tool)
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.pipeline.modes import Mode
+from server.pipeline.schema_text import SchemaPrompt
 from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, auto_instructions,
                                     decide_instructions, json_instructions, tools_instructions)
 
@@ -36,15 +37,17 @@ class Plan:
 
 def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
                  auto_tools: Literal["decide", "trigger"], budget: Budget,
-                 policy: GrammarPolicy, max_calls: int | None = None) -> Plan:
-    """`max_calls`: the server's limit on calls per response (None: none)."""
+                 policy: GrammarPolicy, max_calls: int | None = None,
+                 schema_prompt: SchemaPrompt = "raw") -> Plan:
+    """`max_calls`: the server's limit on calls per response (None: none);
+    `schema_prompt`: how a JSON answer's schema is written into the prompt."""
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
         if choice == "required" or isinstance(choice, NamedToolChoice):
             raise InvalidRequest("tool_choice asks for a tool call, but no tools were given",
                                  param="tool_choice")
-        return _plan_format(req, budget, policy)
+        return _plan_format(req, budget, policy, schema_prompt)
     try:
         budget.check_tools(len(req.tools))
     except BudgetExceeded as exc:
@@ -56,9 +59,9 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
             return _plan_tools(tools, min_calls=1, max_calls=max_calls, auto=True)
         decide = _plan_tools(tools, min_calls=0, max_calls=max_calls)
         return replace(decide, instructions=decide_instructions(_described(tools)),
-                       fallback=_plan_format(req, budget, policy))
+                       fallback=_plan_format(req, budget, policy, schema_prompt))
     if choice == "none":
-        return _plan_format(req, budget, policy)
+        return _plan_format(req, budget, policy, schema_prompt)
     if isinstance(choice, NamedToolChoice):
         if choice.function.name not in tools:
             raise InvalidRequest(f"tool_choice names unknown tool {choice.function.name!r}; "
@@ -175,7 +178,8 @@ def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | Non
                 enforcement=report)
 
 
-def _plan_format(req: ChatCompletionRequest, budget: Budget, policy: GrammarPolicy) -> Plan:
+def _plan_format(req: ChatCompletionRequest, budget: Budget, policy: GrammarPolicy,
+                 schema_prompt: SchemaPrompt) -> Plan:
     fmt = req.response_format
     if isinstance(fmt, ResponseFormatJsonSchema):
         schema, where = fmt.json_schema.schema_, "response_format.json_schema.schema"
@@ -184,7 +188,7 @@ def _plan_format(req: ChatCompletionRequest, budget: Budget, policy: GrammarPoli
     else:
         return Plan("text")
     spec, analysis = plan_schema(schema, where=where, budget=budget, policy=policy)
-    return Plan("json", spec, json_instructions(schema), "", {"": schema},
+    return Plan("json", spec, json_instructions(schema, schema_prompt), "", {"": schema},
                 enforcement=analysis.report)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from server.pipeline.schema_text import SchemaPrompt, render
 from server.protocol import AssistantMessage, Content, Message, ToolMessage
 
 # The call syntax SmolLM2-Instruct saw in its function-calling data; the grammar produces
@@ -47,6 +48,8 @@ Answer only with the calls, as a JSON list inside tags:
 
 JSON_INSTRUCTIONS = """Answer only with JSON that matches this JSON Schema:
 {schema}"""
+COMPACT_JSON_INSTRUCTIONS = """Answer only with a JSON value of this shape:
+{schema}"""
 
 
 def _tool_lines(tools: list[dict[str, Any]]) -> str:
@@ -65,8 +68,13 @@ def decide_instructions(tools: list[dict[str, Any]]) -> str:
     return DECIDE_INSTRUCTIONS.format(tools=_tool_lines(tools))
 
 
-def json_instructions(schema: dict[str, Any]) -> str:
-    return JSON_INSTRUCTIONS.format(schema=json.dumps(schema, ensure_ascii=False))
+def json_instructions(schema: dict[str, Any], style: SchemaPrompt = "raw") -> str | None:
+    """What the system turn says about a JSON answer's schema (`style`: schema_text)."""
+    text = render(schema, style)
+    if text is None:
+        return None
+    return (JSON_INSTRUCTIONS if style == "raw" else COMPACT_JSON_INSTRUCTIONS).format(
+        schema=text)
 
 
 def template_messages(messages: list[Message], *, instructions: str | None) -> list[dict[str, str]]:
