@@ -65,8 +65,9 @@ class _Settings(BaseSettings):
     dedupe_calls: bool = True
     loop_guard: Literal["off", "stop", "steer"] = "stop"
     # How a JSON answer's schema is written into the prompt: the JSON Schema ("raw"), a
-    # compact TypeScript-like shape, or nothing beyond the grammar (server/pipeline/schema_text.py).
-    schema_prompt: Literal["raw", "compact", "none"] = "raw"
+    # compact TypeScript-like shape, or nothing beyond the grammar (default: measured no less
+    # accurate and faster to the first token; bench/schema_prompt.py, README).
+    schema_prompt: Literal["raw", "compact", "none"] = "none"
     # Calls in one response at most (the call grammar's maxItems); None: no limit.
     max_calls: int | None = Field(None, ge=1, le=64)
     repair_attempts: int = Field(2, ge=0, le=5)

@@ -37,8 +37,8 @@ class Plan:
 
 def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
                  auto_tools: Literal["decide", "trigger"], budget: Budget,
-                 policy: GrammarPolicy, max_calls: int | None = None,
-                 schema_prompt: SchemaPrompt = "raw") -> Plan:
+                 policy: GrammarPolicy, max_calls: int | None,
+                 schema_prompt: SchemaPrompt) -> Plan:
     """`max_calls`: the server's limit on calls per response (None: none);
     `schema_prompt`: how a JSON answer's schema is written into the prompt."""
     _refuse_unsupported(req)

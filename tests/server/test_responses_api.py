@@ -166,6 +166,10 @@ def test_text_format_json_schema(client, replies):
     assert json.loads(got.output_text) == {"answer": 42}
     assert got.text.format.type == "json_schema" and got.text.format.name == "answer"
     assert got.text.format.schema_ == ANSWER["schema"]
+    # By default the grammar alone carries the schema (--schema-prompt none) ...
+    assert '"answer"' not in last_prompt(client)
+    # ... and a request may ask for it in the prompt too.
+    ok(respond(client, text={"format": ANSWER}, strictcall={"schema_prompt": "raw"}))
     assert '"answer": {"type": "integer"}' in last_prompt(client)
 
 
