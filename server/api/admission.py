@@ -7,21 +7,20 @@ enough: it is only touched on the event loop."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from server.engines.base import Engine
 from server.errors import Overloaded, Unavailable
 
 
 class Admission:
-    def __init__(self, capacity: int, *, engine_alive: Callable[[], bool]) -> None:
+    def __init__(self, capacity: int, *, engine: Engine) -> None:
         self.capacity = capacity
         self.inside = 0
-        self._engine_alive = engine_alive
+        self._engine = engine
 
     def enter(self) -> None:
         """Take a place, or raise: 503 when the engine is down, 429 when every place is
         taken. Each successful `enter` is paired with one `leave`."""
-        if not self._engine_alive():
+        if not self._engine.alive():
             raise Unavailable("the engine is not running; retry later or on another replica")
         if self.inside >= self.capacity:
             raise Overloaded(f"all {self.capacity} request places are taken (decoding or "

@@ -95,7 +95,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         app.state.pipeline = ChatPipeline(engine, cache, settings, policy=policy,
                                           registry=registry, metrics=metrics)
         app.state.admission = Admission(settings.max_batch + settings.max_queued,
-                                        engine_alive=engine.alive)
+                                        engine=engine)
         app.state.started = time.time()
         try:
             yield
