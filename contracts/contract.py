@@ -25,10 +25,15 @@ class ContractError(Exception):
 
 
 class MissingRuntimeValue(ContractError):
-    def __init__(self, field: str, header: str) -> None:
-        super().__init__(f"contract field {field!r} comes from the {header!r} header, which "
-                         "the request did not send")
-        self.field, self.header = field, header
+    def __init__(self, field: str, header: str, *, claim: str | None = None) -> None:
+        if claim is None:
+            message = (f"contract field {field!r} comes from the {header!r} header, which "
+                       "the request did not send")
+        else:
+            message = (f"contract field {field!r} comes from the API key's {claim!r}, which "
+                       "this key does not have; give the key one in the key file")
+        super().__init__(message)
+        self.field, self.header, self.claim = field, header, claim
 
 
 @dataclass(frozen=True)
@@ -75,10 +80,20 @@ class Contract:
         return {"name": self.name, "description": self.description, "parameters": self.schema(),
                 "runtime_fields": {f: src.describe() for f, src in self.runtime.items()}}
 
-    def runtime_values(self, headers: Mapping[str, str]) -> dict[str, Any]:
+    def runtime_values(self, headers: Mapping[str, str], *,
+                       claims: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The server-filled fields. `claims` is the authenticated caller's identity (None:
+        the server checks no keys): a field with an identity claim takes it from `claims`,
+        never from a header (contracts.markers says which source each field takes)."""
         lowered = {k.lower(): v for k, v in headers.items()}
         values: dict[str, Any] = {}
         for field, source in self.runtime.items():
+            claim = source.identity_claim if isinstance(source, FromHeader) else None
+            if claims is not None and claim is not None:
+                if claim not in claims:
+                    raise MissingRuntimeValue(field, source.header, claim=claim)
+                values[field] = claims[claim]
+                continue
             sent = lowered.get(source.header.lower()) if source.header else None
             if sent is not None:
                 values[field] = sent

@@ -2,6 +2,15 @@
 
     tenant_id: Annotated[str, FromHeader("X-Tenant-Id")]
     idempotency_key: Annotated[str, Generated("uuid4", header="Idempotency-Key")]
+
+Which source a `FromHeader` field takes depends on whether the server checks API keys:
+- keys off: the header, as the client sent it (the server trusts whoever reaches it);
+- keys on, and the field has an identity `claim` ("tenant", "subject" or "roles"): the
+  authenticated key's value for that claim; a header the client sends is ignored, so no
+  client can act as another tenant. A key without that claim (no tenant) is refused (400);
+- keys on, no claim: the header, as the client sent it (a value the client chooses anyway).
+The claim is given, `FromHeader("X-Org", claim="tenant")`, or follows from a well-known
+header name: X-Tenant-Id -> tenant, X-Subject and X-User-Id -> subject, X-Roles -> roles.
 """
 
 from __future__ import annotations
@@ -10,15 +19,29 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
+Claim = Literal["tenant", "subject", "roles"]
+# Header names whose meaning is an identity claim, so existing contracts are safe with keys on.
+WELL_KNOWN_CLAIMS: dict[str, Claim] = {"x-tenant-id": "tenant", "x-subject": "subject",
+                                       "x-user-id": "subject", "x-roles": "roles"}
+
 
 @dataclass(frozen=True)
 class FromHeader:
-    """Taken from a request header; a request without it is refused."""
+    """Taken from a request header, or from the caller's identity `claim` when the server
+    checks API keys (see the module's docstring); a request without it is refused."""
 
     header: str
+    claim: Claim | None = None
+
+    @property
+    def identity_claim(self) -> Claim | None:
+        return self.claim or WELL_KNOWN_CLAIMS.get(self.header.lower())
 
     def describe(self) -> dict[str, str]:
-        return {"source": "header", "header": self.header}
+        out = {"source": "header", "header": self.header}
+        if self.identity_claim is not None:
+            out["claim"] = self.identity_claim  # with API keys on, the key's claim wins
+        return out
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--repair-seconds", dest="repair_seconds", type=float)
     serve.add_argument("--auto-tools", dest="auto_tools", choices=["decide", "trigger"],
                        help="how tool_choice=auto decides between a call and text")
+    _limit_arguments(serve)
     serve.add_argument("--log-level", default="info")
     from server.eval import add_arguments as eval_arguments
 
@@ -99,6 +100,28 @@ def _parser() -> argparse.ArgumentParser:
     contracts.add_argument("--contracts", action="append", metavar="MODULE_OR_FILE")
     contracts.add_argument("--out", type=Path, default=Path("contracts/snapshots"))
     return parser
+
+
+def _limit_arguments(serve: argparse.ArgumentParser) -> None:
+    access = serve.add_argument_group("who may call, and how much")
+    access.add_argument("--api-keys", dest="api_keys_file", type=Path, metavar="FILE",
+                        help="YAML/JSON file of API keys with identities (README: API keys); "
+                             "default: no keys, anyone who reaches the port may call")
+    access.add_argument("--metrics-auth", dest="metrics_auth", default=None,
+                        action=argparse.BooleanOptionalAction,
+                        help="with --api-keys, /metrics needs a key with the 'metrics' or "
+                             "'admin' role (default off)")
+    access.add_argument("--max-body-bytes", dest="max_body_bytes", type=int,
+                        help="larger request bodies are a 413 (default 4 MiB)")
+    access.add_argument("--max-tokens-cap", dest="max_tokens_cap", type=int,
+                        help="max_tokens above this is a 400 (default: the context)")
+    access.add_argument("--request-timeout-s", dest="request_timeout_s", type=float,
+                        help="cancel and answer 504 after this long (default 300)")
+    access.add_argument("--max-queued", dest="max_queued", type=int,
+                        help="generation requests waiting beyond --max-batch; more is a 429 "
+                             "(default 32)")
+    access.add_argument("--shutdown-grace-s", dest="shutdown_grace_s", type=float,
+                        help="after SIGTERM, in-flight requests get this long (default 30)")
 
 
 def _settings(args: argparse.Namespace, names: tuple[str, ...]) -> Settings:
@@ -142,27 +165,33 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from contracts import ContractError
     from server.api.app import create_app, load_contracts
+    from server.api.gate import RequestIdFilter
+    from server.api.serving import serve
     from server.engines.factory import EngineConfigError, build_engine, check_config
+    from server.identity import KeyFileError, KeyRing
 
     names = tuple(n for n in Settings.model_fields if hasattr(args, n))
     try:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)
+        keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
         check_config(settings)  # fail here with one line, not deep inside the lifespan
     except ValidationError as exc:
         first = exc.errors()[0]
         return _fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
-    except (EngineConfigError, ContractError) as exc:
+    except (EngineConfigError, ContractError, KeyFileError) as exc:
         return _fail(str(exc))
     logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvicorn.run(create_app(settings, build_engine, registry), host=settings.host,
-                port=settings.port,
-                log_level=args.log_level)
+                        format="%(asctime)s %(levelname)s %(name)s [%(request_id)s]: "
+                               "%(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RequestIdFilter())
+    if keys is not None:
+        logging.getLogger("strictcall.api").info("API keys on: %d key(s)", len(keys))
+    serve(create_app(settings, build_engine, registry, keys=keys), settings,
+          log_level=args.log_level)
     return 0
 
 

@@ -36,6 +36,9 @@ class ServiceError(Exception):
                       "param": self.param, "code": self.code},
         }
 
+    def headers(self) -> dict[str, str]:
+        """Response headers the status calls for: when to retry, how to authenticate."""
+        return {"Retry-After": str(self.retry_after_s)} if self.retryable else {}
 
     def anthropic_error(self, instance: str) -> dict[str, Any]:
         """Anthropic's error body (the Messages API); the problem details ride along under
@@ -54,6 +57,7 @@ class ServiceError(Exception):
 ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                    403: "permission_error", 404: "not_found_error", 413: "request_too_large",
                    429: "rate_limit_error", 500: "api_error", 503: "overloaded_error",
+                   504: "timeout_error",
                    529: "overloaded_error"}
 
 
@@ -95,3 +99,45 @@ class ContractViolation(ServiceError):
     def __init__(self, detail: str, **kwargs) -> None:
         super().__init__(detail, **kwargs)
         self.extensions.setdefault("owner_action_required", True)
+
+
+class Unauthenticated(ServiceError):
+    """No API key, or one this server does not know (the key itself is never repeated)."""
+
+    status, slug, title, openai_type = 401, "unauthenticated", "Authentication required", \
+        "authentication_error"
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": 'Bearer realm="strictcall"'}
+
+
+class Forbidden(ServiceError):
+    """A known key whose roles do not cover the route."""
+
+    status, slug, title, openai_type = 403, "forbidden", "Not allowed for this key", \
+        "permission_error"
+
+
+class BodyTooLarge(ServiceError):
+    status, slug, title, openai_type = 413, "body-too-large", "Request body too large", \
+        "invalid_request_error"
+
+
+class Overloaded(ServiceError):
+    """Every engine slot and queue place is taken: shed now, not an unbounded wait."""
+
+    status, slug, title, openai_type, retryable = 429, "overloaded", "Server overloaded", \
+        "rate_limit_error", True
+
+
+class Unavailable(ServiceError):
+    """The engine is down, or the server is shutting down: another replica (or this one,
+    later) can answer."""
+
+    status, slug, title, retryable = 503, "unavailable", "Service unavailable", True
+
+
+class RequestTimeout(ServiceError):
+    """The request ran past the server's time limit and was cancelled."""
+
+    status, slug, title, retryable = 504, "request-timeout", "Request time limit exceeded", True

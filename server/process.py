@@ -62,6 +62,15 @@ class ServerProcess:
                 os.killpg(group, signal.SIGKILL)
         self._proc = None
 
+    def send_signal(self, sig: int) -> None:
+        assert self._proc is not None, "the server is not running"
+        self._proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        """The exit code, once the process has exited (subprocess.TimeoutExpired if not)."""
+        assert self._proc is not None, "the server is not running"
+        return self._proc.wait(timeout=timeout)
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
 

@@ -72,6 +72,20 @@ class _Settings(BaseSettings):
     max_calls: int | None = Field(None, ge=1, le=64)
     repair_attempts: int = Field(2, ge=0, le=5)
     repair_seconds: float = Field(10.0, gt=0, le=120)
+    # Who may call (server/identity.py): a YAML/JSON file of API keys; None: anyone who
+    # reaches the port, and runtime fields come from the headers the client sends.
+    api_keys_file: Path | None = None
+    # With keys on, /metrics also needs a key with the `metrics` or `admin` role.
+    metrics_auth: bool = False
+    # Limits: a larger body is a 413 before it is parsed; max_tokens above the cap a 400.
+    max_body_bytes: int = Field(4 * 2**20, ge=1024)
+    max_tokens_cap: int | None = Field(None, ge=1)
+    # A request still running after this long is cancelled and answered 504 (retryable).
+    request_timeout_s: float | None = Field(300.0, gt=0)
+    # Generation requests admitted beyond the engine's batch; one more is a 429 at once.
+    max_queued: int = Field(32, ge=0)
+    # After SIGTERM: new requests get 503; in-flight ones have this long to finish.
+    shutdown_grace_s: float = Field(30.0, ge=0, le=3600)
 
     @property
     def policies(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ FORBIDDEN = {
     "server/protocol.py": (*_LOWER_SERVER, "bench"),
     "server/errors.py": (*_LOWER_SERVER, "bench"),
     "server/settings.py": (*_LOWER_SERVER, "bench"),
+    "server/identity.py": (*_LOWER_SERVER, "bench"),
     "server/metrics.py": (*_LOWER_SERVER, "bench"),
     "server/model_store.py": (*_LOWER_SERVER, "bench"),
     "server/process.py": (*_LOWER_SERVER, "bench"),

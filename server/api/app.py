@@ -18,10 +18,14 @@ from pydantic import BaseModel, ConfigDict
 from contracts import ContractRegistry
 from grammars import CompiledGrammar, DiskStore, GrammarCache, GrammarPolicy, ToolCallsSpec
 from server.api import errors, messages
-from server.api.deps import ClientGone, PipelineDep, grammar_headers, until_disconnect
+from server.api.admission import Admission
+from server.api.deps import (ClientGone, PipelineDep, caller_of, grammar_headers,
+                             overdue_check, until_disconnect)
+from server.api.gate import Gate
 from server.api.responses import create_response
 from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
+from server.identity import KeyRing
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import Metrics, RequestTimer
 from server.model_store import default_cache_dir
@@ -61,8 +65,13 @@ def warm(cache: GrammarCache, registry: ContractRegistry, policy: GrammarPolicy,
 
 
 def create_app(settings: Settings, engine_factory: EngineFactory,
-               registry: ContractRegistry | None = None) -> FastAPI:
+               registry: ContractRegistry | None = None, *,
+               keys: KeyRing | None = None) -> FastAPI:
+    """`keys`: the API keys (default: loaded from settings.api_keys_file, if set; raises
+    server.identity.KeyFileError with one line)."""
     registry = registry or load_contracts(settings.contracts)
+    if keys is None and settings.api_keys_file is not None:
+        keys = KeyRing.load(settings.api_keys_file)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -85,6 +94,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
         app.state.pipeline = ChatPipeline(engine, cache, settings, policy=policy,
                                           registry=registry, metrics=metrics)
+        app.state.admission = Admission(settings.max_batch + settings.max_queued,
+                                        engine=engine)
         app.state.started = time.time()
         try:
             yield
@@ -93,6 +104,10 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
             engine.close()
 
     app = FastAPI(title="StrictCall", lifespan=lifespan)
+    app.state.shutdown_deadline = None  # set on SIGTERM (server/api/serving.py)
+    # Inside the timer, so refusals are counted and timed too.
+    app.add_middleware(Gate, keys=keys, metrics_auth=settings.metrics_auth,
+                       max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTimer)
     errors.install(app)
     app.get("/health")(health)
@@ -128,13 +143,14 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
                            request: Request, response: Response) -> dict | Response:
     if body.stream:
         # Request errors (400s) are answered before the stream starts, as plain problems.
-        prep = await pipeline.prepare(body, dict(request.headers))
+        prep = await pipeline.prepare(body, caller_of(request))
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        stream = ChunkStream(pipeline, prep, include_usage=include_usage)
+        stream = ChunkStream(pipeline, prep, include_usage=include_usage,
+                             overdue=overdue_check(request))
         return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
                                  headers=grammar_headers(prep.lookup, prep.plan.enforcement))
     try:
-        done = await until_disconnect(request, pipeline.complete(body, dict(request.headers)))
+        done = await until_disconnect(request, pipeline.complete(body, caller_of(request)))
     except ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
     response.headers.update(grammar_headers(done.grammar, done.enforcement))
@@ -185,7 +201,7 @@ async def validate_contract(name: str, body: ValidateBody, pipeline: PipelineDep
     if contract is None:
         raise RouteNotFound(f"no contract named {name!r}; registered: "
                             f"{pipeline.registry.names()}")
-    runtime = contract_runtime(contract, dict(request.headers))
+    runtime = contract_runtime(contract, caller_of(request))
     outcome = contract.validate(body.arguments, runtime=runtime)
     return {"valid": outcome.valid, "arguments": outcome.arguments,
             "violations": [v.as_dict() for v in outcome.violations]}

@@ -1,16 +1,20 @@
 """What every route handler shares, whichever API it speaks: the pipeline dependency, the
-grammar headers, and cancelling the decode when the client goes away."""
+caller (headers and identity), the grammar headers, and cancelling the decode when the
+client goes away, the request's time limit passes or the server's shutdown grace ends."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+import time
+from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 
 from grammars import EnforcementReport, Lookup
+from server.errors import RequestTimeout, ServiceError, Unavailable
+from server.identity import Caller
 from server.pipeline.chat import ChatPipeline
 
 T = TypeVar("T")
@@ -39,18 +43,53 @@ def _latin1(text: str) -> str:
     return text.encode("latin-1", "backslashreplace").decode("latin-1")
 
 
+def caller_of(request: Request) -> Caller:
+    """Headers, and the identity the gate authenticated (None when keys are off)."""
+    return Caller(dict(request.headers), getattr(request.state, "identity", None))
+
+
+# A request still running this long before the shutdown grace ends is answered 503 then,
+# so it is not cut without an answer when the server exits.
+SHUTDOWN_ANSWER_S = 1.0
+
+
+def overdue_check(request: Request) -> Callable[[], ServiceError | None]:
+    """A check that says why `request` must stop now, if it must: its time limit passed
+    (504), or the server is about to exit (503). Both are worth a retry."""
+    state = request.app.state
+    limit = state.pipeline.settings.request_timeout_s
+    started = getattr(request.state, "started", None) or time.monotonic()
+
+    def overdue() -> ServiceError | None:
+        now = time.monotonic()
+        if limit is not None and now - started > limit:
+            return RequestTimeout(f"the request ran past this server's {limit:g} s time limit "
+                                  "and was cancelled; retry, or ask for fewer tokens")
+        stop_at = getattr(state, "shutdown_deadline", None)
+        if stop_at is not None and now > stop_at - SHUTDOWN_ANSWER_S:
+            return Unavailable("the server is shutting down and could not finish this "
+                               "request; retry (another replica can answer)")
+        return None
+
+    return overdue
+
+
 async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
-    """Run `work`; if the client goes away first, cancel it (which stops its decode)."""
+    """Run `work`; if the client goes away first, or the request is overdue, cancel it
+    (which stops its decode)."""
     task = asyncio.ensure_future(work)
+    overdue = overdue_check(request)
     while True:
         done, _ = await asyncio.wait({task}, timeout=0.25)
         if done:
             return task.result()
-        if await request.is_disconnected():
+        gone = await request.is_disconnected()
+        why = None if gone else overdue()
+        if gone or why is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            raise ClientGone
+            raise why if why is not None else ClientGone
 
 
 class ClientGone(Exception):

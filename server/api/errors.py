@@ -32,8 +32,8 @@ def render(error: ServiceError, request: Request) -> JSONResponse:
     if metrics is not None:
         metrics.reject(error.code or error.slug)
     path = request.url.path
-    headers = {"Retry-After": str(error.retry_after_s)} if error.retryable else None
-    return JSONResponse(body_of(error, path), status_code=error.status, headers=headers,
+    return JSONResponse(body_of(error, path), status_code=error.status,
+                        headers=error.headers() or None,
                         media_type="application/json" if speaks_anthropic(path) else PROBLEM)
 
 

@@ -14,7 +14,8 @@ from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from server.api.deps import ClientGone, PipelineDep, grammar_headers, until_disconnect
+from server.api.deps import (ClientGone, PipelineDep, caller_of, grammar_headers,
+                             overdue_check, until_disconnect)
 from server.api.messages_reply import MessageEvents, sse, to_message
 from server.api.messages_wire import (Block, CustomTool, InputMessage, MessagesRequest,
                                       OtherBlock, ServerTool, TextBlock, ToolChoiceAny,
@@ -28,16 +29,17 @@ from server.protocol import ChatCompletionRequest
 async def create_message(body: MessagesRequest, pipeline: PipelineDep, request: Request,
                          response: Response) -> dict | Response:
     chat = to_chat_request(body)
-    headers = dict(request.headers)
+    caller = caller_of(request)
     if body.stream:
         # Request errors (400s) are answered before the stream starts, as plain errors.
-        prep = await pipeline.prepare(chat, headers)
-        chunks = ChunkStream(pipeline, prep, include_usage=True)
+        prep = await pipeline.prepare(chat, caller)
+        chunks = ChunkStream(pipeline, prep, include_usage=True,
+                             overdue=overdue_check(request))
         events = MessageEvents(chunks, input_tokens=len(prep.request.prompt_ids))
         return StreamingResponse(sse(events, request), media_type="text/event-stream",
                                  headers=grammar_headers(prep.lookup, prep.plan.enforcement))
     try:
-        done = await until_disconnect(request, pipeline.complete(chat, headers))
+        done = await until_disconnect(request, pipeline.complete(chat, caller))
     except ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
     response.headers.update(grammar_headers(done.grammar, done.enforcement))

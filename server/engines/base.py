@@ -82,6 +82,11 @@ class Engine(abc.ABC):
     async def warm(self, grammars: list[CompiledGrammar]) -> None:  # noqa: B027
         """Engines that compile grammars themselves (vLLM) do it now, before any request."""
 
+    def alive(self) -> bool:
+        """False once the engine can no longer decode (its worker is gone): requests are
+        then refused with a 503 instead of waiting for it."""
+        return True
+
     def stats(self) -> dict[str, int]:
         """Counters for /health; engines without any return nothing."""
         return {}

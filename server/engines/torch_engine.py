@@ -84,6 +84,9 @@ class TorchEngine(Engine):
         # Cancelling the awaiting task cancels `future`; the worker sees it at its next step.
         return await asyncio.wrap_future(future)
 
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def stats(self) -> dict[str, int]:
         # Finished rows leave the batch at the end of their step: not counted as running.
         running = sum(1 for seq in self._rows if not seq.finished)

@@ -15,6 +15,7 @@ from typing import Any, assert_never
 from contracts import Contract, ContractRegistry, MissingRuntimeValue
 from grammars import EnforcementReport, GrammarCache, GrammarPolicy, Lookup, validator_for
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
+from server.identity import Caller
 from server.metrics import Metrics
 from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
 from server.pipeline.decode import compiled, decode
@@ -86,8 +87,8 @@ class ChatPipeline:
         self.model_name = settings.served_model_name or engine.model_name
 
     async def complete(self, req: ChatCompletionRequest,
-                       headers: dict[str, str] | None = None) -> Completed:
-        first = await self.prepare(req, headers or {})
+                       caller: Caller | None = None) -> Completed:
+        first = await self.prepare(req, caller or Caller({}))
         result, trip = await self.run(first)
         prep, results = first, [result]
         while (following := prep.then(results[-1])) is not None:
@@ -98,11 +99,16 @@ class ChatPipeline:
         return Completed(self.response([choice], results, extension), first.lookup,
                          first.plan.enforcement)
 
-    async def prepare(self, req: ChatCompletionRequest, headers: dict[str, str]) -> Prepared:
+    async def prepare(self, req: ChatCompletionRequest, caller: Caller) -> Prepared:
         if req.model != self.model_name:
             raise ModelNotFound(f"model {req.model!r} is not served here; this server serves "
                                 f"{self.model_name!r} (see GET /v1/models)", param="model",
                                 code="model_not_found")
+        asked, cap = req.max_completion_tokens or req.max_tokens, self.settings.max_tokens_cap
+        if cap is not None and asked is not None and asked > cap:  # before any work
+            raise InvalidRequest(f"max_tokens={asked} is above this server's cap of {cap} "
+                                 f"tokens; ask for at most {cap}", param="max_tokens",
+                                 code="max_tokens_cap")
         # Off the event loop: checking a large client schema takes a while.
         plan = await asyncio.to_thread(
             plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
@@ -110,17 +116,17 @@ class ChatPipeline:
             max_calls=self.settings.max_calls,
             schema_prompt=req.strictcall.schema_prompt if req.strictcall
             and req.strictcall.schema_prompt else self.settings.schema_prompt)
-        return await self._prepare(req, plan, headers)
+        return await self._prepare(req, plan, caller)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,
-                       headers: dict[str, str]) -> Prepared:
-        runtime = {n: contract_runtime(c, headers) for n, c in plan.contracts.items()}
+                       caller: Caller) -> Prepared:
+        runtime = {n: contract_runtime(c, caller) for n, c in plan.contracts.items()}
         lookup = await self._grammar(plan)  # before decoding: every 400 costs nothing
         messages = template_messages(req.messages, instructions=plan.instructions)
         prompt_ids = self.engine.encode(self.engine.render_chat(messages) + plan.prefill)
         request = GenerationRequest(prompt_ids, self._sampling(req, len(prompt_ids)),
                                     lookup.grammar if lookup else None)
-        fallback = await self._prepare(req, plan.fallback, headers) if plan.fallback else None
+        fallback = await self._prepare(req, plan.fallback, caller) if plan.fallback else None
         return Prepared(plan, lookup, messages, request, runtime, self._budget(req),
                         self._guards(req), fallback)
 
@@ -243,6 +249,7 @@ class ChatPipeline:
                                  f"{self.engine.max_context}. Shorten the messages or tools.",
                                  param="messages", code="context_length_exceeded")
         asked = req.max_completion_tokens or req.max_tokens
+        cap = self.settings.max_tokens_cap
         if asked is not None and asked > room:
             raise InvalidRequest(f"max_tokens={asked} plus the {prompt_len}-token prompt exceeds "
                                  f"the {self.engine.max_context}-token context; ask for at most "
@@ -250,17 +257,22 @@ class ChatPipeline:
         stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
         temperature = (req.temperature if req.temperature is not None
                        else self.settings.default_temperature)
-        return SamplingParams(max_tokens=asked or min(room, self.settings.default_max_tokens),
+        default = min(room, self.settings.default_max_tokens, cap or room)
+        return SamplingParams(max_tokens=asked or default,
                               temperature=temperature,
                               top_p=req.top_p if req.top_p is not None else 1.0,
                               seed=req.seed, stop=stop)
 
 
-def contract_runtime(contract: Contract, headers: dict[str, str]) -> dict[str, Any]:
-    """The server-filled fields of a contract call, or a 400 naming the missing header."""
+def contract_runtime(contract: Contract, caller: Caller) -> dict[str, Any]:
+    """The server-filled fields of a contract call (from the caller's identity where the
+    server checks keys), or a 400 naming the missing header or claim."""
+    claims = caller.identity.claims() if caller.identity is not None else None
     try:
-        return contract.runtime_values(headers)
+        return contract.runtime_values(caller.headers, claims=claims)
     except MissingRuntimeValue as exc:
+        if exc.claim is not None:
+            raise InvalidRequest(str(exc), code="missing_claim") from None
         raise InvalidRequest(f"{exc}; send it with the request", param=exc.header,
                              code="missing_header") from None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_completion_id, \
@@ -18,12 +18,17 @@ from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_comple
 from server.engines.detokenize import IncrementalDetokenizer
 from server.pipeline.modes import has_content, read_output, showable_content
 from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
+from server.errors import ServiceError
 from server.protocol import Choice
 
 
 class ChunkStream:
-    def __init__(self, pipeline: ChatPipeline, prep: Prepared, *, include_usage: bool) -> None:
+    def __init__(self, pipeline: ChatPipeline, prep: Prepared, *, include_usage: bool,
+                 overdue: Callable[[], ServiceError | None] | None = None) -> None:
         self.pipeline = pipeline
+        # Says why the stream must stop now (its time limit, a shutdown), checked between
+        # tokens and at least every quarter second: the stream then ends with that error.
+        self.overdue = overdue or (lambda: None)
         self.prep = prep
         self.include_usage = include_usage
         self.id = new_completion_id()
@@ -69,7 +74,11 @@ class ChunkStream:
         try:
             while not (task.done() and tokens.empty()):
                 getter = asyncio.ensure_future(tokens.get())
-                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({getter, task}, timeout=0.25,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if (why := self.overdue()) is not None:
+                    getter.cancel()
+                    raise why
                 if not getter.done():
                     getter.cancel()
                     continue

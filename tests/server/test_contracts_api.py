@@ -174,7 +174,8 @@ def test_contracts_endpoint_lists_schemas(client):
     ticket = next(c for c in data if c["name"] == "create_support_ticket")
     assert "tenant_id" not in ticket["parameters"]["properties"]
     assert ticket["runtime_fields"]["tenant_id"] == {"source": "header",
-                                                     "header": "X-Tenant-Id"}
+                                                     "header": "X-Tenant-Id",
+                                                     "claim": "tenant"}
 
 
 @pytest.mark.parametrize(("arguments", "expected"), [

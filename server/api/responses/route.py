@@ -15,25 +15,27 @@ from server.api.responses.events import ResponseEvents
 from server.api.responses.output import from_completion
 from server.api.responses.request import ResponsesRequest
 from server.api.responses.translate import to_chat, with_responses_param
-from server.api.deps import ClientGone, PipelineDep, grammar_headers, until_disconnect
+from server.api.deps import (ClientGone, PipelineDep, caller_of, grammar_headers,
+                             overdue_check, until_disconnect)
 from server.errors import ServiceError
 from server.pipeline.stream import ChunkStream
 
 
 async def create_response(body: ResponsesRequest, pipeline: PipelineDep, request: Request,
                           response: Response) -> dict[str, Any] | Response:
-    headers = dict(request.headers)
+    caller = caller_of(request)
     try:
         chat = to_chat(body)
         if body.stream:
             # Request errors (400s) are answered before the stream starts, as plain problems.
-            prep = await pipeline.prepare(chat, headers)
-            chunks = ChunkStream(pipeline, prep, include_usage=True).events()
+            prep = await pipeline.prepare(chat, caller)
+            chunks = ChunkStream(pipeline, prep, include_usage=True,
+                                 overdue=overdue_check(request)).events()
             events = ResponseEvents(body, chunks, model=pipeline.model_name).events()
             return StreamingResponse(_sse(events), media_type="text/event-stream",
                                      headers=grammar_headers(prep.lookup,
                                                              prep.plan.enforcement))
-        done = await until_disconnect(request, pipeline.complete(chat, headers))
+        done = await until_disconnect(request, pipeline.complete(chat, caller))
     except ServiceError as exc:
         raise with_responses_param(exc) from None
     except ClientGone:

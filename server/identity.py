@@ -1,0 +1,143 @@
+"""Who is calling: API keys loaded from a file, each with an identity (a name, a tenant,
+roles), and the rights those roles give.
+
+The key file is YAML (JSON is YAML too):
+
+    keys:
+      - key: "sk-billing-2f9c..."            # a plaintext key, hashed when loaded, or
+        name: billing-agent                   #   "sha256:<64 hex digits>" of the key
+        tenant: acme
+        roles: [chat]
+
+Only sha256 digests are kept in memory. A presented key is hashed and compared with every
+known digest by `hmac.compare_digest`, so neither a byte-by-byte nor an early-exit timing
+says how close a guess was. Keys never appear in a log line or a response."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Role = Literal["chat", "metrics", "admin"]
+# What each role may call. `admin` may call everything; /health is open to anyone.
+Right = Literal["chat", "metrics"]
+ROLE_RIGHTS: dict[Role, frozenset[Right]] = {
+    "chat": frozenset({"chat"}), "metrics": frozenset({"metrics"}),
+    "admin": frozenset({"chat", "metrics"})}
+_HASHED = "sha256:"
+
+
+class KeyFileError(Exception):
+    """An API key file that cannot be used; the message is one line naming the fix."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    tenant: str | None
+    roles: tuple[Role, ...]
+
+    def may(self, right: Right) -> bool:
+        return any(right in ROLE_RIGHTS[role] for role in self.roles)
+
+    def claims(self) -> dict[str, str]:
+        """What contract fields can take from this identity (contracts.FromHeader.claim):
+        `tenant`, `subject` (the key's name) and `roles` (comma-separated)."""
+        out = {"subject": self.name, "roles": ",".join(self.roles)}
+        if self.tenant is not None:
+            out["tenant"] = self.tenant
+        return out
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Where a request's runtime-sourced contract fields come from: its headers, and, when
+    API keys are on, the authenticated identity, whose claims the headers cannot override."""
+
+    headers: dict[str, str]
+    identity: Identity | None = None
+
+
+class _KeyEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    name: str = Field(min_length=1)
+    tenant: str | None = None
+    roles: list[Role] = Field(default_factory=lambda: ["chat"])
+
+    @field_validator("key")
+    @classmethod
+    def _hash_form(cls, key: str) -> str:
+        if key.startswith(_HASHED):
+            digest = key.removeprefix(_HASHED)
+            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest.lower()):
+                raise ValueError("a 'sha256:' key must be followed by 64 hex digits")
+        elif len(key) < 16:  # a short key is a guessable key
+            raise ValueError("a plaintext key must have at least 16 characters")
+        return key
+
+
+class _KeyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    keys: list[_KeyEntry] = Field(min_length=1)
+
+
+class KeyRing:
+    """The known keys, by sha256 digest."""
+
+    def __init__(self, entries: list[tuple[bytes, Identity]]) -> None:
+        self._entries = entries
+
+    @classmethod
+    def load(cls, path: Path) -> KeyRing:
+        try:
+            raw = yaml.safe_load(path.read_text())
+            parsed = _KeyFile.model_validate(raw)
+        except OSError as exc:
+            raise KeyFileError(f"cannot read the API key file {str(path)!r}: "
+                               f"{exc.strerror}") from None
+        except yaml.YAMLError:
+            raise KeyFileError(f"the API key file {str(path)!r} is not YAML or JSON") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]  # never echo the input: it may be a key
+            where = ".".join(map(str, first["loc"])) or "the file"
+            raise KeyFileError(f"the API key file {str(path)!r}: {where}: {first['msg']} "
+                               "(expected {keys: [{key, name, tenant, roles}]})") from None
+        return cls.of(parsed.keys)
+
+    @classmethod
+    def of(cls, entries: list[_KeyEntry] | list[dict]) -> KeyRing:
+        ring, names, digests = [], set(), set()
+        for raw in entries:
+            entry = raw if isinstance(raw, _KeyEntry) else _KeyEntry.model_validate(raw)
+            digest = _digest_of(entry.key)
+            if entry.name in names or digest in digests:
+                raise KeyFileError(f"API key {entry.name!r} is listed twice (by name or key)")
+            names.add(entry.name)
+            digests.add(digest)
+            ring.append((digest, Identity(entry.name, entry.tenant, tuple(entry.roles))))
+        return cls(ring)
+
+    def identify(self, presented: str) -> Identity | None:
+        """The identity of a presented key, or None. Every digest is compared, always."""
+        digest = hashlib.sha256(presented.encode("utf-8", "surrogatepass")).digest()
+        found = None
+        for known, identity in self._entries:
+            if hmac.compare_digest(known, digest):
+                found = identity
+        return found
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _digest_of(key: str) -> bytes:
+    if key.startswith(_HASHED):
+        return bytes.fromhex(key.removeprefix(_HASHED))
+    return hashlib.sha256(key.encode()).digest()
