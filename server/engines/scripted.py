@@ -13,12 +13,14 @@ from pathlib import Path
 from grammars import GrammarMatcher, MaskingBackend, make_backend
 from server.engines import rules
 from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
+from server.errors import EngineFailure
 
 Script = Callable[[str], str]  # prompt text -> reply text
 
 
-class ScriptRejected(AssertionError):
-    """The scripted reply is not a sentence of the request's grammar: fix the script."""
+class ScriptRejected(EngineFailure, AssertionError):
+    """The scripted reply is not a sentence of the request's grammar: fix the script. A 503
+    whose detail names the token, so a test can see the grammar refuse what it should."""
 
 
 class ScriptedEngine(Engine):

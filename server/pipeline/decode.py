@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from dataclasses import replace
 
 from grammars import GrammarCache, GrammarError, GrammarSpec, Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult
-from server.errors import EngineFailure, InvalidRequest
+from server.errors import EngineFailure, InvalidRequest, ServiceError
 from server.pipeline.runaway import RunawayGuard
+
+log = logging.getLogger("strictcall.pipeline")
 
 
 async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float) -> Lookup:
@@ -50,8 +53,13 @@ async def decode(engine: Engine, request: GenerationRequest, *,
             result = await engine.generate(request)
         else:
             result = await _guarded(engine, request, guard)
+    except ServiceError:  # the engine chose its words for the client
+        raise
     except Exception as exc:  # the engine's failure, not the request's: worth a retry
-        raise EngineFailure(f"the engine failed on this request: {exc}") from exc
+        # The exception's text (file paths, model internals) goes to the log, not the client.
+        log.exception("the engine failed on a request")
+        raise EngineFailure("the engine failed on this request; retry it (this server or "
+                            "another replica)") from exc
     timings = {**result.timings, "e2e_s": time.perf_counter() - started}
     if first:
         timings["ttft_s"] = first[0] - started

@@ -247,8 +247,67 @@ def test_engine_failure_is_a_retryable_503(client, replies):
         raise RuntimeError("worker died")
 
     client.app.state.pipeline.engine.script = broken
-    body = assert_problem(chat(client), 503, says="worker died")
-    assert body["retryable"] is True
+    resp = chat(client)
+    body = assert_problem(resp, 503, says="engine failed")
+    assert body["retryable"] is True and resp.headers["Retry-After"] == "1"
+    assert "worker died" not in resp.text  # the exception's text is for the log only
+
+
+class FailingOnce(ScriptedEngine):
+    """A scripted engine whose next `generate` raises `error` (once), as a decode step that
+    fails mid-batch would; every later call answers normally."""
+
+    def __init__(self, model_dir, script, error: Exception) -> None:
+        super().__init__(model_dir, script)
+        self.error: Exception | None = error
+
+    async def generate(self, request):
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return await super().generate(request)
+
+
+@pytest.fixture()
+def failing(model_dir, replies):
+    engine = FailingOnce(model_dir, replies, RuntimeError("/secret/path/model.bin exploded"))
+    app = create_app(Settings(served_model_name="scripted"), lambda s: engine)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_a_failed_engine_step_is_a_503_and_the_engine_keeps_serving(failing, replies):
+    replies.text = "Sunny."
+    resp = chat(failing)
+    body = assert_problem(resp, 503, says="retry")
+    assert body["retryable"] is True and resp.headers["Retry-After"] == "1"
+    after = chat(failing)
+    assert after.status_code == 200, after.text
+    assert after.json()["choices"][0]["message"]["content"] == "Sunny."
+    assert failing.get("/health").json()["status"] == "ok"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_engine_error_text_never_reaches_the_client(failing, stream):
+    resp = chat(failing, stream=stream)
+    assert "/secret" not in resp.text and "exploded" not in resp.text, resp.text
+    assert "Traceback" not in resp.text and "model.bin" not in resp.text
+    assert "engine failed" in resp.text
+
+
+def test_unexpected_exceptions_say_internal_error_only(model_dir):
+    engine = ScriptedEngine(model_dir, Replies())
+
+    def render_chat(messages):
+        raise RuntimeError("/secret/path/model.bin exploded")
+
+    engine.render_chat = render_chat  # fails outside the engine call: no EngineFailure
+    app = create_app(Settings(served_model_name="scripted"), lambda s: engine)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        resp = chat(c)
+    body = assert_problem(resp, 500, says="internal error")
+    assert "/secret" not in resp.text and "exploded" not in resp.text
+    assert body["detail"] == "internal error; the server log has the details"
 
 
 @pytest.mark.parametrize(("body", "param", "limit"), [

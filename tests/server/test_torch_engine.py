@@ -94,3 +94,26 @@ def test_outlines_backend_drives_the_same_engine(model_dir):
         assert set(value) == {"name", "age"} and isinstance(value["age"], int)
     finally:
         eng.close()
+
+
+def test_a_failed_decode_step_fails_its_batch_and_the_engine_keeps_serving(engine, monkeypatch):
+    real_step, failures = engine._decode_step, []
+
+    def failing_once():
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("decode step exploded")
+        real_step()
+
+    monkeypatch.setattr(engine, "_decode_step", failing_once)
+
+    async def batch():
+        return await asyncio.gather(*(engine.generate(request(engine, p))
+                                      for p in ("Tell me about Paris.", "What is 2+2?")),
+                                    return_exceptions=True)
+
+    failed = run(batch())
+    assert failures and any(isinstance(r, RuntimeError) for r in failed), failed
+    assert engine.stats()["running"] == 0
+    after = run(engine.generate(request(engine, "Write a word.", max_tokens=5)))
+    assert after.completion_tokens > 0 and engine.alive()
