@@ -9,6 +9,7 @@ timeout they like, so a schema that compiles for minutes never holds anyone else
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -17,8 +18,9 @@ from dataclasses import dataclass
 
 from grammars.backend_types import CompiledGrammar, GrammarBackend
 from grammars.diskstore import DiskStore
-from grammars.errors import GrammarError
 from grammars.specs import GrammarSpec
+
+log = logging.getLogger("strictcall.grammars")
 
 
 @dataclass(frozen=True)
@@ -143,16 +145,20 @@ class GrammarCache:
             return None
         try:
             compiled = self._backend.deserialize(spec, text)
-        except (GrammarError, RuntimeError, ValueError) as exc:
-            self._disk.discard(key, f"does not load: {exc}")
+        except Exception as exc:  # noqa: BLE001 - any bad file is a miss, never a failure
+            self._disk.discard(key, f"does not load: {exc!r}")
             return None
         with self._lock:
             self._disk_loads += 1
         return compiled
 
     def _to_disk(self, key: CacheKey, compiled: CompiledGrammar) -> None:
-        if self._disk is not None:
+        if self._disk is None:
+            return
+        try:
             self._disk.save(key, self._backend.serialize(compiled))
+        except Exception:  # noqa: BLE001 - the grammar is compiled; storing it is a bonus
+            log.exception("could not store a compiled grammar on disk")
 
     def _expire(self, now: float) -> None:
         """Drop entries unused for longer than the TTL (the oldest use is first)."""

@@ -4,10 +4,12 @@ One file per cache key, named by the key's digest; the file repeats the whole ke
 checked on load (a digest collision or a hand-copied file is a miss, not a wrong grammar).
 Writes go to a temporary file renamed into place, so readers (other threads, other server
 processes sharing the directory) never see half a file. A file that does not load is
-removed and counted, and the grammar is compiled again."""
+removed and counted, and the grammar is compiled again. The store only ever costs warmth:
+a directory that cannot be made or written is logged, and requests and startup go on."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -25,8 +27,12 @@ FORMAT = 1
 class DiskStore:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.bad_files = 0
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # saves will fail and be logged too; loads simply miss
+            log.warning("grammar disk cache %s is unusable, compiling without it: %s",
+                        self.directory, exc)
 
     def path_for(self, key: Any) -> Path:
         digest = hashlib.sha256(_key_text(key).encode()).hexdigest()
@@ -37,10 +43,13 @@ class DiskStore:
         path = self.path_for(key)
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # not stored, or no store at all
             return None
         except (OSError, ValueError) as exc:
             self.discard(key, f"unreadable ({exc})")
+            return None
+        if not isinstance(record, dict) or not isinstance(record.get("grammar"), str):
+            self.discard(key, "not a stored grammar")
             return None
         if record.get("format") != FORMAT or record.get("key") != dataclasses.asdict(key):
             self.discard(key, "written for another key or format")
@@ -50,19 +59,25 @@ class DiskStore:
     def save(self, key: Any, serialized: str) -> None:
         record = {"format": FORMAT, "key": dataclasses.asdict(key), "grammar": serialized}
         path = self.path_for(key)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        tmp: str | None = None
         try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(record, f, ensure_ascii=False)
             os.replace(tmp, path)
         except OSError as exc:  # a full or read-only disk costs warmth, never a request
             log.warning("could not store a compiled grammar in %s: %s", self.directory, exc)
-            Path(tmp).unlink(missing_ok=True)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    Path(tmp).unlink(missing_ok=True)
 
     def discard(self, key: Any, why: str) -> None:
         self.bad_files += 1
         log.warning("dropping cached grammar %s: %s", self.path_for(key).name, why)
-        self.path_for(key).unlink(missing_ok=True)
+        try:
+            self.path_for(key).unlink(missing_ok=True)
+        except OSError as exc:  # a read-only store: the file stays, and stays a miss
+            log.warning("could not remove %s: %s", self.path_for(key), exc)
 
 
 def _key_text(key: Any) -> str:

@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import threading
 
 import pytest
@@ -225,3 +226,48 @@ def test_disk_store_ignores_other_tokenizers_and_bad_files(backend, tmp_path):
     assert not GrammarCache(again, disk=store).get(spec).hit
     assert again.compiles == 1 and store.bad_files == 1  # dropped, compiled, rewritten
     assert DiskStore(tmp_path).load(GrammarCache(again).key_for(spec)) is not None
+
+
+def _stored_path(backend, directory):
+    from grammars.diskstore import DiskStore
+
+    return DiskStore(directory).path_for(GrammarCache(CountingBackend(backend)).key_for(
+        _spec(SCHEMA)))
+
+
+@pytest.mark.parametrize("corrupt", [
+    lambda text: text[: len(text) // 2],                      # truncated mid-write
+    lambda text: "\udcff garbage",                          # not even JSON
+    lambda text: "[1, 2]",                                   # JSON, not a record
+    lambda text: text.replace('"grammar"', '"grammer"'),     # record without its grammar
+    lambda text: json.dumps({**json.loads(text), "grammar": "not a grammar"}),  # won't load
+], ids=["truncated", "garbage", "list", "no-grammar", "bad-grammar"])
+def test_a_corrupt_store_file_is_discarded_and_the_grammar_compiled(backend, tmp_path, corrupt,
+                                                                     caplog):
+    from grammars.diskstore import DiskStore
+
+    spec = _spec(SCHEMA)
+    GrammarCache(CountingBackend(backend), disk=DiskStore(tmp_path)).get(spec)
+    path = _stored_path(backend, tmp_path)
+    path.write_text(corrupt(path.read_text(encoding="utf-8")), encoding="utf-8",
+                    errors="surrogateescape")
+    store, again = DiskStore(tmp_path), CountingBackend(backend)
+    lookup = GrammarCache(again, disk=store).get(spec)
+    assert again.compiles == 1 and store.bad_files == 1
+    assert backend.accepts(lookup.grammar, '{"a":1}')
+    assert "dropping cached grammar" in caplog.text
+    assert DiskStore(tmp_path).load(GrammarCache(again).key_for(spec)) is not None  # rewritten
+
+
+def test_an_unusable_cache_dir_is_logged_and_bypassed(backend, tmp_path, caplog):
+    from grammars.diskstore import DiskStore
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory should be")  # fails even for root
+    store = DiskStore(blocker / "grammars")  # no exception: startup goes on
+    counting = CountingBackend(backend)
+    cache = GrammarCache(counting, disk=store)
+    first = cache.get(_spec(SCHEMA))
+    assert counting.compiles == 1 and backend.accepts(first.grammar, '{"a":1}')
+    assert cache.get(_spec(SCHEMA)).hit  # the memory cache still works
+    assert "grammar disk cache" in caplog.text and "could not store" in caplog.text

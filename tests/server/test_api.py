@@ -404,3 +404,16 @@ def test_stop_string_is_named_in_stop_reason(client, replies):
     assert (choice["finish_reason"], choice["stop_reason"]) == ("stop", "STOP")
     replies.text = "one two"
     assert chat(client, stop=["STOP"]).json()["choices"][0]["stop_reason"] is None
+
+
+def test_an_unusable_grammar_cache_dir_fails_neither_startup_nor_requests(model_dir, tmp_path,
+                                                                          replies):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory should be")
+    settings = Settings(served_model_name="scripted", cache_dir=blocker, grammar_disk_cache=True)
+    app = create_app(settings, lambda s: ScriptedEngine(model_dir, replies))
+    replies.text = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
+    with TestClient(app) as c:  # warm-up compiles the contracts' grammars without a store
+        assert c.get("/health").json()["status"] == "ok"
+        body = chat(c, tools=[TOOL], tool_choice="required").json()
+    assert body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
