@@ -4,6 +4,7 @@ once to fp32 safetensors, and cached; later starts load the cache in well under 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -51,7 +52,51 @@ def resolve_model(model: str | None, cache_dir: Path | None = None) -> Path:
     if not (path / "config.json").is_file():
         raise ModelNotFoundError(f"{str(path)!r} has no config.json; it is not a Hugging Face "
                                  "model directory")
+    check_weights(path)
     return path
+
+
+def check_weights(path: Path) -> None:
+    """The directory holds weights, and each safetensors file is whole: its header parses and
+    the file is as long as the header says. Reads headers only, so it is cheap enough to run
+    before startup and turns a half-downloaded model into one line instead of a traceback
+    from deep inside the engine's lifespan."""
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights and not any(next(path.glob(p), None) for p in _OTHER_WEIGHTS):
+        raise ModelNotFoundError(f"{str(path)!r} has no model weights (*.safetensors, "
+                                 "pytorch_model*.bin); download the whole model directory")
+    for file in weights:
+        problem = _safetensors_problem(file)
+        if problem:
+            raise ModelNotFoundError(f"{str(file)!r} is corrupt ({problem}); download it again")
+
+
+_OTHER_WEIGHTS = ("pytorch_model*.bin", "*.gguf")
+
+
+def _safetensors_problem(file: Path) -> str | None:
+    """Why `file` is not a whole safetensors file, or None."""
+    try:
+        size = file.stat().st_size
+        with file.open("rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return "shorter than a safetensors header"
+            length = int.from_bytes(head, "little")
+            if length > size - 8:
+                return "the header runs past the end of the file"
+            header = json.loads(f.read(length))
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    except ValueError:
+        return "the header is not JSON"
+    if not isinstance(header, dict):
+        return "the header is not a JSON object"
+    ends = [t["data_offsets"][1] for name, t in header.items()
+            if name != "__metadata__" and isinstance(t, dict) and "data_offsets" in t]
+    if 8 + length + max(ends, default=0) > size:
+        return "truncated: the tensors run past the end of the file"
+    return None
 
 
 def ensure_embedded_model(cache_dir: Path | None = None, *, log=None) -> Path:

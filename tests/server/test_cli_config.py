@@ -46,3 +46,33 @@ def test_cuda_device_without_a_gpu_is_one_line():
     done = _serve("--device", "cuda")
     assert done.returncode == 2 and "no CUDA GPU" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _model_copy(model_dir, target, weights: bytes | None):
+    """The model directory's small files in `target`, and `weights` as its safetensors."""
+    target.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (target / name).write_bytes((model_dir / name).read_bytes())
+    if weights is not None:
+        (target / "model.safetensors").write_bytes(weights)
+    return target
+
+
+def _head(model_dir, n: int) -> bytes:
+    with (model_dir / "model.safetensors").open("rb") as f:
+        return f.read(n)
+
+
+@pytest.mark.parametrize(("weights", "says"), [
+    (lambda d: None, "has no model weights"),
+    (lambda d: _head(d, 1 << 20), "truncated"),                # a download cut short
+    (lambda d: _head(d, 4), "shorter than a safetensors header"),
+    (lambda d: b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!", "not JSON"),
+], ids=["no-weights", "truncated", "stub", "garbage-header"])
+def test_missing_or_corrupt_weights_are_one_line(model_dir, tmp_path, weights, says):
+    target = _model_copy(model_dir, tmp_path / "model", weights(model_dir))
+    done = _serve("--model", str(target))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("strictcall: ") and says in line and str(target) in line
+    assert "Traceback" not in done.stderr
