@@ -114,8 +114,7 @@ class ChatPipeline:
             plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
             budget=self.settings.budget, policy=self.policy,
             max_calls=self.settings.max_calls,
-            schema_prompt=req.strictcall.schema_prompt if req.strictcall
-            and req.strictcall.schema_prompt else self.settings.schema_prompt)
+            schema_prompt=self._option(req, "schema_prompt", "schema_prompt"))
         return await self._prepare(req, plan, caller)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,
@@ -223,24 +222,21 @@ class ChatPipeline:
             return None
         return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s)
 
-    def _guards(self, req: ChatCompletionRequest) -> GuardOptions:
-        opts = req.strictcall
+    def _option(self, req: ChatCompletionRequest, name: str, setting: str) -> Any:
+        """The request's `strictcall.<name>` when it sends one, else the server's setting."""
+        asked = getattr(req.strictcall, name, None) if req.strictcall else None
+        return getattr(self.settings, setting) if asked is None else asked
 
-        dedupe = opts.dedupe_calls if opts and opts.dedupe_calls is not None \
-            else self.settings.dedupe_calls
-        loops = opts.loop_guard if opts and opts.loop_guard is not None \
-            else self.settings.loop_guard
+    def _guards(self, req: ChatCompletionRequest) -> GuardOptions:
+        loops = self._option(req, "loop_guard", "loop_guard")
         if loops == "steer" and not self.engine.steers:
             loops = "stop"  # this engine does not choose tokens itself: stop is what is left
-        return GuardOptions(dedupe_calls=dedupe, loop_guard=loops)
+        return GuardOptions(dedupe_calls=self._option(req, "dedupe_calls", "dedupe_calls"),
+                            loop_guard=loops)
 
     def _budget(self, req: ChatCompletionRequest) -> RepairBudget:
-        opts = req.strictcall
-        attempts = opts.max_repair_attempts if opts and opts.max_repair_attempts is not None \
-            else self.settings.repair_attempts
-        seconds = opts.repair_timeout_s if opts and opts.repair_timeout_s is not None \
-            else self.settings.repair_seconds
-        return RepairBudget(attempts, seconds)
+        return RepairBudget(self._option(req, "max_repair_attempts", "repair_attempts"),
+                            self._option(req, "repair_timeout_s", "repair_seconds"))
 
     def _sampling(self, req: ChatCompletionRequest, prompt_len: int) -> SamplingParams:
         room = self.engine.max_context - prompt_len
