@@ -22,4 +22,6 @@ def server(model_dir):
 def client(server):
     from openai import OpenAI
 
-    return OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0, timeout=300)
+    with OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0,
+                timeout=300) as client:
+        yield client  # closed at the end: no socket left for the GC to warn about
