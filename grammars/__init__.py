@@ -11,8 +11,9 @@ from grammars.backend_types import CompiledGrammar, GrammarBackend, GrammarMatch
 from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
 from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
-from grammars.specs import (GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec, ToolCallsSpec,
-                            ToolSpec, canonical_json, check_schema)
+from grammars.specs import (GrammarSpec, JsonSchemaSpec, StructuralTagSpec, TaggedSpec,
+                            TextOrToolCallsSpec, ToolCallsSpec, ToolSpec, canonical_json,
+                            check_schema)
 
 # What the server and the bench use; nothing outside this package imports its modules.
 from grammars._walk import iter_schema_nodes
@@ -46,7 +47,8 @@ __all__ = [
     "departures", "iter_schema_nodes", "validator_for", "with_policies",
     "Budget", "BudgetExceeded", "CacheKey", "CacheStats", "CompiledGrammar", "GrammarBackend",
     "GrammarCache", "GrammarError", "GrammarMatcher", "GrammarSpec", "InvalidSchemaError",
-    "JsonSchemaSpec", "Lookup", "MaskingBackend", "TextOrToolCallsSpec", "ToolCallsSpec",
+    "JsonSchemaSpec", "Lookup", "MaskingBackend", "StructuralTagSpec", "TaggedSpec",
+    "TextOrToolCallsSpec", "ToolCallsSpec",
     "ToolSpec", "UnsupportedSchemaError", "XgrammarBackend", "XgrammarMatcher",
     "bfcl_to_json_schema", "canonical_json", "tokenizer_fingerprint",
     "check_schema", "make_backend",

@@ -20,7 +20,7 @@ import xgrammar as xgr
 from grammars.backend_types import CompiledGrammar, GrammarMatcher, MaskingBackend
 from grammars.errors import InvalidSchemaError
 from grammars.keywords import XGRAMMAR_KEYWORDS
-from grammars.specs import GrammarSpec, TextOrToolCallsSpec
+from grammars.specs import GrammarSpec, TaggedSpec
 
 # Compact output: no free whitespace, `,` and `:` separators, no keys outside the schema.
 COMPILE_OPTIONS = {"any_whitespace": False, "separators": (",", ":"), "strict_mode": True}
@@ -90,7 +90,7 @@ class XgrammarBackend(TokenBitmasks):
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         start = time.perf_counter()
         try:
-            if isinstance(spec, TextOrToolCallsSpec):
+            if isinstance(spec, TaggedSpec):
                 handle = self._compiler.compile_structural_tag(json.dumps(spec.structural_tag()))
             else:
                 handle = self._compiler.compile_json_schema(spec.json_schema(), **self._options)

@@ -34,7 +34,7 @@ from grammars.backend import TokenBitmasks, tokenizer_fingerprint
 from grammars.backend_types import CompiledGrammar, GrammarMatcher
 from grammars.errors import InvalidSchemaError
 from grammars.keywords import LLGUIDANCE_KEYWORDS
-from grammars.specs import GrammarSpec, TextOrToolCallsSpec
+from grammars.specs import GrammarSpec, StructuralTagSpec, TextOrToolCallsSpec
 
 # Compact output as xgrammar's COMPILE_OPTIONS: `,` and `:`, no free whitespace. oneOf is
 # read as anyOf (llguidance refuses it otherwise); the keyword table sends "exactly one" to
@@ -107,6 +107,11 @@ class LlguidanceBackend(TokenBitmasks):
         return json.dumps({**JSON_OPTIONS, "strict_objects": self._strict}, sort_keys=True)
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
+        if isinstance(spec, StructuralTagSpec):
+            raise InvalidSchemaError(
+                "the llguidance backend does not compile xgrammar structural tags (model "
+                "formats other than smollm2, and the reasoning pass)",
+                hint="Use --grammar-backend xgrammar, or send no reasoning budget.")
         start = time.perf_counter()
         if isinstance(spec, TextOrToolCallsSpec):
             grammar = llguidance.LLMatcher.grammar_from_lark(self._text_or_calls_lark(spec))

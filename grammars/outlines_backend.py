@@ -27,7 +27,7 @@ from grammars.backend import TokenBitmasks, tokenizer_fingerprint
 from grammars.backend_types import CompiledGrammar, GrammarMatcher
 from grammars.errors import InvalidSchemaError
 from grammars.keywords import XGRAMMAR_KEYWORDS, KeywordTable
-from grammars.specs import GrammarSpec, TextOrToolCallsSpec
+from grammars.specs import GrammarSpec, TaggedSpec
 
 # How many times a recursive $ref is unrolled into the regular expression.
 RECURSION_DEPTH = 3
@@ -98,10 +98,11 @@ class OutlinesBackend(TokenBitmasks):
         return build_regex_from_schema(json.dumps(schema), "", RECURSION_DEPTH)
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
-        if isinstance(spec, TextOrToolCallsSpec):
+        if isinstance(spec, TaggedSpec):
             raise InvalidSchemaError(
-                "the outlines-core backend has no structural tags",
-                hint="Use --auto-tools decide, or the xgrammar backend.")
+                "the outlines-core backend has no structural tags (tool_choice=auto with "
+                "--auto-tools trigger, model formats other than smollm2, the reasoning pass)",
+                hint="Use --auto-tools decide and no reasoning, or the xgrammar backend.")
         start = time.perf_counter()
         try:
             regex = self._regex(spec.json_schema())

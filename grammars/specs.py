@@ -227,7 +227,32 @@ class TextOrToolCallsSpec:
             "at_least_one": False, "stop_after_first": True}}
 
 
-GrammarSpec = JsonSchemaSpec | ToolCallsSpec | TextOrToolCallsSpec
+@dataclass(frozen=True)
+class StructuralTagSpec:
+    """A model format's own output grammar as an xgrammar structural tag: a family's tool-call
+    syntax with each tool's arguments under its schema (`xgrammar.get_model_structural_tag`),
+    a free reasoning block before the answer, or both. `tag` is its canonical JSON text;
+    `label` says what it is for, in logs and the cache."""
+
+    tag: str
+    label: str = "structural_tag"
+
+    @classmethod
+    def of(cls, tag: dict[str, Any], *, label: str = "structural_tag") -> StructuralTagSpec:
+        # Not key-sorted: a JSON Schema's property order is the order the grammar writes.
+        return cls(json.dumps(tag, ensure_ascii=False), label)
+
+    @cached_property
+    def key(self) -> str:
+        return _digest("structural_tag", self.tag)
+
+    def structural_tag(self) -> dict[str, Any]:
+        return json.loads(self.tag)
+
+
+# The specs compiled as structural tags (the others are one JSON Schema each).
+TaggedSpec = TextOrToolCallsSpec | StructuralTagSpec
+GrammarSpec = JsonSchemaSpec | ToolCallsSpec | TextOrToolCallsSpec | StructuralTagSpec
 
 
 def _digest(kind: str, text: str) -> str:

@@ -79,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--schema-prompt", dest="schema_prompt",
                        choices=["raw", "compact", "none"],
                        help="how a JSON answer's schema is written into the prompt")
+    serve.add_argument("--model-format", dest="model_format", metavar="auto|NAME",
+                       help="the model's tool-call and thinking syntax: auto (detect from "
+                            "the chat template) or a family name (README, Model formats)")
+    serve.add_argument("--reasoning", type=int, metavar="TOKENS",
+                       help="default free-reasoning budget before each answer (0: off; "
+                            "default: off, or 512 for families that think)")
     serve.add_argument("--max-calls", dest="max_calls", type=int,
                        help="calls in one response at most (default: no limit)")
     serve.add_argument("--repair-attempts", dest="repair_attempts", type=int)

@@ -117,6 +117,9 @@ class StrictCallOptions(_Wire):
     loop_guard: Literal["off", "stop", "steer"] | None = None
     # How a JSON answer's schema is written into the prompt (server default: --schema-prompt).
     schema_prompt: Literal["raw", "compact", "none"] | None = None
+    # The free-reasoning pass: at most this many tokens of free thinking before the answer
+    # (0: none; server default: --reasoning). Wins over reasoning_effort.
+    reasoning_budget: int | None = Field(None, ge=0, le=32768)
 
 
 class StreamOptions(_Wire):
@@ -150,7 +153,8 @@ class ChatCompletionRequest(_Wire):
     prediction: Any = None
     modalities: list[str] | None = None
     audio: Any = None
-    reasoning_effort: str | None = None
+    # The reasoning pass's budget by name (reasoning.EFFORT_BUDGETS).
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     web_search_options: Any = None
     # Accepted and ignored: they do not change what is generated.
     user: str | None = None
@@ -160,16 +164,25 @@ class ChatCompletionRequest(_Wire):
     strictcall: StrictCallOptions | None = None
 
 
+class CompletionTokensDetails(BaseModel):
+    reasoning_tokens: int = 0
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    completion_tokens_details: CompletionTokensDetails | None = None
 
 
 class ResponseMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None
     tool_calls: list[ToolCall] | None = None
+    # The free reasoning before the answer, under both names in use (vLLM's `reasoning`,
+    # DeepSeek's and SGLang's `reasoning_content`); absent without a reasoning pass.
+    reasoning_content: str | None = None
+    reasoning: str | None = None
 
 
 class Choice(BaseModel):

@@ -68,6 +68,12 @@ class _Settings(BaseSettings):
     # compact TypeScript-like shape, or nothing beyond the grammar (default: measured no less
     # accurate and faster to the first token; bench/schema_prompt.py, README).
     schema_prompt: Literal["raw", "compact", "none"] = "none"
+    # The model's tool-call and thinking syntax (server/formats): "auto" detects it from the
+    # chat template and config; a name forces one (README, "Model formats").
+    model_format: str = "auto"
+    # The free-reasoning pass's default budget in tokens (0: off); None: off, unless the
+    # format has its own thinking block (then reasoning_effort "medium"'s budget).
+    reasoning: int | None = Field(None, ge=0, le=32768)
     # Calls in one response at most (the call grammar's maxItems); None: no limit.
     max_calls: int | None = Field(None, ge=1, le=64)
     repair_attempts: int = Field(2, ge=0, le=5)

@@ -21,6 +21,8 @@ FORBIDDEN = {
     "server/engines": ("server.pipeline", "server.api", "server.cli", "bench"),
     "server/pipeline": ("server.api", "server.cli", "bench"),
     "server/api": ("server.cli", "bench"),
+    # Model formats: beside the pipeline (they adapt its plans and use its reading types).
+    "server/formats": ("server.api", "server.cli", "server.engines", "bench"),
     "server/__init__.py": (*_LOWER_SERVER, "bench"),
     "server/protocol.py": (*_LOWER_SERVER, "bench"),
     "server/errors.py": (*_LOWER_SERVER, "bench"),

@@ -25,6 +25,7 @@ from server.api.gate import Gate
 from server.api.responses import create_response
 from server.engines.base import Engine
 from server.errors import RouteNotFound, ServiceError
+from server.formats.detect import resolve as resolve_format
 from server.identity import KeyRing
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import Metrics, RequestTimer
@@ -78,6 +79,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         engine = engine_factory(settings)
         # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
         policy = GrammarPolicy.for_backend(engine.grammar_backend, settings.policies)
+        fmt = resolve_format(settings.model_format, model_dir=engine.model_dir,
+                             tokenizer=engine.tokenizer)
+        engine.skip_special_tokens = fmt.skip_special_tokens  # the reader needs its markers
         metrics = Metrics(settings.served_model_name or engine.model_name)
         disk = DiskStore((settings.cache_dir or default_cache_dir()) / "grammars") \
             if settings.grammar_disk_cache else None
@@ -93,7 +97,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
                                                max_calls=settings.max_calls)
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
         app.state.pipeline = ChatPipeline(engine, cache, settings, policy=policy,
-                                          registry=registry, metrics=metrics)
+                                          registry=registry, metrics=metrics, fmt=fmt)
         app.state.admission = Admission(settings.max_batch + settings.max_queued,
                                         engine=engine)
         app.state.started = time.time()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from grammars import CompiledGrammar, GrammarBackend
@@ -63,17 +64,28 @@ class Engine(abc.ABC):
     grammar_backend: GrammarBackend
     # Whether `GenerationRequest.steer` is honored (the engine chooses tokens itself).
     steers: bool = False
+    # Whether output text drops special tokens. A model format whose markers are special
+    # tokens (harmony's `<|call|>`, DeepSeek's tool-call markers) turns this off, so that its
+    # reader sees them; end-of-sequence tokens are dropped either way.
+    skip_special_tokens: bool = True
+    model_dir: Path | None = None  # where its config and chat template came from
 
-    def render_chat(self, messages: list[dict[str, Any]]) -> str:
-        """The chat template applied to messages, ending with the assistant turn's opening."""
-        return self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=True)
+    def render_chat(self, messages: list[dict[str, Any]], *,
+                    tools: list[dict[str, Any]] | None = None, **template_kwargs: Any) -> str:
+        """The chat template applied to messages (and `tools`, for templates that render
+        them), ending with the assistant turn's opening."""
+        return self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False,
+                                                  add_generation_prompt=True,
+                                                  **template_kwargs)
 
     def encode(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode(text, add_special_tokens=False))
 
     def decode(self, token_ids: list[int] | tuple[int, ...]) -> str:
-        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+        if self.skip_special_tokens:
+            return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+        return self.tokenizer.decode([t for t in token_ids if t not in self.eos_token_ids],
+                                     skip_special_tokens=False)
 
     @abc.abstractmethod
     async def generate(self, request: GenerationRequest) -> GenerationResult:

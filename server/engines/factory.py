@@ -32,6 +32,16 @@ def check_config(settings: Settings) -> None:
         raise EngineConfigError("--no-strict-objects needs the torch engine with xgrammar: "
                                 f"{'vLLM' if settings.engine == 'vllm' else 'outlines-core'}"
                                 " never writes keys an object's properties do not list")
+    if settings.model_format != "auto":
+        from server.formats.families import GENERIC, UnsupportedFormat, get_format
+
+        try:
+            get_format(settings.model_format)
+        except UnsupportedFormat as exc:
+            raise EngineConfigError(f"--model-format: {exc}") from None
+        if settings.model_format != GENERIC and settings.grammar_backend != "xgrammar":
+            raise EngineConfigError(f"--model-format {settings.model_format} needs "
+                                    "--grammar-backend xgrammar (its structural tags)")
     if settings.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         raise EngineConfigError("--engine vllm: vLLM is not installed in this Python "
                                 f"({sys.prefix}); run `make setup-vllm` and start "

@@ -29,6 +29,7 @@ class ScriptedEngine(Engine):
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model_dir = Path(model_dir)
         self.script = script
         self.max_context = max_context
         self.model_name = model_name

@@ -53,6 +53,7 @@ class TorchEngine(Engine):
             torch.set_num_threads(threads)
         dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model_dir = Path(model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
         self.model.to(self.device).eval()
         self.model_name = model_name or Path(model_dir).name
@@ -68,7 +69,9 @@ class TorchEngine(Engine):
         self._batch = KvBatch(config)
         self._rows: list[_Sequence] = []
         self._bitmask = self.grammar_backend.allocate_bitmask(max_batch)
-        self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0}
+        # prefills: one per request, reasoning pass or not (it continues in the same cache).
+        self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0, "prefills": 0,
+                        "prefill_tokens": 0}
         self._thread = threading.Thread(target=self._run, name="torch-engine", daemon=True)
         self._thread.start()
 
@@ -134,6 +137,8 @@ class TorchEngine(Engine):
         start = time.perf_counter()
         seq.timings["queue_s"] = start - seq.timings["queued_at"]
         ids = torch.tensor([seq.request.prompt_ids], dtype=torch.long, device=self.device)
+        self._counts["prefills"] += 1
+        self._counts["prefill_tokens"] += len(seq.request.prompt_ids)
         out = self.model(input_ids=ids, use_cache=True)
         logits = out.logits[:, -1, :].float()
         done = self._choose_and_check(seq, logits, 0)

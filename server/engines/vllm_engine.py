@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from grammars import (VLLM_XGRAMMAR_KEYWORDS, CompiledGrammar, GrammarBackend, GrammarSpec,
-                      InvalidSchemaError, TextOrToolCallsSpec, tokenizer_fingerprint)
+                      InvalidSchemaError, TaggedSpec, tokenizer_fingerprint)
 from server.engines import rules
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 
@@ -57,8 +57,9 @@ def structured_outputs(spec: GrammarSpec) -> dict[str, str]:
     """The spec as vLLM's StructuredOutputsParams fields (read only; remembered per spec,
     so a request does not re-serialize its schema). Deterministic text: vLLM's grammar
     cache is keyed by it, so warming with the same spec makes requests hits."""
-    if isinstance(spec, TextOrToolCallsSpec):
-        return {"structural_tag": json.dumps(spec.structural_tag(), sort_keys=True)}
+    if isinstance(spec, TaggedSpec):
+        # Not key-sorted: a JSON Schema's property order is the order the grammar writes.
+        return {"structural_tag": json.dumps(spec.structural_tag())}
     return {"json": json.dumps(spec.json_schema(), separators=(",", ":"))}
 
 
@@ -111,6 +112,7 @@ class VllmEngine(Engine):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model_dir = Path(model_dir)
         self.model_name = model_name or Path(model_dir).name
         max_len = options.max_model_len or (2048 if on_cpu else None)
         args: dict[str, Any] = {
@@ -159,6 +161,7 @@ class VllmEngine(Engine):
             stop_token_ids=self._extra_stop_ids,
             structured_outputs=StructuredOutputsParams(**structured_outputs(grammar.spec))
             if grammar is not None else None,
+            skip_special_tokens=self.skip_special_tokens,
             output_kind=RequestOutputKind.DELTA)
         request_id = f"strictcall-{uuid.uuid4().hex}"
         tokens: list[int] = []

@@ -19,12 +19,15 @@ from server.identity import Caller
 from server.metrics import Metrics
 from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
 from server.pipeline.decode import compiled, decode
-from server.pipeline.modes import read_output
-from server.pipeline.plan import Plan, plan_request
+from server.formats.families import ModelFormat
+from server.formats.reasoning import EFFORT_BUDGETS, budget_for
+from server.pipeline.modes import Reading
+from server.pipeline.plan import GENERIC_FORMAT, Plan, plan_request
 from server.pipeline.prompt import template_messages
 from server.pipeline.repair import RepairBudget, Repairer
 from server.pipeline.runaway import GuardOptions, RunawayGuard, Trip
-from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice, FunctionCall,
+from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice,
+                             CompletionTokensDetails, FunctionCall,
                              ResponseMessage, ToolCall, Usage)
 from server.settings import Settings
 
@@ -35,7 +38,7 @@ class Prepared:
 
     plan: Plan
     lookup: Lookup | None
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     request: GenerationRequest
     runtime: dict[str, dict[str, Any]]
     budget: RepairBudget
@@ -46,7 +49,7 @@ class Prepared:
         """A fresh runaway guard for one decode of this plan (constrained decodes only)."""
         if self.plan.spec is None or not self.guards.active:
             return None
-        return RunawayGuard(self.plan.mode, engine.decode, options=self.guards)
+        return RunawayGuard(self.plan.read_with(), engine.decode, options=self.guards)
 
     def guarded_request(self, guard: RunawayGuard | None) -> GenerationRequest:
         """The request, steered by `guard` where it steers."""
@@ -73,8 +76,9 @@ class Completed:
 class ChatPipeline:
     def __init__(self, engine: Engine, cache: GrammarCache, settings: Settings, *,
                  policy: GrammarPolicy, registry: ContractRegistry | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, fmt: ModelFormat = GENERIC_FORMAT) -> None:
         self.engine = engine
+        self.format = fmt  # the model's tool-call and thinking syntax (server/formats)
         self.metrics = metrics
         self.cache = cache
         self.settings = settings
@@ -96,7 +100,7 @@ class ChatPipeline:
             result, trip = await self.run(prep)
             results.append(result)
         choice, extension = await self.finish(prep, results[-1], trip)
-        return Completed(self.response([choice], results, extension), first.lookup,
+        return Completed(self.response([choice], results, extension, prep), first.lookup,
                          first.plan.enforcement)
 
     async def prepare(self, req: ChatCompletionRequest, caller: Caller) -> Prepared:
@@ -114,15 +118,31 @@ class ChatPipeline:
             plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
             budget=self.settings.budget, policy=self.policy,
             max_calls=self.settings.max_calls,
-            schema_prompt=self._option(req, "schema_prompt", "schema_prompt"))
+            schema_prompt=self._option(req, "schema_prompt", "schema_prompt"),
+            fmt=self.format, reasoning=self._reasoning(req))
         return await self._prepare(req, plan, caller)
+
+    def _reasoning(self, req: ChatCompletionRequest) -> int:
+        """The request's free-reasoning budget in tokens (0: no reasoning pass)."""
+        default = self.settings.reasoning
+        if default is None:
+            default = EFFORT_BUDGETS["medium"] if self.format.thinks else 0
+        tokens = req.strictcall.reasoning_budget if req.strictcall else None
+        return budget_for(effort=req.reasoning_effort, tokens=tokens, default=default)
 
     async def _prepare(self, req: ChatCompletionRequest, plan: Plan,
                        caller: Caller) -> Prepared:
         runtime = {n: contract_runtime(c, caller) for n, c in plan.contracts.items()}
         lookup = await self._grammar(plan)  # before decoding: every 400 costs nothing
-        messages = template_messages(req.messages, instructions=plan.instructions)
-        prompt_ids = self.engine.encode(self.engine.render_chat(messages) + plan.prefill)
+        messages = template_messages(req.messages, instructions=plan.instructions,
+                                     structured=self.format.renders_tools)
+        prompt = self.engine.render_chat(
+            messages, tools=plan.template_tools,
+            **self.format.template_kwargs(reasoning=plan.thinks))
+        # The prefill may already be there (a template that opens the thinking block).
+        prefill = plan.prefill if plan.prefill.strip() == "" \
+            or not prompt.rstrip().endswith(plan.prefill.strip()) else ""
+        prompt_ids = self.engine.encode(prompt + prefill)
         request = GenerationRequest(prompt_ids, self._sampling(req, len(prompt_ids)),
                                     lookup.grammar if lookup else None)
         fallback = await self._prepare(req, plan.fallback, caller) if plan.fallback else None
@@ -149,13 +169,15 @@ class ChatPipeline:
         `strictcall` extension: the contract report when contracts were called, and what a
         runaway guard did."""
         plan = prep.plan
-        reading = read_output(plan.mode, result.text, complete=True) \
-            if result.grammar_complete else None
-        if reading is not None and reading.calls is not None:
+        complete = result.grammar_complete or plan.spec is None
+        reading = plan.read_with().read(result.text, complete=complete)
+        if complete and reading.calls is not None:
             choice, extension = await self._tool_choice(prep, reading.calls, reading.content)
         else:
-            choice, extension = _choice(plan, result), None
+            choice, extension = _choice(plan, result, reading, complete=complete), None
             choice.stop_reason = self._stop_string(prep, result, choice)
+        if reading.reasoning is not None:
+            choice.message.reasoning_content = choice.message.reasoning = reading.reasoning
         if trip is not None:
             extension = {**(extension or {}), "runaway": trip.note}
         return choice, extension
@@ -171,10 +193,19 @@ class ChatPipeline:
         return next((stop for stop in stops if rest.startswith(stop)), None)
 
     def response(self, choices: list[Choice], results: list[GenerationResult],
-                 extension: dict[str, Any] | None) -> ChatCompletion:
+                 extension: dict[str, Any] | None, prep: Prepared) -> ChatCompletion:
         return ChatCompletion(id=new_completion_id(), created=int(time.time()),
-                              model=self.model_name, choices=choices, usage=usage_of(*results),
-                              strictcall=extension)
+                              model=self.model_name, choices=choices,
+                              usage=self.usage(prep, results), strictcall=extension)
+
+    def usage(self, prep: Prepared, results: list[GenerationResult]) -> Usage:
+        """Tokens of every decode the answer took, with the reasoning's share."""
+        usage = usage_of(*results)
+        end = prep.plan.read_with().reasoning_end if prep.plan.thinks else None
+        if end is not None:
+            usage.completion_tokens_details = CompletionTokensDetails(
+                reasoning_tokens=reasoning_tokens(self.engine, results[-1].token_ids, end))
+        return usage
 
     def with_token_callback(self, prep: Prepared, on_token) -> Prepared:  # noqa: ANN001
         return replace(prep, request=replace(prep.request, on_token=on_token))
@@ -273,26 +304,44 @@ def contract_runtime(contract: Contract, caller: Caller) -> dict[str, Any]:
                              code="missing_header") from None
 
 
-def _choice(plan: Plan, result: GenerationResult) -> Choice:
+def _choice(plan: Plan, result: GenerationResult, reading: Reading, *,
+            complete: bool) -> Choice:
     """Text, JSON, and every cut-off output."""
-    if plan.spec is not None and not result.grammar_complete:
+    if not complete:
         # A cut-off constrained output is returned as text with finish_reason "length":
         # never as a tool call, never with a "stop" that would suggest it is complete.
-        return Choice(index=0, message=ResponseMessage(content=result.text),
-                      finish_reason="length")
+        # (What follows the reasoning, if the reasoning ended; the reasoning is its own field.)
+        return Choice(index=0, message=ResponseMessage(
+            content=result.text[reading.answer_from:]), finish_reason="length")
+    content = reading.content if reading.content is not None else ""
     match plan.mode:
         case "text" | "auto":
-            return Choice(index=0, message=ResponseMessage(content=result.text),
+            return Choice(index=0, message=ResponseMessage(content=content),
                           finish_reason="length" if result.finish_reason == "length"
                           else "stop")
         case "json":
-            _validate(plan.schemas[""], _parse(result.text), where="the response")
-            return Choice(index=0, message=ResponseMessage(content=result.text),
+            _validate(plan.schemas[""], _parse(content), where="the response")
+            return Choice(index=0, message=ResponseMessage(content=content),
                           finish_reason="stop")
         case "tools":  # a complete call array always reads as calls
             raise OutputInvalid("the decode completed the call grammar but no call was read")
         case _:
             assert_never(plan.mode)
+
+
+def reasoning_tokens(engine: Engine, ids: tuple[int, ...], end: str) -> int:
+    """How many of `ids` the reasoning took: up to and including the token that completes
+    `end` (all of them when the reasoning never ended)."""
+    low, high = 0, len(ids)  # the shortest prefix whose text holds the marker
+    if end not in engine.decode(ids):
+        return len(ids)
+    while low < high:
+        middle = (low + high) // 2
+        if end in engine.decode(ids[:middle]):
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def usage_of(*results: GenerationResult) -> Usage:

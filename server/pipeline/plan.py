@@ -13,10 +13,14 @@ from grammars import (Analysis, Budget, BudgetExceeded, EnforcementReport, Gramm
 from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
                                 ResponseFormatJsonSchema, Tool)
 from server.errors import InvalidRequest, UnsupportedFeature
-from server.pipeline.modes import Mode
+from server.formats.families import GenericFormat, ModelFormat, UnsupportedFormat
+from server.pipeline.modes import ListReader, Mode, Reader
 from server.pipeline.schema_text import SchemaPrompt
 from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, auto_instructions,
                                     decide_instructions, json_instructions, tools_instructions)
+
+
+GENERIC_FORMAT = GenericFormat()
 
 
 @dataclass(frozen=True)
@@ -33,14 +37,43 @@ class Plan:
     fallback: Plan | None = None
     # Which keyword of the request's schemas is enforced by what (None: nothing constrained).
     enforcement: EnforcementReport | None = None
+    # How the decoded text reads (the model format's syntax; None: the SmolLM2 list).
+    reader: Reader | None = None
+    # The tools as the model's chat template takes them (`tools=`), for formats whose
+    # template renders tools; their descriptions by name.
+    template_tools: list[dict[str, Any]] | None = None
+    descriptions: dict[str, str | None] = field(default_factory=dict)
+    thinks: bool = False  # the decode opens with a free-reasoning pass
+
+    def read_with(self) -> Reader:
+        return self.reader if self.reader is not None else ListReader(self.mode)
 
 
 def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
                  auto_tools: Literal["decide", "trigger"], budget: Budget,
                  policy: GrammarPolicy, max_calls: int | None,
-                 schema_prompt: SchemaPrompt) -> Plan:
+                 schema_prompt: SchemaPrompt, fmt: ModelFormat = GENERIC_FORMAT,
+                 reasoning: int = 0) -> Plan:
     """`max_calls`: the server's limit on calls per response (None: none);
-    `schema_prompt`: how a JSON answer's schema is written into the prompt."""
+    `schema_prompt`: how a JSON answer's schema is written into the prompt; `fmt`: the
+    model's format, which adapts the plan to its syntax; `reasoning`: the free-reasoning
+    budget in tokens (0: none)."""
+    if reasoning > 0 and req.stop and not req.tools and req.response_format is None:
+        raise InvalidRequest("stop strings cannot end a free-text answer that follows a "
+                             "reasoning pass; send stop without reasoning, or no stop",
+                             param="stop")
+    plan = _plan(req, registry, auto_tools="trigger" if reasoning > 0 else auto_tools,
+                 budget=budget, policy=policy, max_calls=max_calls,
+                 schema_prompt=schema_prompt)
+    try:
+        return fmt.adapt(plan, reasoning=reasoning)
+    except UnsupportedFormat as exc:
+        raise UnsupportedFeature(str(exc)) from None
+
+
+def _plan(req: ChatCompletionRequest, registry: ContractRegistry, *,
+          auto_tools: Literal["decide", "trigger"], budget: Budget, policy: GrammarPolicy,
+          max_calls: int | None, schema_prompt: SchemaPrompt) -> Plan:
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
@@ -85,7 +118,6 @@ _REFUSED = (
     ("prediction", lambda v: v is not None, "remove it"),
     ("modalities", lambda v: v not in (None, ["text"]), "send ['text'] or remove it"),
     ("audio", lambda v: v is not None, "remove it"),
-    ("reasoning_effort", lambda v: v is not None, "remove it"),
     ("web_search_options", lambda v: v is not None, "remove it"),
 )
 
@@ -170,12 +202,13 @@ def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | Non
     contracts = {n: t.contract for n, t in tools.items() if t.contract is not None}
     report = EnforcementReport.merge(next(iter(tools.values())).report.backend,
                                      [t.report for t in tools.values()])
+    descriptions = {n: t.description for n, t in tools.items()}
     if auto:
         spec = TextOrToolCallsSpec(calls, begin=CALL_OPEN, end=CALL_CLOSE)
         return Plan("auto", spec, auto_instructions(described), "", schemas, contracts,
-                    enforcement=report)
+                    enforcement=report, descriptions=descriptions)
     return Plan("tools", calls, tools_instructions(described), CALL_OPEN, schemas, contracts,
-                enforcement=report)
+                enforcement=report, descriptions=descriptions)
 
 
 def _plan_format(req: ChatCompletionRequest, budget: Budget, policy: GrammarPolicy,

@@ -77,17 +77,33 @@ def json_instructions(schema: dict[str, Any], style: SchemaPrompt = "raw") -> st
         schema=text)
 
 
-def template_messages(messages: list[Message], *, instructions: str | None) -> list[dict[str, str]]:
-    """Flatten the wire messages to role/content pairs; `instructions` join the system turn."""
-    out: list[dict[str, str]] = []
+def template_messages(messages: list[Message], *, instructions: str | None,
+                      structured: bool = False) -> list[dict[str, Any]]:
+    """The wire messages for the chat template; `instructions` join the system turn.
+    Flattened to role/content pairs (the SmolLM2 format writes earlier calls as its JSON
+    list), or `structured`: earlier calls as `tool_calls` and results as `tool` messages
+    with their call ids, for templates that render them in their family's own syntax."""
+    out: list[dict[str, Any]] = []
     for message in messages:
         role = "system" if message.role == "developer" else message.role
-        out.append({"role": role, "content": _render(message)})
+        out.append(_structured(message, role) if structured
+                   else {"role": role, "content": _render(message)})
     if instructions:
         if out and out[0]["role"] == "system":
             out[0]["content"] = f"{out[0]['content']}\n\n{instructions}"
         else:
             out.insert(0, {"role": "system", "content": instructions})
+    return out
+
+
+def _structured(message: Message, role: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": role, "content": _text(message.content)}
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+            "name": c.function.name, "arguments": _loads_or_raw(c.function.arguments)}}
+            for c in message.tool_calls]
+    if isinstance(message, ToolMessage):
+        out["tool_call_id"] = message.tool_call_id
     return out
 
 

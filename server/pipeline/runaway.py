@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from server.engines.detokenize import IncrementalDetokenizer
-from server.pipeline.modes import Mode, read_output
+from server.pipeline.modes import ListReader, Mode, Reader
 from server.pipeline.prompt import CALL_CLOSE
 
 # A value loops when a unit of 1..MAX_PERIOD tokens repeats back to back so often that the
@@ -68,9 +68,11 @@ class Trip:
 
 
 class RunawayGuard:
-    def __init__(self, mode: Mode, decode: Callable[[Sequence[int]], str], *,
+    def __init__(self, mode: Mode | Reader, decode: Callable[[Sequence[int]], str], *,
                  options: GuardOptions) -> None:
-        self.mode = mode
+        """`mode`: the request's mode in the SmolLM2 format, or the format's reader."""
+        self.reader: Reader = ListReader(mode) if isinstance(mode, str) else mode
+        self.mode = self.reader.mode
         self.options = options
         self._detok = IncrementalDetokenizer(decode)
         self._decode = decode
@@ -111,16 +113,19 @@ class RunawayGuard:
 
     # -- duplicate calls ---------------------------------------------------------------
     def _duplicate(self, text: str) -> bool:
-        reading = read_output(self.mode, text, complete=False)
+        reading = self.reader.read(text, complete=False)
         if reading.calls is None:
             return False
         new, self._fed = reading.calls[self._fed:], len(reading.calls)
         for ended in self._calls.feed(new):
             if ended.value in self._calls.values[:-1]:
-                kept = reading.calls[:ended.start].rstrip().rstrip(",")
-                closed = text[:reading.calls_from] + kept + "]"
-                if self.mode == "auto":
-                    closed += CALL_CLOSE
+                if self.reader.calls_in_text:  # the SmolLM2 list: cut it and close it
+                    kept = reading.calls[:ended.start].rstrip().rstrip(",")
+                    closed = text[:reading.calls_from] + kept + "]"
+                    if self.mode == "auto":
+                        closed += CALL_CLOSE
+                else:  # a family's syntax: the text up to the end of the last kept call
+                    closed = text[:reading.call_ends[len(self._calls.values) - 2]]
                 self.trip = Trip("duplicate_call", closed,
                                  {"duplicate_calls_dropped": 1,
                                   "calls_kept": len(self._calls.values) - 1})
@@ -148,7 +153,10 @@ class RunawayGuard:
         """Whether the decode is inside constrained output (free text never loops here)."""
         if self.mode == "text":
             return False
-        return self.mode != "auto" or read_output(self.mode, text, complete=False).calls \
+        reading = self.reader.read(text, complete=False)
+        if reading.thinking:
+            return False  # the reasoning is free text; its budget bounds it
+        return self.mode != "auto" or reading.calls \
             is not None
 
     def _loop_kind(self, period: int, ids: Sequence[int]) -> str | None:

@@ -13,10 +13,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_completion_id, \
-    usage_of
+from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_completion_id
 from server.engines.detokenize import IncrementalDetokenizer
-from server.pipeline.modes import has_content, read_output, showable_content
+from server.pipeline.modes import has_content
 from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
 from server.errors import ServiceError
 from server.protocol import Choice
@@ -61,7 +60,7 @@ class ChunkStream:
         yield self.chunk({}, choice.finish_reason, choice.stop_reason,
                          **({"strictcall": extension} if extension else {}))
         if self.include_usage:
-            yield self.chunk(None, usage=usage_of(*results).model_dump())
+            yield self.chunk(None, usage=self.pipeline.usage(prep, results).model_dump())
 
     async def _pump(self, prep: Prepared) -> AsyncIterator[dict[str, Any]]:
         """Decode `prep`, yielding deltas as tokens arrive; leaves the result in _result."""
@@ -98,11 +97,12 @@ class _View:
 
     def __init__(self, prep: Prepared) -> None:
         self.mode = prep.plan.mode
+        self.reader = prep.plan.read_with()
         self.contracts = prep.plan.contracts
+        self.thought = ""                # reasoning shown
         self.holdback = max((len(s) for s in prep.request.sampling.stop), default=1) - 1
         self.shown = ""                  # content shown
         self.scanner: CallScanner | None = None
-        self.calls_from = 0              # where the calls' text starts in the decoded text
         self.fed = 0                     # how much of the calls' text the scanner has read
         self.names: dict[int, str] = {}
         self.ids: dict[int, str] = {}
@@ -115,14 +115,23 @@ class _View:
     def feed(self, text: str) -> list[dict[str, Any]]:
         if text.endswith("\ufffd"):
             return []  # a character split across tokens: wait for the rest
+        reading = self.reader.read(text, complete=False)
+        deltas = self._think(reading.reasoning or "")
+        if reading.thinking:
+            return deltas
         if self.scanner is not None:
-            return self._calls(text)
-        reading = read_output(self.mode, text, complete=False)
+            return deltas + self._calls(reading.calls or "")
         if reading.calls is None:
-            return self._show(showable_content(self.mode, text, stop_holdback=self.holdback))
+            return deltas + self._show(self.reader.showable(text, stop_holdback=self.holdback))
         # The calls began: the text before them is all the content there is.
-        self.scanner, self.calls_from = CallScanner(), reading.calls_from
-        return self._show(reading.content or "") + self._calls(text)
+        self.scanner = CallScanner()
+        return deltas + self._show(reading.content or "") + self._calls(reading.calls)
+
+    def _think(self, upto: str) -> list[dict[str, Any]]:
+        if not upto.startswith(self.thought) or len(upto) <= len(self.thought):
+            return []
+        new, self.thought = upto[len(self.thought):], upto
+        return [{"reasoning_content": new, "reasoning": new}]
 
     def _show(self, upto: str) -> list[dict[str, Any]]:
         if not upto.startswith(self.shown) or len(upto) <= len(self.shown):
@@ -130,9 +139,8 @@ class _View:
         new, self.shown = upto[len(self.shown):], upto
         return [{"content": new}]
 
-    def _calls(self, text: str) -> list[dict[str, Any]]:
+    def _calls(self, calls_text: str) -> list[dict[str, Any]]:
         assert self.scanner is not None
-        calls_text = text[self.calls_from:]
         events = self.scanner.feed(calls_text[self.fed:])
         self.fed = len(calls_text)
         deltas = []
@@ -151,9 +159,10 @@ class _View:
     def close(self, choice: Choice) -> list[dict[str, Any]]:
         """The rest, once the final (validated, normalized) choice is known."""
         message = choice.message
+        deltas = self._think(message.reasoning_content or "")
         if not message.tool_calls:
-            return self._show(message.content or "") if message.content is not None else []
-        deltas = []
+            return deltas + (self._show(message.content or "")
+                             if message.content is not None else [])
         for index, call in enumerate(message.tool_calls):
             if index not in self.names:  # decoded all at once (a very short stream)
                 deltas.append(_call_delta(index, id=call.id, name=call.function.name,

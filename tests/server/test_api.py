@@ -73,7 +73,8 @@ def test_text_completion_shape(client, replies):
     body = chat(client).json()
     assert body["object"] == "chat.completion"
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "Sunny.",
-                                             "tool_calls": None}
+                                             "tool_calls": None, "reasoning_content": None,
+                                             "reasoning": None}  # as vLLM's server sends
     assert body["choices"][0]["finish_reason"] == "stop"
     usage = body["usage"]
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0

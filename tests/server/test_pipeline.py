@@ -20,11 +20,16 @@ def _result(text: str) -> GenerationResult:
                             grammar_complete=True)
 
 
+def _json_choice(plan: Plan, text: str):
+    return _choice(plan, _result(text), plan.read_with().read(text, complete=True),
+                   complete=True)
+
+
 def test_json_value_failing_the_schema_is_422_with_violations():
     spec = JsonSchemaSpec.from_schema(SCHEMA, table=XGRAMMAR_KEYWORDS)
     plan = Plan("json", spec, schemas={"": SCHEMA})
     with pytest.raises(OutputInvalid) as info:
-        _choice(plan, _result('{"n":9}'))
+        _json_choice(plan, '{"n":9}')
     assert info.value.status == 422
     assert info.value.extensions["violations"] == [
         {"pointer": "/n", "message": "9 is greater than the maximum of 5"}]
@@ -50,4 +55,4 @@ def test_tool_arguments_failing_the_schema_are_422(model_dir):
 def test_valid_value_passes():
     spec = JsonSchemaSpec.from_schema(SCHEMA, table=XGRAMMAR_KEYWORDS)
     plan = Plan("json", spec, schemas={"": SCHEMA})
-    assert _choice(plan, _result('{"n":5}')).finish_reason == "stop"
+    assert _json_choice(plan, '{"n":5}').finish_reason == "stop"

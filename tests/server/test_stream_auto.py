@@ -81,7 +81,8 @@ def test_decide_no_call_answers_in_a_second_text_pass(client, decide):
     body = chat(client, tools=[TOOL]).json()  # auto is the default with tools
     choice = body["choices"][0]
     assert choice["message"] == {"role": "assistant", "content": "Paris is in France.",
-                                 "tool_calls": None}
+                                 "tool_calls": None, "reasoning_content": None,
+                                 "reasoning": None}
     assert choice["finish_reason"] == "stop"
     prompts = client.app.state.pipeline.engine.prompts[-2:]
     assert "empty list" in prompts[0] and "get_weather" not in prompts[1]

@@ -1,0 +1,82 @@
+"""`--model-format auto`: which family a model is, from its chat template (the strongest
+evidence: it is what the model was trained to read and write), then its config's
+`model_type`. A model it cannot place gets the generic format, with a warning."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from server.formats.families import GENERIC, SERVED, FamilyFormat, ModelFormat, get_format
+
+log = logging.getLogger("strictcall.formats")
+
+# (family, markers that must all be in the chat template), most specific first.
+TEMPLATE_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("harmony", ("<|channel|>", "<|message|>")),
+    ("deepseek_r1", ("<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "```json")),
+    ("deepseek_v3_1", ("<｜tool▁call▁begin｜>", "<｜tool▁sep｜>")),
+    ("qwen_3_coder", ("<function=", "<parameter=")),
+    ("mimo", ("<tool_call><function=",)),
+    ("exaone", ("[|assistant|]", "<tool_call>")),
+    ("qwen_3", ("<|im_start|>", "<tool_call>", "</tool_call>")),
+    ("llama", ("<|start_header_id|>", "<|eot_id|>")),
+)
+# config.json model_type -> family, when the template says nothing.
+MODEL_TYPES = {"gpt_oss": "harmony", "qwen3": "qwen_3", "qwen3_moe": "qwen_3",
+               "qwen2": "qwen_3", "deepseek_v3": "deepseek_v3_1", "exaone4": "exaone",
+               "mimo": "mimo"}
+
+
+def detect(template: str | None, model_type: str | None) -> tuple[str, str]:
+    """(format name, why) for a chat template and a config model_type."""
+    for family, markers in TEMPLATE_MARKERS:
+        if template and all(m in template for m in markers):
+            return family, f"its chat template has {', '.join(repr(m) for m in markers)}"
+    if model_type in MODEL_TYPES:
+        return MODEL_TYPES[model_type], f"its config's model_type is {model_type!r}"
+    return GENERIC, ""
+
+
+def resolve(name: str, *, model_dir: Path | None, tokenizer: Any) -> ModelFormat:
+    """The format to serve: `name`, or with `auto` the detected one (logged with why)."""
+    template = _template(tokenizer)
+    if name != "auto":
+        fmt = get_format(name)
+        log.info("model format %s (set by --model-format)", fmt.name)
+    else:
+        found, why = detect(template, _model_type(model_dir))
+        if not why:
+            log.warning("model format: could not place this model in a family (no known "
+                        "markers in its chat template, model_type %r): serving the generic "
+                        "%s format; set --model-format to choose one",
+                        _model_type(model_dir), GENERIC)
+            return SERVED[GENERIC]
+        log.info("model format %s: %s", found, why)
+        fmt = get_format(found)
+    if isinstance(fmt, FamilyFormat):
+        # A template that does not render tools: they are described in the system turn.
+        renders = bool(template) and "tools" in (template or "")
+        if not renders:
+            log.warning("model format %s: the chat template does not render tools; they are "
+                        "described in the system turn instead", fmt.name)
+        fmt = FamilyFormat(fmt.name, thinks=fmt.thinks, renders_tools=renders)
+    return fmt
+
+
+def _template(tokenizer: Any) -> str | None:
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):  # several named templates: the default one
+        template = template.get("default") or next(iter(template.values()), None)
+    return template if isinstance(template, str) else None
+
+
+def _model_type(model_dir: Path | None) -> str | None:
+    if model_dir is None:
+        return None
+    try:
+        return json.loads((Path(model_dir) / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError):
+        return None

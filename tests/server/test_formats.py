@@ -1,0 +1,210 @@
+"""Model formats without a model: for each family StrictCall serves, the grammar built from
+xgrammar's structural tag accepts the family's own call syntax (and refuses a call to a tool
+that was not offered), the reader recovers reasoning, content and calls from it, also when
+the text arrives in random chunks, and `auto` detection places real templates' markers."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+
+import pytest
+
+from grammars import GrammarCache, JsonSchemaSpec, ToolCallsSpec, ToolSpec, make_backend
+from grammars.keywords import XGRAMMAR_KEYWORDS
+from server.formats.detect import detect
+from server.formats.families import SERVED, UnsupportedFormat, get_format
+from server.formats.reasoning import THINK_END, reasoned
+from server.pipeline.modes import ListReader, ReasoningMarks
+from server.pipeline.plan import Plan
+from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
+
+WEATHER = {"type": "object", "properties": {
+    "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+    "required": ["city", "unit"]}
+ADD = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+       "required": ["a", "b"]}
+CALLS = [("get_weather", {"city": "Paris", "unit": "c"}), ("add", {"a": 2, "b": 3})]
+
+
+def _qwen_xml(name: str, args: dict, sep: str = "\n") -> str:
+    params = "".join(f"<parameter={k}>{sep}{v if isinstance(v, str) else json.dumps(v)}"
+                     f"{sep}</parameter>{sep}" for k, v in args.items())
+    return params
+
+
+# Each family's output for CALLS, written as its chat template writes calls (thinking on).
+def _family_text(family: str) -> str:
+    j = [json.dumps(a) for _, a in CALLS]
+    names = [n for n, _ in CALLS]
+    think = "I should look it up.</think>"
+    return {
+        "llama": f'{{"name": "{names[0]}", "parameters": {j[0]}}}',
+        "qwen_3": think + "\n\n" + "\n".join(
+            f'<tool_call>\n{{"name": "{n}", "arguments": {a}}}\n</tool_call>'
+            for n, a in zip(names, j)),
+        "exaone": think + "\n\n" + "\n".join(
+            f'<tool_call>{{"name": "{n}", "arguments": {a}}}</tool_call>'
+            for n, a in zip(names, j)),
+        "qwen_3_5": think + "\n\n" + "\n".join(
+            f"<tool_call>\n<function={n}>\n{_qwen_xml(n, a).rstrip()}\n</function>\n</tool_call>"
+            for n, a in CALLS),
+        "deepseek_r1": think + "<｜tool▁calls▁begin｜>" + "\n".join(
+            f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{n}\n```json\n{a}\n```<｜tool▁call▁end｜>"
+            for n, a in zip(names, j)) + "<｜tool▁calls▁end｜>",
+        "deepseek_v3_1": think + "<｜tool▁calls▁begin｜>" + "".join(
+            f"<｜tool▁call▁begin｜>{n}<｜tool▁sep｜>{a}<｜tool▁call▁end｜>"
+            for n, a in zip(names, j)) + "<｜tool▁calls▁end｜>",
+        "harmony": "<|channel|>analysis<|message|>I should look it up.<|end|>"
+                   f"<|start|>assistant<|channel|>commentary to=functions.{names[0]}"
+                   f"<|constrain|>json<|message|>{j[0]}<|call|>",
+    }[family]
+
+
+FAMILIES = ["llama", "qwen_3", "exaone", "qwen_3_5", "deepseek_r1", "deepseek_v3_1", "harmony"]
+ONE_CALL = {"llama", "harmony"}  # their text above holds one call
+
+
+@pytest.fixture(scope="module")
+def backend(model_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    return make_backend("xgrammar", tokenizer, vocab_size=len(tokenizer),
+                        stop_token_ids=[tokenizer.eos_token_id])
+
+
+def _plan(tools: dict[str, dict], *, mode: str = "tools") -> Plan:
+    specs = tuple(ToolSpec.from_parameters(n, s, table=XGRAMMAR_KEYWORDS)
+                  for n, s in tools.items())
+    return Plan(mode, ToolCallsSpec(specs), schemas=tools)
+
+
+def _complete(backend, spec, text: str) -> bool:
+    """The grammar takes `text` as a whole answer."""
+    return backend.accepts(GrammarCache(backend).get(spec).grammar, text)
+
+
+def _prefix(backend, spec, text: str) -> bool:
+    """The grammar lets `text` through as the start of an answer."""
+    import xgrammar
+
+    handle = GrammarCache(backend).get(spec).grammar.handle
+    return bool(xgrammar.GrammarMatcher(handle).accept_string(text))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_grammar_reader_and_stream(family, backend):
+    fmt = get_format(family)
+    plan = fmt.adapt(_plan({"get_weather": WEATHER, "add": ADD}), reasoning=64 if fmt.thinks
+                     else 0)
+    text = _family_text(family)
+    if not fmt.thinks:  # llama: no thinking block of its own
+        assert plan.prefill == ""
+    assert _complete(backend, plan.spec, text), f"{family} grammar refuses its own syntax"
+    reading = plan.read_with().read(text, complete=True)
+    expected = CALLS[:1] if family in ONE_CALL else CALLS
+    assert [(c["name"], c["arguments"]) for c in json.loads(reading.calls)] == expected
+    if fmt.thinks:
+        assert reading.reasoning == "I should look it up."
+    # Streamed in random chunks: the scanner rebuilds the same calls from the growing text.
+    rng = random.Random(family)
+    scanner, fed, names, args = CallScanner(), 0, {}, {}
+    cut = 0
+    while cut < len(text):
+        cut = min(len(text), cut + rng.randint(1, 7))
+        calls = plan.read_with().read(text[:cut], complete=cut == len(text)).calls or ""
+        assert calls.startswith(calls[:fed])
+        for event in scanner.feed(calls[fed:]):
+            if isinstance(event, CallStarted):
+                names[event.index] = event.name
+            elif isinstance(event, ArgumentsDelta):
+                args[event.index] = args.get(event.index, "") + event.text
+        fed = len(calls)
+    assert [(names[i], json.loads(args[i])) for i in sorted(names)] == expected
+
+
+@pytest.mark.parametrize("family", ["qwen_3", "llama"])
+def test_a_tool_not_offered_cannot_be_called(family, backend):
+    plan = get_format(family).adapt(_plan({"add": ADD}), reasoning=0)
+    begin = {"qwen_3": '<tool_call>\n{"name": "', "llama": '{"name": "'}[family]
+    assert _prefix(backend, plan.spec, begin + "add")
+    assert not _prefix(backend, plan.spec, begin + "delete_everything")
+
+
+def test_generic_reasoning_wraps_the_call_list(backend):
+    plan = SERVED["smollm2"].adapt(_plan({"add": ADD}), reasoning=8)
+    assert plan.prefill == "<think>\n" and plan.thinks
+    text = 'Add them.</think>\n<tool_call>[{"name":"add","arguments":{"a":2,"b":3}}]'
+    assert _complete(backend, plan.spec, text)
+    reading = plan.read_with().read(text, complete=True)
+    assert reading.reasoning == "Add them." and json.loads(reading.calls)[0]["name"] == "add"
+
+
+def test_reasoning_budget_forces_the_end_marker(backend, model_dir):
+    """After `budget` free tokens the mask lets only the end marker through (xgrammar
+    any_text.max_tokens), counted in tokens of the model's tokenizer."""
+    import xgrammar
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    spec = JsonSchemaSpec.from_schema(ADD, table=XGRAMMAR_KEYWORDS)
+    plan = SERVED["smollm2"].adapt(Plan("json", spec, schemas={"": ADD}), reasoning=2)
+    matcher = xgrammar.GrammarMatcher(GrammarCache(backend).get(plan.spec).grammar.handle)
+    bitmask = xgrammar.allocate_token_bitmask(1, len(tokenizer))
+
+    def allowed() -> list[str]:
+        matcher.fill_next_token_bitmask(bitmask)
+        words = bitmask[0].tolist()
+        return [tokenizer.decode([i]) for i in range(len(tokenizer))
+                if (words[i // 32] >> (i % 32)) & 1]
+
+    assert len(allowed()) > 1000  # free text
+    for token in tokenizer.encode(" one two"):
+        assert matcher.accept_token(token)
+    assert allowed() and all("</think>".startswith(t) for t in allowed())
+    for token in tokenizer.encode("</think>\n{"):
+        assert matcher.accept_token(token)
+
+
+def test_reading_while_the_marker_is_half_written():
+    reader = ListReader("tools", ReasoningMarks(THINK_END, "\n<tool_call>"))
+    assert reader.read("Thinking </thi", complete=False).thinking
+    assert reader.read("Thinking </thi", complete=False).reasoning == "Thinking"
+    assert reader.read("Thinking </think>\n<tool", complete=False).calls == ""
+    assert reader.read('T</think>\n<tool_call>[{"na', complete=False).calls == '[{"na'
+
+
+@pytest.mark.parametrize("template, model_type, expected", [
+    # Markers as they appear in the families' published chat templates.
+    ('{{- "<|start|>assistant<|channel|>analysis<|message|>" }}', None, "harmony"),
+    ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + "
+     "tool['function']['name'] + '\\n```json\\n'", None, "deepseek_r1"),
+    ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'+ tool['function']['name'] + "
+     "'<｜tool▁sep｜>'", None, "deepseek_v3_1"),
+    ("<|im_start|>{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}"
+     "<parameter=", None, "qwen_3_coder"),
+    ('<|im_start|>{{- \'<tool_call>\\n{"name": "\' }}{{- \', "arguments": \' }}</tool_call>',
+     None, "qwen_3"),
+    ("<|start_header_id|>assistant<|end_header_id|>{{- '<|eot_id|>' }}", None, "llama"),
+    ("{% for message in messages %}<|im_start|>{{ message['content'] }}", "llama", "smollm2"),
+    (None, "gpt_oss", "harmony"),
+])
+def test_auto_detection(template, model_type, expected):
+    assert detect(template, model_type)[0] == expected
+
+
+def test_unsupported_families_are_refused_by_name():
+    for name in ("gemma_4", "glm_4_7", "kimi"):
+        with pytest.raises(UnsupportedFormat, match=name):
+            get_format(name)
+    with pytest.raises(UnsupportedFormat, match="unknown model format"):
+        get_format("nonesuch")
+
+
+def test_formats_served():
+    assert {"smollm2", "llama", "qwen_3", "qwen_3_5", "qwen_3_coder", "deepseek_r1",
+            "deepseek_v3_1", "harmony", "exaone", "mimo"} <= set(SERVED)
+    assert replace(SERVED["qwen_3"], renders_tools=False).template_kwargs(reasoning=True) \
+        == {"enable_thinking": True, "thinking": True}
