@@ -57,6 +57,9 @@ class Contract:
     description: str
     model: type[BaseModel]
     runtime: Mapping[str, RuntimeSource]
+    # Tokens of free reasoning before a call to this tool, when the request does not say
+    # (0: the server's default). For tools whose arguments take thought.
+    reasoning: int = 0
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of what the model writes: runtime-sourced fields are left out.
@@ -123,15 +126,18 @@ class Contract:
         return Outcome(model.model_dump(mode="json"), ())
 
 
-def tool(*, name: str, description: str) -> Callable[[M], M]:
-    """Class decorator: register a Pydantic model as the contract of tool `name`."""
+def tool(*, name: str, description: str, reasoning: int = 0) -> Callable[[M], M]:
+    """Class decorator: register a Pydantic model as the contract of tool `name`.
+    `reasoning`: a budget of free-reasoning tokens before its calls (server/formats)."""
 
     def wrap(model: M) -> M:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ContractError(f"@tool({name!r}) decorates {model!r}, not a pydantic BaseModel")
         runtime = {field: meta for field, info in model.model_fields.items()
                    for meta in info.metadata if isinstance(meta, (FromHeader, Generated))}
-        setattr(model, _ATTR, Contract(name, description, model, runtime))
+        if reasoning < 0:
+            raise ContractError(f"@tool({name!r}): reasoning is a token budget, >= 0")
+        setattr(model, _ATTR, Contract(name, description, model, runtime, reasoning))
         return model
 
     return wrap

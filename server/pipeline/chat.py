@@ -123,10 +123,15 @@ class ChatPipeline:
         return await self._prepare(req, plan, caller)
 
     def _reasoning(self, req: ChatCompletionRequest) -> int:
-        """The request's free-reasoning budget in tokens (0: no reasoning pass)."""
+        """The request's free-reasoning budget in tokens (0: no reasoning pass): its own,
+        else the largest its contracts ask for, else the server's default."""
         default = self.settings.reasoning
         if default is None:
             default = EFFORT_BUDGETS["medium"] if self.format.thinks else 0
+        asked = [c.reasoning for t in req.tools or []
+                 if (c := self.registry.get(t.function.name)) is not None and c.reasoning]
+        if asked and req.tool_choice != "none":
+            default = max(asked)
         tokens = req.strictcall.reasoning_budget if req.strictcall else None
         return budget_for(effort=req.reasoning_effort, tokens=tokens, default=default)
 
