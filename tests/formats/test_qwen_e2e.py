@@ -35,7 +35,8 @@ def server(tmp_path_factory):
     model = tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3"))
     try:
         with ServerProcess("--model", str(model), "--served-model-name", MODEL,
-                           "--model-format", "auto", startup_s=240) as proc:
+                           "--model-format", "auto", "--contracts", "contracts.examples",
+                           startup_s=240) as proc:
             yield proc
     except RuntimeError as exc:
         pytest.fail(str(exc))
@@ -62,7 +63,8 @@ def test_format_detected_and_logged(server):
 
 def test_required_call_with_qwens_thinking_on_by_default(client):
     resp = client.chat.completions.create(model=MODEL, messages=ASK, tools=[LIGHTS, ALARM],
-                                          tool_choice="required", max_tokens=700)
+                                          tool_choice="required", max_tokens=700,
+                                          parallel_tool_calls=False)
     choice = resp.choices[0]
     assert choice.finish_reason == "tool_calls"
     for call in choice.message.tool_calls:
@@ -136,3 +138,32 @@ def test_json_answer_after_qwens_thinking(client):
     choice = resp.choices[0]
     assert choice.finish_reason == "stop"
     jsonschema.validate(json.loads(choice.message.content), schema)
+
+
+def test_contract_is_enforced_in_qwens_format(client):
+    """A registered contract through Qwen's syntax: the call comes back valid under the
+    contract's cross-field rule (repaired if need be), as a 422 problem, or cut by a runaway
+    guard with no call; never a call that breaks the contract. Random weights make any of
+    the three possible (steering keeps digit loops from ending the value)."""
+    from openai import UnprocessableEntityError
+
+    from contracts.examples import BRANCHES
+
+    try:
+        resp = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Reissue my card in Paris."}],
+            tools=[{"type": "function", "function": {"name": "reissue_card"}}],
+            tool_choice="required", reasoning_effort="none", max_tokens=200,
+            parallel_tool_calls=False, extra_headers={"X-Tenant-Id": "t1"},
+            extra_body={"strictcall": {"loop_guard": "steer"}})
+    except UnprocessableEntityError as exc:
+        assert exc.body["type"].endswith("contract-violation")
+        return
+    choice = resp.choices[0]
+    if choice.finish_reason == "length":
+        assert choice.message.tool_calls is None
+        return
+    (call,) = choice.message.tool_calls
+    args = json.loads(call.function.arguments)
+    assert args["branch_id"] in BRANCHES[args["city"]]
+    assert resp.model_extra["strictcall"]["contracts"][0]["tool"] == "reissue_card"
