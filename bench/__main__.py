@@ -14,6 +14,7 @@ import sys
 
 # name -> module with a `main(argv) -> int`
 BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
+              "cold-compile": "bench.cold_compile",
               "schema-prompt": "bench.schema_prompt", "decode-speed": "bench.decode_speed",
               "vllm-engine": "bench.vllm_engine", "contract-repair": "bench.contract_repair",
               "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl"}

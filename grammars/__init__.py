@@ -8,6 +8,7 @@ from typing import Any
 from grammars.budgets import Budget, BudgetExceeded
 from grammars.backend import XgrammarBackend, XgrammarMatcher, tokenizer_fingerprint
 from grammars.backend_types import CompiledGrammar, GrammarBackend, GrammarMatcher, MaskingBackend
+from grammars.bridge import BridgedBackend, is_bridged
 from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
 from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
@@ -24,6 +25,9 @@ from grammars.policy import DEFAULT_POLICIES, POLICY_FLAGS, GrammarPolicy, Polic
 from grammars.validate import validator_for
 
 
+BRIDGE = "xgrammar+llguidance"
+
+
 def make_backend(name: str, tokenizer: Any, *, vocab_size: int,
                  stop_token_ids: list[int]) -> MaskingBackend:
     """The masking grammar backend called `name`: "xgrammar" (default), "llguidance" or
@@ -38,6 +42,12 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int,
         from grammars.llguidance_backend import LlguidanceBackend
 
         return LlguidanceBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+    if name == BRIDGE:  # xgrammar, bridged over cold compiles by llguidance
+        from grammars.llguidance_backend import LlguidanceBackend
+
+        return BridgedBackend(
+            XgrammarBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids),
+            LlguidanceBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids))
     raise ValueError(f"unknown grammar backend {name!r}; use xgrammar, llguidance or outlines")
 
 
@@ -45,6 +55,7 @@ __all__ = [
     "DEFAULT_POLICIES", "JSON_SCHEMA_READING", "POLICY_FLAGS", "TIERS", "VLLM_XGRAMMAR_KEYWORDS",
     "Analysis", "DiskStore", "EnforcementReport", "GrammarPolicy", "KeywordTable", "PolicyFlag",
     "departures", "iter_schema_nodes", "validator_for", "with_policies",
+    "BRIDGE", "BridgedBackend", "is_bridged",
     "Budget", "BudgetExceeded", "CacheKey", "CacheStats", "CompiledGrammar", "GrammarBackend",
     "GrammarCache", "GrammarError", "GrammarMatcher", "GrammarSpec", "InvalidSchemaError",
     "JsonSchemaSpec", "Lookup", "MaskingBackend", "StructuralTagSpec", "TaggedSpec",

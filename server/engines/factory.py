@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+from grammars import BRIDGE
 from server.engines.base import Engine
 from server.model_store import ModelNotFoundError, default_cache_dir, resolve_model
 from server.settings import Settings
@@ -32,6 +33,11 @@ def check_config(settings: Settings) -> None:
         raise EngineConfigError("--no-strict-objects needs the torch engine with xgrammar: "
                                 f"{'vLLM' if settings.engine == 'vllm' else 'outlines-core'}"
                                 " never writes keys an object's properties do not list")
+    if settings.cold_compile == "bridge" and (settings.engine == "vllm"
+                                              or settings.grammar_backend != "xgrammar"):
+        raise EngineConfigError("--cold-compile bridge bridges xgrammar's compiles with "
+                                "llguidance in the torch engine; use --grammar-backend "
+                                "xgrammar without --engine vllm (vLLM compiles its own)")
     if settings.model_format != "auto":
         from server.formats.families import GENERIC, UnsupportedFormat, get_format
 
@@ -71,4 +77,5 @@ def build_engine(settings: Settings) -> Engine:
     return TorchEngine(model_dir, device=settings.device, threads=settings.threads,
                        max_batch=settings.max_batch,
                        model_name=settings.served_model_name or model_dir.name,
-                       grammar_backend=settings.grammar_backend)
+                       grammar_backend=BRIDGE if settings.cold_compile == "bridge"
+                       else settings.grammar_backend)

@@ -256,7 +256,8 @@ class ChatPipeline:
     async def _grammar(self, plan: Plan) -> Lookup | None:
         if plan.spec is None:
             return None
-        return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s)
+        return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s,
+                              bridge_wait_s=self.settings.bridge_wait_s)
 
     def _option(self, req: ChatCompletionRequest, name: str, setting: str) -> Any:
         """The request's `strictcall.<name>` when it sends one, else the server's setting."""

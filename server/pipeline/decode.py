@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import replace
 
-from grammars import GrammarCache, GrammarError, GrammarSpec, Lookup
+from grammars import BridgedBackend, GrammarCache, GrammarError, GrammarSpec, Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult
 from server.errors import EngineFailure, InvalidRequest, ServiceError
 from server.pipeline.runaway import RunawayGuard
@@ -19,12 +19,27 @@ from server.pipeline.runaway import RunawayGuard
 log = logging.getLogger("strictcall.pipeline")
 
 
-async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float) -> Lookup:
+async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float,
+                   bridge_wait_s: float | None = None) -> Lookup:
     """The compiled grammar, never compiled on the event loop. Shielded: a caller that gives
-    up does not cancel a compilation other requests share; it finishes and is cached."""
+    up does not cancel a compilation other requests share; it finishes and is cached.
+
+    With a bridged backend and `bridge_wait_s` set, a miss still compiling after that long
+    is served by the bridge's grammar (llguidance, milliseconds) where it enforces the same,
+    while the compilation goes on for later requests."""
+    started = time.perf_counter()
+    future = asyncio.shield(asyncio.wrap_future(cache.submit(spec)))
+    backend = cache.backend
+    if bridge_wait_s is not None and isinstance(backend, BridgedBackend) and not future.done():
+        done, _ = await asyncio.wait({future}, timeout=bridge_wait_s)
+        if not done:
+            bridged = await asyncio.to_thread(backend.bridge, spec)
+            if bridged is not None:
+                # xgrammar goes on for later requests; a refusal there is theirs to report.
+                future.add_done_callback(lambda f: f.cancelled() or f.exception())
+                return Lookup(bridged, False, time.perf_counter() - started)
     try:
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(cache.submit(spec))),
-                                      timeout=timeout_s)
+        return await asyncio.wait_for(future, timeout=timeout_s)
     except TimeoutError:
         raise InvalidRequest(f"compiling the grammar for this schema took longer than "
                              f"{timeout_s:g} s; simplify the schema (fewer unions, shallower "

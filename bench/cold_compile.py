@@ -1,0 +1,129 @@
+"""Time to the first usable grammar for a schema no one has sent before: `--cold-compile
+wait` (xgrammar compiles, the request waits) against `bridge` (after a short wait, the
+request decodes under llguidance's mask where both masks enforce the same; xgrammar goes on
+compiling for later requests). Over JSONSchemaBench, server defaults.
+
+    strictcall-bench cold-compile ../shared/evaldata/jsonschemabench/* [--limit N]
+
+Both numbers come from the same compile: the bridged path is timed to the grammar it hands
+out, and xgrammar's compile, started at the same moment, is timed to its end (what `wait`
+would have waited). Per category: schemas, how many the bridge served, p50/p99 of each, and,
+for the bridged ones, whether the bridged mask gives the same verdict as xgrammar's on every
+test instance of the schema (valid and invalid), so it is seen to enforce the same."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from grammars import (BRIDGE, GrammarCache, GrammarError, GrammarPolicy, JsonSchemaSpec,
+                      is_bridged, make_backend)
+from server.pipeline.decode import compiled
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_category(folder: Path, backend: Any, policy: GrammarPolicy, *, limit: int | None,
+                 wait_s: float, timeout_s: float) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("*.json"))[:limit]:
+        doc = json.loads(path.read_text())
+        try:
+            spec = JsonSchemaSpec.from_analysis(policy.check(doc["schema"]))
+        except GrammarError:
+            continue  # refused by the keyword layer: the same in both modes
+        rows.append(_one(spec, doc.get("tests", []), backend, wait_s, timeout_s))
+    served = [r for r in rows if r["xgrammar_ms"] is not None or r["bridged"]]
+    wait = [r["xgrammar_ms"] for r in served if r["xgrammar_ms"] is not None]
+    first = [r["first_ms"] for r in served]
+    checks = [c for r in served if r["bridged"] for c in r["checks"]]
+    return {"category": folder.name, "schemas": len(rows), "served": len(served),
+            "bridged": sum(r["bridged"] for r in rows),
+            "wait_p50": _pct(wait, 0.5), "wait_p99": _pct(wait, 0.99),
+            "bridge_p50": _pct(first, 0.5), "bridge_p99": _pct(first, 0.99),
+            "same_verdict": f"{sum(a == b for a, b in checks)} of {len(checks)}",
+            "rows": rows}
+
+
+def _one(spec: JsonSchemaSpec, tests: list[dict[str, Any]], backend: Any, wait_s: float,
+         timeout_s: float) -> dict[str, Any]:
+    cache = GrammarCache(backend, compile_workers=1)
+    started = time.perf_counter()
+    primary = cache.submit(spec)
+    try:
+        lookup = asyncio.run(compiled(cache, spec, timeout_s=timeout_s, bridge_wait_s=wait_s))
+        first_ms = (time.perf_counter() - started) * 1000
+    except Exception:  # noqa: BLE001 - refused or timed out: counted as not served
+        lookup, first_ms = None, None
+    try:
+        primary.result(timeout=timeout_s)
+        xgrammar_ms = (time.perf_counter() - started) * 1000  # what `wait` waits
+    except (concurrent.futures.TimeoutError, GrammarError, Exception):  # noqa: BLE001
+        xgrammar_ms = None
+    checks = []  # (xgrammar's verdict, the bridged mask's) per test instance
+    if lookup is not None and is_bridged(lookup.grammar) and xgrammar_ms is not None:
+        final = primary.result().grammar
+        for test in tests:
+            text = json.dumps(test["data"], separators=(",", ":"), ensure_ascii=False)
+            checks.append((backend.accepts(final, text), backend.accepts(lookup.grammar, text)))
+    cache.close()
+    return {"bridged": lookup is not None and is_bridged(lookup.grammar),
+            "first_ms": first_ms if first_ms is not None else xgrammar_ms,
+            "xgrammar_ms": xgrammar_ms, "checks": checks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="strictcall-bench cold-compile",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dirs", nargs="+", type=Path)
+    parser.add_argument("--limit", type=int, default=None, help="first N schemas per folder")
+    parser.add_argument("--wait-ms", type=float, default=25.0,
+                        help="how long a miss waits for xgrammar before the bridge")
+    parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/cold_compile.json"))
+    args = parser.parse_args(argv)
+    from transformers import AutoTokenizer
+
+    from server.model_store import ensure_embedded_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model())
+    backend = make_backend(BRIDGE, tokenizer, vocab_size=len(tokenizer),
+                           stop_token_ids=[tokenizer.eos_token_id])
+    policy = GrammarPolicy.for_backend(backend)
+    results = []
+    for folder in args.dirs:
+        started = time.perf_counter()
+        results.append(run_category(folder, backend, policy, limit=args.limit,
+                                    wait_s=args.wait_ms / 1000, timeout_s=args.timeout))
+        print(f"{folder.name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"args": vars(args) | {"dirs": [str(d) for d in args.dirs],
+                                                          "out": str(args.out)},
+                                    "categories": results}, indent=1, default=str))
+    print("| category | schemas | bridged | wait p50 / p99 ms | bridge p50 / p99 ms | "
+          "bridged mask: same verdict as xgrammar's |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['category']} | {r['served']} of {r['schemas']} | {r['bridged']} | "
+              f"{r['wait_p50']:.1f} / {r['wait_p99']:.0f} | "
+              f"{r['bridge_p50']:.1f} / {r['bridge_p99']:.0f} | {r['same_verdict']} |")
+    print(f"\nmedian over categories of bridge p99: "
+          f"{statistics.median(r['bridge_p99'] for r in results):.0f} ms; report: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
