@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from grammars import JsonSchemaSpec, StructuralTagSpec, TextOrToolCallsSpec, ToolCallsSpec
 from server.formats.reader import TagReader
-from server.formats.reasoning import (THINK_END, THINK_INSTRUCTIONS, THINK_OPEN, reasoned,
+from server.formats.reasoning import (THINK_END, THINK_OPEN, reasoned, think_instructions,
                                       with_budget)
 from server.formats.syntax import (READ_STYLES, FamilySyntax, family_syntax, function_tool,
                                    structural_tag)
@@ -94,8 +94,7 @@ class GenericFormat:
         else:
             answer = None  # free text
         tag = reasoned(answer, end=THINK_END, then=then, budget=reasoning)
-        instructions = f"{plan.instructions}\n\n{THINK_INSTRUCTIONS}" if plan.instructions \
-            else THINK_INSTRUCTIONS
+        instructions = think_instructions(plan.instructions)
         return replace(plan, spec=StructuralTagSpec.of(tag, label=f"{plan.mode}+reasoning"),
                        instructions=instructions, prefill=THINK_OPEN, thinks=True,
                        reader=ListReader(plan.mode, ReasoningMarks(THINK_END, then)),
@@ -137,8 +136,7 @@ class FamilyFormat:
             tag = reasoned(tag["format"], end=THINK_END, budget=reasoning, then="\n")
             syntax = replace(syntax, think_begin="", think_end=THINK_END, think_then="\n")
             prefill = THINK_OPEN
-            instructions = f"{instructions}\n\n{THINK_INSTRUCTIONS}" if instructions \
-                else THINK_INSTRUCTIONS
+            instructions = think_instructions(instructions)
         mode = "auto" if auto else "tools"
         return replace(plan, mode=mode, spec=StructuralTagSpec.of(tag, label=self.name),
                        instructions=instructions, prefill=prefill, fallback=None,
@@ -159,8 +157,7 @@ class FamilyFormat:
             prefill, instructions = self._think_prefill(syntax), plan.instructions
         else:
             begin, end, then, prefill = "", THINK_END, "\n", THINK_OPEN
-            instructions = f"{plan.instructions}\n\n{THINK_INSTRUCTIONS}" \
-                if plan.instructions else THINK_INSTRUCTIONS
+            instructions = think_instructions(plan.instructions)
             syntax = replace(syntax, think_begin="", think_end=end, think_then=then)
         tag = reasoned(answer, begin=begin, end=end, then=then, budget=reasoning)
         return replace(plan, spec=StructuralTagSpec.of(tag, label=f"{self.name}+reasoning"),

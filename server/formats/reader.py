@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.formats.syntax import CallSyntax, FamilySyntax
-from server.pipeline.modes import Mode, Reading
+from server.pipeline.modes import Mode, Reading, ReasoningMarks, partial_suffix, split_reasoning
 
 _DECODER = json.JSONDecoder()
 _QWEN_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
@@ -53,7 +53,7 @@ class TagReader:
             return answer[: len(answer) - stop_holdback] if stop_holdback else answer
         first = self._first_begin(answer)
         head = answer if first is None else answer[:first[0]]
-        cut = max((_partial(head, b) for b in self._begins()), default=0)
+        cut = max((partial_suffix(head, b) for b in self._begins()), default=0)
         return self._text_content(head[: len(head) - cut]).rstrip()
 
     # -- reasoning ----------------------------------------------------------------------
@@ -63,16 +63,9 @@ class TagReader:
             return None, 0, False
         begin = s.think_begin or ""
         body = len(begin) if begin and text.startswith(begin) else 0
-        at = text.find(s.think_end, body)
-        if at < 0:
-            shown = text[body:]
-            return shown[: len(shown) - _partial(shown, s.think_end)].strip(), len(text), True
-        after = at + len(s.think_end)
-        if s.think_then and text.startswith(s.think_then, after):
-            after += len(s.think_then)
-        elif s.think_then.startswith(text[after:]):
-            after = len(text)  # what the grammar writes next is not all there yet
-        return text[body:at].strip(), after, False
+        reasoning, start, thinking = split_reasoning(ReasoningMarks(s.think_end, s.think_then),
+                                                     text[body:])
+        return reasoning, body + start, thinking
 
     # -- calls --------------------------------------------------------------------------
     def _begins(self) -> list[str]:
@@ -148,11 +141,3 @@ def _json_or_text(raw: str) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError:
         return raw
-
-
-def _partial(text: str, marker: str) -> int:
-    """Length of the longest end of `text` that is a beginning of `marker`."""
-    for n in range(min(len(marker) - 1, len(text)), 0, -1):
-        if text.endswith(marker[:n]):
-            return n
-    return 0

@@ -31,6 +31,11 @@ THINK_INSTRUCTIONS = (
 _FIRST_VISIBLE = "[ \\t\\n]*[!-;=-~\\u00a1-\\uffff]"
 
 
+def think_instructions(instructions: str | None) -> str:
+    """The system turn's instructions with StrictCall's prompted reasoning asked for."""
+    return f"{instructions}\n\n{THINK_INSTRUCTIONS}" if instructions else THINK_INSTRUCTIONS
+
+
 def budget_for(*, effort: str | None, tokens: int | None, default: int) -> int:
     """The reasoning budget in tokens (0: none): the request's explicit budget, else its
     `reasoning_effort`, else the server's default."""

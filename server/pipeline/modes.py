@@ -70,7 +70,7 @@ def split_reasoning(marks: ReasoningMarks | None, text: str) -> tuple[str | None
         return None, 0, False
     at = text.find(marks.end)
     if at < 0:
-        return text[: len(text) - _partial_suffix(text, marks.end)].strip(), len(text), True
+        return text[: len(text) - partial_suffix(text, marks.end)].strip(), len(text), True
     after = at + len(marks.end)
     if text.startswith(marks.then, after):
         after += len(marks.then)
@@ -146,14 +146,14 @@ def showable_content(mode: Mode, text: str, *, stop_holdback: int) -> str:
             return text[: len(text) - stop_holdback] if stop_holdback else text
         case "auto":
             # Trailing whitespace waits too: before a call it is not part of the content.
-            return text[: len(text) - _partial_suffix(text, CALL_OPEN)].rstrip()
+            return text[: len(text) - partial_suffix(text, CALL_OPEN)].rstrip()
         case "tools":
             return ""
         case _:
             assert_never(mode)
 
 
-def _partial_suffix(text: str, marker: str) -> int:
+def partial_suffix(text: str, marker: str) -> int:
     """Length of the longest end of `text` that is a beginning of `marker`."""
     for n in range(min(len(marker) - 1, len(text)), 0, -1):
         if text.endswith(marker[:n]):
