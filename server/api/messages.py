@@ -18,12 +18,17 @@ from server.api.deps import (ClientGone, PipelineDep, caller_of, grammar_headers
                              overdue_check, until_disconnect)
 from server.api.messages_reply import MessageEvents, sse, to_message
 from server.api.messages_wire import (Block, CustomTool, InputMessage, MessagesRequest,
-                                      OtherBlock, ServerTool, TextBlock, ToolChoiceAny,
+                                      OtherBlock, OtherThinking, ServerTool, TextBlock,
+                                      ThinkingDisabled, ThinkingEnabled, ToolChoiceAny,
                                       ToolChoiceAuto, ToolChoiceNone, ToolChoiceTool,
                                       ToolResultBlock, ToolUseBlock)
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.pipeline.stream import ChunkStream
-from server.protocol import ChatCompletionRequest
+from server.protocol import ChatCompletionRequest, StrictCallOptions
+
+# Blocks of an earlier turn's thinking, sent back as returned: dropped, since the prompt is
+# built from earlier turns' text and calls only; each turn's reasoning pass starts afresh.
+_THOUGHTS = ("thinking", "redacted_thinking")
 
 
 async def create_message(body: MessagesRequest, pipeline: PipelineDep, request: Request,
@@ -35,7 +40,8 @@ async def create_message(body: MessagesRequest, pipeline: PipelineDep, request: 
         prep = await pipeline.prepare(chat, caller)
         chunks = ChunkStream(pipeline, prep, include_usage=True,
                              overdue=overdue_check(request))
-        events = MessageEvents(chunks, input_tokens=len(prep.request.prompt_ids))
+        events = MessageEvents(chunks, input_tokens=len(prep.request.prompt_ids),
+                               show_thinking=_shows_thinking(body))
         return StreamingResponse(sse(events, request), media_type="text/event-stream",
                                  headers=grammar_headers(prep.lookup, prep.plan.enforcement))
     try:
@@ -43,7 +49,7 @@ async def create_message(body: MessagesRequest, pipeline: PipelineDep, request: 
     except ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
     response.headers.update(grammar_headers(done.grammar, done.enforcement))
-    return to_message(done.response)
+    return to_message(done.response, show_thinking=_shows_thinking(body))
 
 
 # -- Messages request -> the internal request -------------------------------------------
@@ -54,7 +60,7 @@ def to_chat_request(body: MessagesRequest) -> ChatCompletionRequest:
     chat: dict[str, Any] = {
         "model": body.model, "messages": _chat_messages(body), "max_tokens": body.max_tokens,
         "temperature": body.temperature, "top_p": body.top_p, "stop": body.stop_sequences,
-        "strictcall": body.strictcall, **_chat_tools(body)}
+        "strictcall": _strictcall(body), **_chat_tools(body)}
     try:
         return ChatCompletionRequest.model_validate(chat)
     except ValidationError as exc:  # the wire models should make this unreachable
@@ -63,12 +69,40 @@ def to_chat_request(body: MessagesRequest) -> ChatCompletionRequest:
                              f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
+def _strictcall(body: MessagesRequest) -> StrictCallOptions | None:
+    """The strictcall options with `thinking` as the reasoning budget: enabled, its
+    budget_tokens; disabled, 0 (also where the server thinks by default); adaptive or
+    absent, the server's default. strictcall.reasoning_budget, if sent, wins."""
+    match body.thinking:
+        case ThinkingEnabled(budget_tokens=tokens):
+            budget: int | None = tokens
+        case ThinkingDisabled():
+            budget = 0
+        case _:
+            budget = None
+    options = body.strictcall
+    if budget is None or (options is not None and options.reasoning_budget is not None):
+        return options
+    return (options or StrictCallOptions()).model_copy(update={"reasoning_budget": budget})
+
+
+def _shows_thinking(body: MessagesRequest) -> bool:
+    """display "omitted": the thinking block comes, its text left out."""
+    return getattr(body.thinking, "display", None) != "omitted"
+
+
 def _refuse_unsupported(body: MessagesRequest) -> None:
-    if body.thinking is not None and body.thinking.type != "disabled":
+    thinking = body.thinking
+    if isinstance(thinking, OtherThinking):
         raise UnsupportedFeature(
-            f"thinking type {body.thinking.type!r} is not supported: this server has no "
-            f"reasoning pass yet; send {{\"type\": \"disabled\"}} or leave `thinking` out",
-            param="thinking")
+            f"thinking type {thinking.type!r} is not supported: this server thinks once, "
+            f"before the answer; send \"enabled\" (with budget_tokens), \"adaptive\" or "
+            f"\"disabled\"", param="thinking.type")
+    if isinstance(thinking, ThinkingEnabled) and thinking.budget_tokens >= body.max_tokens:
+        raise InvalidRequest(
+            f"thinking.budget_tokens ({thinking.budget_tokens}) must be less than max_tokens "
+            f"({body.max_tokens}): the thinking counts toward max_tokens; raise max_tokens or "
+            f"lower the budget", param="thinking.budget_tokens")
     if body.top_k is not None:
         raise UnsupportedFeature("top_k is not supported (sampling here takes temperature and "
                                  "top_p); leave it out", param="top_k")
@@ -105,6 +139,8 @@ def _assistant_turn(message: InputMessage, where: str, calls_seen: set[str]) -> 
             calls_seen.add(block.id)
             calls.append({"id": block.id, "type": "function", "function": {
                 "name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
+        elif block.type in _THOUGHTS:
+            continue
         else:
             raise _refused_block(block, f"{where}.content[{j}]", "assistant")
     return {"role": "assistant", "content": "".join(texts) or None, "tool_calls": calls or None}
@@ -153,8 +189,8 @@ def _tool_message(block: ToolResultBlock, where: str, calls_seen: set[str]) -> d
 
 
 def _refused_block(block: Any, where: str, inside: str) -> UnsupportedFeature:
-    allowed = {"assistant": "'text' and 'tool_use'", "user": "'text' and 'tool_result'",
-               "tool_result": "'text'"}[inside]
+    allowed = {"assistant": "'text', 'tool_use' and 'thinking'",
+               "user": "'text' and 'tool_result'", "tool_result": "'text'"}[inside]
     return UnsupportedFeature(
         f"{where}: {block.type!r} blocks are not supported in {inside} content (the served "
         f"model reads text, and this server runs no tools itself); send {allowed} blocks",

@@ -1,6 +1,11 @@
 """The chat pipeline's answer in the Anthropic Messages API's shape: a Message, or the
 stream of events Anthropic's SDK accumulates into one (`message_start`, content blocks with
-`text_delta` / `input_json_delta`, `message_delta`, `message_stop`; `error` mid-stream)."""
+`thinking_delta` / `text_delta` / `input_json_delta`, `message_delta`, `message_stop`;
+`error` mid-stream).
+
+The reasoning pass's text is a `thinking` block first. Its signature is empty, as other
+non-Anthropic servers send it: nothing here could verify one, and thinking blocks sent back
+are dropped (messages.py)."""
 
 from __future__ import annotations
 
@@ -21,9 +26,13 @@ log = logging.getLogger("strictcall.api")
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 
 
-def to_message(completion: ChatCompletion) -> dict[str, Any]:
+def to_message(completion: ChatCompletion, *, show_thinking: bool = True) -> dict[str, Any]:
+    """`show_thinking` False: the thinking block without its text (display "omitted")."""
     choice = completion.choices[0]
     content: list[dict[str, Any]] = []
+    if choice.message.reasoning:
+        content.append({"type": "thinking", "signature": "",
+                        "thinking": choice.message.reasoning if show_thinking else ""})
     if choice.message.content:
         content.append({"type": "text", "text": choice.message.content})
     for call in choice.message.tool_calls or []:
@@ -88,13 +97,16 @@ class MessageEvents:
     contract call's arguments only come once validated and repaired, so its block (and every
     call after it) is held back until the chunks end, then sent whole."""
 
-    def __init__(self, chunks: ChunkStream, *, input_tokens: int) -> None:
+    def __init__(self, chunks: ChunkStream, *, input_tokens: int,
+                 show_thinking: bool = True) -> None:
         self.chunks = chunks
         self.input_tokens = input_tokens
+        self.show_thinking = show_thinking
         self.contracts = set(chunks.prep.plan.contracts)
         self.blocks = 0                  # content blocks started
         self.open: int | None = None     # the block started and not yet stopped
         self.text_open = False           # the open block is a text block
+        self.thinking_open = False       # the open block is the thinking block
         self.calls: dict[int, _Call] = {}  # by the chat call's index
         self.holding = False             # a call is held back: so is every later one
         self.finish: tuple[str, str | None] = ("stop", None)
@@ -126,6 +138,8 @@ class MessageEvents:
         events: list[dict[str, Any]] = []
         for choice in chunk["choices"]:
             delta = choice["delta"]
+            if delta.get("reasoning_content"):
+                events += self._think(delta["reasoning_content"])
             if delta.get("content"):
                 events += self._text(delta["content"])
             for call in delta.get("tool_calls") or []:
@@ -138,6 +152,17 @@ class MessageEvents:
         events = [] if self.text_open else self._start_block({"type": "text", "text": ""})
         self.text_open = True
         return events + [self._delta({"type": "text_delta", "text": text})]
+
+    def _think(self, text: str) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        if not self.thinking_open:
+            # The chat stream's reasoning comes first and whole, before any answer delta.
+            assert self.blocks == 0, "reasoning after the answer began"
+            events = self._start_block({"type": "thinking", "thinking": "", "signature": ""})
+            self.thinking_open = True
+        if self.show_thinking:
+            events.append(self._delta({"type": "thinking_delta", "thinking": text}))
+        return events
 
     def _call(self, delta: dict[str, Any]) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
@@ -180,8 +205,11 @@ class MessageEvents:
     def _stop_block(self) -> list[dict[str, Any]]:
         if self.open is None:
             return []
-        index, self.open, self.text_open = self.open, None, False
-        return [{"type": "content_block_stop", "index": index}]
+        # A thinking block ends with its signature, as Anthropic's do (empty: see above).
+        events = [self._delta({"type": "signature_delta", "signature": ""})] \
+            if self.thinking_open else []
+        index, self.open, self.text_open, self.thinking_open = self.open, None, False, False
+        return events + [{"type": "content_block_stop", "index": index}]
 
     def _delta(self, delta: dict[str, Any], *, index: int | None = None) -> dict[str, Any]:
         return {"type": "content_block_delta",

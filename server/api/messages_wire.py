@@ -1,8 +1,9 @@
 """Anthropic Messages API wire format: the request StrictCall accepts on POST /v1/messages.
 
 Unknown fields are refused by name (a 400). Block and tool types that this server does not
-serve (images, documents, server tools, thinking blocks) parse as `OtherBlock`/`ServerTool`,
-so the translator can refuse them by name and path rather than with a union error."""
+serve (images, documents, server tools) parse as `OtherBlock`/`ServerTool`, so the
+translator can refuse them by name and path rather than with a union error; so do thinking
+blocks of earlier turns, which it drops."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ class ToolUseBlock(_Wire):
 
 
 class OtherBlock(_Open):
-    """image, document, thinking, server tool blocks...: refused by the translator."""
+    """image, document, server tool blocks...: refused by the translator; thinking and
+    redacted_thinking blocks of earlier assistant turns: dropped by it."""
 
     type: str
 
@@ -133,10 +135,33 @@ class ToolChoiceNone(_Wire):
 ToolChoice = _one_of(ToolChoiceAuto, ToolChoiceAny, ToolChoiceTool, ToolChoiceNone)
 
 
-class Thinking(_Open):
-    """Only {"type": "disabled"} is served: there is no reasoning pass yet."""
+# -- thinking: the reasoning pass ------------------------------------------------------
+
+class ThinkingEnabled(_Wire):
+    type: Literal["enabled"]
+    # Anthropic asks for >= 1024; any budget is served here (the pass's own cap: 32768).
+    budget_tokens: int = Field(ge=1, le=32768)
+    # "omitted": the thinking block comes with its text left out.
+    display: Literal["summarized", "omitted"] | None = None
+
+
+class ThinkingAdaptive(_Wire):
+    type: Literal["adaptive"]  # the server's default decides (--reasoning)
+    display: Literal["summarized", "omitted"] | None = None
+
+
+class ThinkingDisabled(_Wire):
+    type: Literal["disabled"]
+
+
+class OtherThinking(_Open):
+    """between_tools, ...: refused by the translator (one reasoning pass, before the
+    answer, is what this server has)."""
 
     type: str
+
+
+Thinking = _one_of(ThinkingEnabled, ThinkingAdaptive, ThinkingDisabled, other=OtherThinking)
 
 
 class MessagesRequest(_Wire):

@@ -64,6 +64,21 @@ def test_create_with_any_tool(claude):
     assert len(assert_valid_calls(message)) == 1
 
 
+def test_create_with_thinking(claude):
+    """thinking enabled runs the reasoning pass: a thinking block first (empty signature),
+    then the tool_use, still valid."""
+    message = claude.messages.create(
+        model=MODEL, max_tokens=200, messages=ASK, tools=[WEATHER, TIME],
+        tool_choice={"type": "any", "disable_parallel_tool_use": True},
+        thinking={"type": "enabled", "budget_tokens": 16})
+    assert_message(message, stop_reasons={"tool_use"})
+    thinking = message.content[0]
+    assert thinking.type == "thinking" and thinking.signature == ""
+    assert thinking.thinking.strip() and "</think>" not in thinking.thinking
+    assert [b.type for b in message.content[1:]] == ["tool_use"]
+    assert len(assert_valid_calls(message)) == 1
+
+
 def test_create_with_auto(claude):
     message = claude.messages.create(model=MODEL, max_tokens=128, messages=ASK,
                                      tools=[WEATHER, TIME])
@@ -111,7 +126,8 @@ def test_tool_result_round_trip(claude):
 
 
 def test_refusal_raises_bad_request(claude):
-    with pytest.raises(anthropic.BadRequestError, match="no reasoning pass") as caught:
+    with pytest.raises(anthropic.BadRequestError,
+                       match="must be less than max_tokens") as caught:
         claude.messages.create(model=MODEL, max_tokens=64, messages=ASK,
                                thinking={"type": "enabled", "budget_tokens": 1024})
     assert caught.value.body["error"]["type"] == "invalid_request_error"

@@ -74,6 +74,23 @@ def test_create_named_tool_choice(client):
     assert [item.name for item in resp.output] == ["get_weather"]
 
 
+def test_create_with_reasoning(client):
+    """reasoning.effort runs the reasoning pass: a reasoning item first (its text as
+    reasoning_text, no summary), then the call, still valid, and the reasoning's tokens."""
+    resp = client.responses.create(model=MODEL, input=ASK, tools=[WEATHER],
+                                   tool_choice="required", parallel_tool_calls=False,
+                                   reasoning={"effort": "minimal", "summary": "auto"})
+    thought, call = resp.output
+    assert thought.type == "reasoning" and thought.id.startswith("rs_")
+    assert thought.summary == [] and thought.content[0].type == "reasoning_text"
+    assert thought.content[0].text.strip() and "</think>" not in thought.content[0].text
+    assert call.type == "function_call" and call.name == "get_weather"
+    jsonschema.validate(json.loads(call.arguments), PARAMETERS)
+    spent = resp.usage.output_tokens_details.reasoning_tokens
+    assert 1 <= spent <= 32 + len("</think>") and spent < resp.usage.output_tokens
+    assert resp.reasoning.effort == "minimal"
+
+
 def test_create_json_schema_text_format(client):
     resp = client.responses.create(
         model=MODEL, input="What is the capital of France?",
@@ -119,8 +136,10 @@ def test_sdk_raises_readable_errors(client):
     with pytest.raises(openai.BadRequestError) as err:
         client.responses.create(model=MODEL, input="hi", previous_response_id="resp_1")
     assert "stateless" in str(err.value) and err.value.param == "previous_response_id"
-    with pytest.raises(openai.BadRequestError, match="no reasoning pass"):
-        client.responses.create(model=MODEL, input="hi", reasoning={"effort": "high"})
+    with pytest.raises(openai.BadRequestError, match="no reasoning summarizer") as err:
+        client.responses.create(model=MODEL, input="hi",
+                                reasoning={"effort": "high", "summary": "detailed"})
+    assert err.value.param == "reasoning.summary"
 
 
 def test_contract_call_is_enforced_or_refused(client):

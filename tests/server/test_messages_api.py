@@ -247,7 +247,10 @@ def test_stop_reasons(finish, stop, expected):
 # -- refusals ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("extra", "says"), [
-    ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "no reasoning pass"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 64}}, "must be less than max_tokens"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 0}}, "greater than or equal to 1"),
+    ({"thinking": {"type": "between_tools"}}, "thinking type 'between_tools'"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 8, "display": "full"}}, "display"),
     ({"top_k": 5}, "top_k"),
     ({"service_tier": "auto"}, "unknown field 'service_tier'"),
     ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]},

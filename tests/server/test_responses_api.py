@@ -10,6 +10,8 @@ from fastapi.testclient import TestClient
 from openai.types.responses import Response
 
 from server.api.app import create_app
+from server.api.responses.request import ResponsesRequest
+from server.api.responses.translate import to_chat
 from server.engines.scripted import ScriptedEngine
 from server.settings import Settings
 from tests.server.test_api import Replies, assert_problem
@@ -210,6 +212,74 @@ def test_contract_call_is_validated_and_repaired(client):
     assert resp.json()["strictcall"]["repaired"] is True
 
 
+# -- the reasoning pass ----------------------------------------------------------------------
+
+# The smollm2 format's reasoning: the prompt opens `<think>`, the model closes it.
+THOUGHT = "Paris is in France."
+
+
+def test_reasoning_comes_as_a_reasoning_item_first(client, replies):
+    replies.text = f"{THOUGHT}</think>\nSunny."
+    resp = respond(client, reasoning={"effort": "low", "summary": "auto"})
+    got = ok(resp)
+    assert [item.type for item in got.output] == ["reasoning", "message"]
+    thought = got.output[0]
+    assert thought.id.startswith("rs_") and thought.status == "completed"
+    assert thought.summary == [] and thought.encrypted_content is None  # no summarizer
+    assert [(c.type, c.text) for c in thought.content] == [("reasoning_text", THOUGHT)]
+    assert got.output_text == "Sunny."
+    spent = got.usage.output_tokens_details.reasoning_tokens
+    assert 0 < spent < got.usage.output_tokens
+    assert (got.reasoning.effort, got.reasoning.summary) == ("low", "auto")
+    assert last_prompt(client).endswith("<think>\n")
+
+
+def test_reasoning_before_a_function_call(client, replies):
+    replies.text = f"{THOUGHT}</think>\n<tool_call>{CALL}"
+    got = ok(respond(client, tools=[WEATHER], tool_choice="required",
+                     reasoning={"effort": "minimal"}))
+    assert [item.type for item in got.output] == ["reasoning", "function_call"]
+    assert got.output[0].content[0].text == THOUGHT
+    assert json.loads(got.output[1].arguments) == {"city": "Paris", "days": 2}
+
+
+def test_no_reasoning_item_without_the_pass(client, replies):
+    got = ok(respond(client, reasoning={"effort": "none"}))
+    assert [item.type for item in got.output] == ["message"]
+    assert got.usage.output_tokens_details.reasoning_tokens == 0
+    assert "<think>" not in last_prompt(client)
+
+
+@pytest.mark.parametrize(("effort", "served"), [
+    ("xhigh", "high"), ("max", "high"), ("minimal", "minimal"), (None, None)])
+def test_effort_maps_to_reasoning_effort(effort, served):
+    req = ResponsesRequest(model="m", input="hi", reasoning={"effort": effort})
+    assert to_chat(req).reasoning_effort == served
+
+
+def test_cut_off_while_thinking(client, replies):
+    replies.text = f"{THOUGHT} And more.</think>\nSunny."
+    got = ok(respond(client, reasoning={"effort": "low"}, max_output_tokens=3))
+    assert got.status == "incomplete"
+    assert [(i.type, i.status) for i in got.output] == [("reasoning", "incomplete"),
+                                                       ("message", "incomplete")]
+    assert got.output_text == ""
+
+
+def test_reasoning_items_sent_back_are_dropped(client, replies):
+    replies.text = "It is sunny."
+    items = [{"role": "user", "content": "Weather in Paris?"},
+             {"type": "reasoning", "id": "rs_1", "summary": [], "status": "completed",
+              "content": [{"type": "reasoning_text", "text": "SECRET THOUGHT"}]},
+             {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+              "arguments": '{"city":"Paris"}'},
+             {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]
+    assert ok(respond(client, input=items, tools=[WEATHER], tool_choice="none")
+              ).output_text == "It is sunny."
+    prompt = last_prompt(client)
+    assert "SECRET" not in prompt and "[result of call call_1] sunny" in prompt
+
+
 # -- refused, by name, before anything is decoded --------------------------------------------
 
 @pytest.mark.parametrize(("body", "param", "says"), [
@@ -218,8 +288,10 @@ def test_contract_call_is_validated_and_repaired(client):
     ({"conversation": "conv_1"}, "conversation", "stateless"),
     ({"background": True}, "background", "stateless"),
     ({"prompt": {"id": "pmpt_1"}}, "prompt", "stored prompt"),
-    ({"reasoning": {"effort": "high"}}, "reasoning", "no reasoning pass"),
-    ({"reasoning": {"summary": "auto"}}, "reasoning", "no reasoning pass"),
+    ({"reasoning": {"summary": "detailed"}}, "reasoning.summary", "no reasoning summarizer"),
+    ({"reasoning": {"generate_summary": "concise"}}, "reasoning.generate_summary",
+     "send 'auto'"),
+    ({"reasoning": {"effort": "turbo"}}, "reasoning.effort", "input should be"),
     ({"include": ["message.output_text.logprobs"]}, "include", "logprobs"),
     ({"top_logprobs": 3}, "top_logprobs", "not supported"),
     ({"text": {"format": {"type": "text"}, "verbosity": "low"}}, "text.verbosity", "verbosity"),
@@ -229,7 +301,8 @@ def test_contract_call_is_validated_and_repaired(client):
     ({"tools": [{**WEATHER, "defer_loading": True}]}, "tools[0].defer_loading", "tool search"),
     ({"tools": [{**WEATHER, "colour": "red"}]}, "tools[0].colour", "unknown field"),
     ({"input": []}, "input", "empty"),
-    ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type", "'reasoning'"),
+    ({"input": [{"type": "reasoning", "summary": [], "colour": 1}]}, "input[0].colour",
+     "unknown field"),
     ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type", "not supported"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
      "input[0].content[0].type", "text only"),
@@ -264,8 +337,8 @@ def test_unknown_model_is_404(client):
     {"store": False, "metadata": {"k": "v"}, "user": "u1", "safety_identifier": "s",
      "prompt_cache_key": "k", "service_tier": "auto", "truncation": "disabled"},
     {"reasoning": {"effort": None}, "include": [], "max_tool_calls": 3, "truncation": "auto"},
-    {"reasoning": {"effort": "none"}, "text": {"format": {"type": "text"},
-                                               "verbosity": "medium"}},
+    {"reasoning": {"effort": "none", "summary": "auto"},
+     "text": {"format": {"type": "text"}, "verbosity": "medium"}},
     {"tools": [{**WEATHER, "output_schema": {"type": "string"},
                 "allowed_callers": ["direct"]}], "tool_choice": "none"},
 ])

@@ -17,7 +17,7 @@ from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
 from server.settings import Settings
 from tests.server.test_api import Replies
-from tests.server.test_responses_api import CALL, NOOP, WEATHER, respond
+from tests.server.test_responses_api import CALL, NOOP, THOUGHT, WEATHER, respond
 
 EVENT = TypeAdapter(ResponseStreamEvent)
 OPEN = ["response.created", "response.in_progress"]
@@ -25,6 +25,9 @@ MESSAGE_ADDED = ["response.output_item.added", "response.content_part.added"]
 MESSAGE_DONE = ["response.output_text.done", "response.content_part.done",
                 "response.output_item.done"]
 CALL_DONE = ["response.function_call_arguments.done", "response.output_item.done"]
+REASONING = ["response.output_item.added", "response.content_part.added",
+             "response.reasoning_text.delta", "response.reasoning_text.done",
+             "response.content_part.done", "response.output_item.done"]
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +191,55 @@ def test_text_then_call_stream(model_dir, replies):
     final = accumulate(events, tools=[WEATHER])
     assert final.output_text == "Checking."
     assert final.output[1].parsed_arguments == {"city": "Oslo"}
+
+
+# -- the reasoning pass ----------------------------------------------------------------------
+
+def test_reasoning_stream(client, replies):
+    replies.text = f"{THOUGHT}</think>\nSunny and warm."
+    events = stream(client, reasoning={"effort": "low"})
+    assert kinds(events) == [*OPEN, *REASONING, *MESSAGE_ADDED, "response.output_text.delta",
+                             *MESSAGE_DONE, "response.completed"]
+    deltas = [e for e in events if e["type"] == "response.reasoning_text.delta"]
+    assert len(deltas) > 1 and "".join(e["delta"] for e in deltas) == THOUGHT
+    assert {(e["output_index"], e["content_index"]) for e in deltas} == {(0, 0)}
+    done = next(e for e in events if e["type"] == "response.reasoning_text.done")
+    assert done["text"] == THOUGHT and done["item_id"].startswith("rs_")
+    final = accumulate(events)
+    thought, message = final.output
+    assert thought.type == "reasoning" and thought.content[0].text == THOUGHT
+    assert thought.status == "completed" and thought.summary == []
+    assert message.content[0].text == "Sunny and warm."
+    assert final.usage.output_tokens_details.reasoning_tokens > 0
+
+
+def test_reasoning_then_function_call_stream(client, replies):
+    replies.text = f"{THOUGHT}</think>\n<tool_call>{CALL}"
+    events = stream(client, tools=[WEATHER], tool_choice="required",
+                    reasoning={"effort": "minimal"})
+    assert kinds(events) == [*OPEN, *REASONING, "response.output_item.added",
+                             "response.function_call_arguments.delta", *CALL_DONE,
+                             "response.completed"]
+    final = accumulate(events, tools=[WEATHER])
+    assert [item.type for item in final.output] == ["reasoning", "function_call"]
+    assert final.output[1].parsed_arguments == {"city": "Paris", "days": 2}
+
+
+def test_stream_cut_off_while_thinking(client, replies):
+    replies.text = f"{THOUGHT}</think>\nSunny."
+    events = stream(client, reasoning={"effort": "low"}, max_output_tokens=3)
+    done = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    assert [(i["type"], i["status"]) for i in done] == [("reasoning", "incomplete"),
+                                                        ("message", "incomplete")]
+    assert events[-1]["type"] == "response.incomplete"
+
+
+def test_server_default_reasoning_and_effort_none(model_dir, replies):
+    """--reasoning on: a request without `reasoning` thinks; effort "none" turns it off."""
+    with _client(model_dir, replies, reasoning=16) as thinking:
+        replies.text = f"{THOUGHT}</think>\nSunny."
+        assert [e["item"]["type"] for e in stream(thinking)
+                if e["type"] == "response.output_item.done"] == ["reasoning", "message"]
+        replies.text = "Sunny."
+        final = accumulate(stream(thinking, reasoning={"effort": "none"}))
+        assert [item.type for item in final.output] == ["message"]

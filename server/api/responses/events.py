@@ -1,11 +1,13 @@
 """Streaming: the chat chunk stream of one request, told as Responses API events.
 
-Content deltas open a `message` item (and its one `output_text` part) and extend it; a call's
-first delta (id and name) closes the message and opens a `function_call` item whose argument
-fragments follow. Each item is closed with its `.done` events once the chat stream finishes,
-then `response.completed` (or `response.incomplete`) carries the whole response. An error
-after the stream started (a contract still broken after repair) ends it with an `error`
-event. Event shapes follow the openai SDK's accumulator (`responses.stream()`)."""
+Reasoning deltas open a `reasoning` item (and its one `reasoning_text` part) and extend it;
+the answer's first delta closes it. Content deltas open a `message` item (and its one
+`output_text` part) and extend it; a call's first delta (id and name) closes the message
+and opens a `function_call` item whose argument fragments follow. Each item is closed with
+its `.done` events once the chat stream finishes, then `response.completed` (or
+`response.incomplete`) carries the whole response. An error after the stream started (a
+contract still broken after repair) ends it with an `error` event. Event shapes follow the
+openai SDK's accumulator (`responses.stream()`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from server.api.responses.output import (FunctionCallOutput, MessageOutput, OutputItem,
-                                         OutputTextPart, ResponseUsage, Status, new_item_id,
+                                         OutputTextPart, ReasoningOutput, ReasoningTextPart,
+                                         ResponseUsage, Status, new_item_id,
                                          new_response_id, now, response_object)
 from server.api.responses.request import ResponsesRequest
 from server.api.responses.translate import with_responses_param
@@ -36,6 +39,7 @@ class ResponseEvents:
         self.created_at = now()
         self.sequence = 0
         self.items: list[OutputItem] = []
+        self.reasoning: ReasoningOutput | None = None  # the open reasoning item
         self.message: MessageOutput | None = None   # the open message item
         self.calls: dict[int, FunctionCallOutput] = {}  # chat tool call index -> its item
         self.finish: str | None = None
@@ -71,6 +75,8 @@ class ResponseEvents:
         events: list[Event] = []
         for choice in chunk["choices"]:
             delta = choice["delta"]
+            if delta.get("reasoning_content"):
+                events += self._think(delta["reasoning_content"])
             if delta.get("content"):
                 events += self._text(delta["content"])
             for call in delta.get("tool_calls") or []:
@@ -87,19 +93,51 @@ class ResponseEvents:
         return events + [self._event("response.output_text.delta", **self._part_of(self.message),
                                      delta=delta, logprobs=[])]
 
+    def _think(self, delta: str) -> list[Event]:
+        events = [] if self.reasoning is not None else self._open_reasoning()
+        assert self.reasoning is not None
+        self.reasoning.content[0].text += delta
+        return events + [self._event("response.reasoning_text.delta",
+                                     **self._part_of(self.reasoning), delta=delta)]
+
+    def _open_reasoning(self) -> list[Event]:
+        # The chat stream's reasoning comes first and whole, before any answer delta.
+        assert not self.items, "reasoning after the answer began"
+        self.reasoning = ReasoningOutput(id=new_item_id("rs"), status="in_progress",
+                                         content=[])
+        added = self._add(self.reasoning)
+        part = ReasoningTextPart(text="")
+        self.reasoning.content.append(part)
+        return [added, self._event("response.content_part.added",
+                                   **self._part_of(self.reasoning), part=part.model_dump())]
+
+    def _close_reasoning(self, status: Status) -> list[Event]:
+        """The reasoning item's `.done` events, once the answer begins (or the stream ends)."""
+        item, self.reasoning = self.reasoning, None
+        if item is None:
+            return []
+        item.status = status
+        where, part = self._part_of(item), item.content[0]
+        return [self._event("response.reasoning_text.done", **where, text=part.text),
+                self._event("response.content_part.done", **where, part=part.model_dump()),
+                self._event("response.output_item.done", output_index=where["output_index"],
+                            item=item.model_dump())]
+
     def _open_message(self) -> list[Event]:
+        events = self._close_reasoning("completed")
         self.message = MessageOutput(id=new_item_id("msg"), status="in_progress", content=[])
         added = self._add(self.message)
         part = OutputTextPart(text="")
         self.message.content.append(part)
-        return [added, self._event("response.content_part.added", **self._part_of(self.message),
-                                   part=part.model_dump())]
+        return events + [added, self._event("response.content_part.added",
+                                            **self._part_of(self.message),
+                                            part=part.model_dump())]
 
     def _call(self, delta: dict[str, Any]) -> list[Event]:
         events: list[Event] = []
         fragment = delta["function"].get("arguments") or ""
-        if "id" in delta:  # a new call: the text before it is complete
-            events += self._close_message("completed")
+        if "id" in delta:  # a new call: the reasoning and text before it are complete
+            events += self._close_reasoning("completed") + self._close_message("completed")
             item = FunctionCallOutput(id=new_item_id("fc"), call_id=delta["id"],
                                       name=delta["function"]["name"], arguments="",
                                       status="in_progress")
@@ -114,8 +152,11 @@ class ResponseEvents:
 
     def _close(self, status: Status) -> list[Event]:
         """The `.done` events of the open items, in output order."""
+        # Reasoning still open: nothing came after it (cut off while thinking).
+        events = self._close_reasoning(status)
         # An empty answer is still a message, as without streaming.
-        events = self._open_message() if not self.items else []
+        if not any(isinstance(i, MessageOutput | FunctionCallOutput) for i in self.items):
+            events += self._open_message()
         for item in self.items:
             if item is self.message:
                 events += self._close_message(status)
@@ -148,9 +189,8 @@ class ResponseEvents:
         return self._event("response.output_item.added", output_index=len(self.items) - 1,
                            item=item.model_dump())
 
-    def _part_of(self, message: MessageOutput) -> dict[str, Any]:
-        return {"item_id": message.id, "output_index": self.items.index(message),
-                "content_index": 0}
+    def _part_of(self, item: MessageOutput | ReasoningOutput) -> dict[str, Any]:
+        return {"item_id": item.id, "output_index": self.items.index(item), "content_index": 0}
 
     def _lifecycle(self, kind: str, *, status: Status = "in_progress") -> Event:
         """The response so far: empty while in progress, whole at the end."""

@@ -1,7 +1,9 @@
 """The Responses API `response` object, and the chat completion -> response translation.
 
 The object echoes the request's settings (tools, tool_choice, text, ...) as OpenAI does;
-`output_text` is not sent: the SDKs compute it from the output items."""
+`output_text` is not sent: the SDKs compute it from the output items. The reasoning pass's
+text is a `reasoning` item first, its text as `reasoning_text` content and no summary, as
+OpenAI's open-weights servers (vLLM, gpt-oss) send it: there is no summarizer here."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from server.api.responses.request import FunctionToolChoice, ResponsesRequest
+from server.api.responses.translate import effort_of
 from server.protocol import ChatCompletion, ResponseMessage, Usage
 
 Status = Literal["in_progress", "completed", "incomplete"]
@@ -41,7 +44,21 @@ class FunctionCallOutput(BaseModel):
     status: Status
 
 
-OutputItem = MessageOutput | FunctionCallOutput
+class ReasoningTextPart(BaseModel):
+    type: Literal["reasoning_text"] = "reasoning_text"
+    text: str
+
+
+class ReasoningOutput(BaseModel):
+    id: str
+    type: Literal["reasoning"] = "reasoning"
+    summary: list[Any] = []  # no summarizer: the text itself is the content
+    content: list[ReasoningTextPart]
+    encrypted_content: None = None
+    status: Status
+
+
+OutputItem = ReasoningOutput | MessageOutput | FunctionCallOutput
 
 
 class ResponseUsage(BaseModel):
@@ -53,8 +70,10 @@ class ResponseUsage(BaseModel):
 
     @classmethod
     def of(cls, usage: Usage) -> ResponseUsage:
+        details = usage.completion_tokens_details
         return cls(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens,
-                   total_tokens=usage.total_tokens)
+                   total_tokens=usage.total_tokens, output_tokens_details={
+                       "reasoning_tokens": details.reasoning_tokens if details else 0})
 
 
 class ResponseObject(BaseModel):
@@ -74,7 +93,7 @@ class ResponseObject(BaseModel):
     temperature: float | None
     top_p: float | None
     max_output_tokens: int | None
-    reasoning: None = None
+    reasoning: dict[str, Any] | None = None
     previous_response_id: None = None
     store: bool = False
     truncation: str = "disabled"
@@ -89,7 +108,7 @@ def new_response_id() -> str:
     return f"resp_{uuid.uuid4().hex}"
 
 
-def new_item_id(kind: Literal["msg", "fc"]) -> str:
+def new_item_id(kind: Literal["msg", "fc", "rs"]) -> str:
     return f"{kind}_{uuid.uuid4().hex}"
 
 
@@ -110,7 +129,16 @@ def response_object(req: ResponsesRequest, *, id: str, created_at: int, model: s
         else choice or "auto",
         parallel_tool_calls=req.parallel_tool_calls is not False, text=text,
         temperature=req.temperature, top_p=req.top_p, max_output_tokens=req.max_output_tokens,
-        metadata=req.metadata or {}, user=req.user, usage=usage, strictcall=extension)
+        reasoning=_reasoning_echo(req), metadata=req.metadata or {}, user=req.user,
+        usage=usage, strictcall=extension)
+
+
+def _reasoning_echo(req: ResponsesRequest) -> dict[str, Any] | None:
+    """The request's reasoning settings as served (an effort above "high" ran as "high")."""
+    if req.reasoning is None:
+        return None
+    return {"effort": effort_of(req.reasoning),
+            "summary": req.reasoning.summary or req.reasoning.generate_summary}
 
 
 def from_completion(completion: ChatCompletion, req: ResponsesRequest) -> ResponseObject:
@@ -123,8 +151,14 @@ def from_completion(completion: ChatCompletion, req: ResponsesRequest) -> Respon
 
 
 def output_of(message: ResponseMessage, status: Status) -> list[OutputItem]:
-    """A message item for the text (if any), then one function_call item per call."""
+    """A reasoning item for the reasoning (if any), a message item for the text (if any),
+    then one function_call item per call."""
     items: list[OutputItem] = []
+    if message.reasoning:
+        # Cut off while thinking (nothing after it): the reasoning is what is incomplete.
+        answered = bool(message.content or message.tool_calls)
+        items.append(reasoning_item(message.reasoning,
+                                    "completed" if answered else status))
     if message.content or (message.content is not None and not message.tool_calls):
         items.append(MessageOutput(id=new_item_id("msg"), status=status,
                                    content=[OutputTextPart(text=message.content)]))
@@ -133,6 +167,11 @@ def output_of(message: ResponseMessage, status: Status) -> list[OutputItem]:
                                         name=call.function.name,
                                         arguments=call.function.arguments, status="completed"))
     return items
+
+
+def reasoning_item(text: str, status: Status) -> ReasoningOutput:
+    return ReasoningOutput(id=new_item_id("rs"), status=status,
+                           content=[ReasoningTextPart(text=text)])
 
 
 def now() -> int:

@@ -104,16 +104,31 @@ class FunctionCallOutputItem(_Wire):
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
+class ReasoningItem(_Wire):
+    """An earlier turn's reasoning, sent back as it was returned (clients that keep the
+    context pass the whole output on). Accepted and dropped: the prompt is built from
+    earlier turns' text and calls only; each turn's reasoning pass starts afresh."""
+
+    type: Literal["reasoning"]
+    summary: list[Any] = []
+    content: list[Any] | None = None
+    encrypted_content: str | None = None
+    id: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
 class UnsupportedItem(_Foreign):
-    """reasoning, item_reference, built-in tool calls and their outputs."""
+    """item_reference, built-in tool calls and their outputs."""
 
 
 InputItem = Annotated[
     Annotated[MessageItem, Tag("type=message")]
     | Annotated[FunctionCallItem, Tag("type=function_call")]
     | Annotated[FunctionCallOutputItem, Tag("type=function_call_output")]
+    | Annotated[ReasoningItem, Tag("type=reasoning")]
     | Annotated[UnsupportedItem, Tag("type=unsupported")],
-    _by_type(("message", "function_call", "function_call_output"), untyped="message")]
+    _by_type(("message", "function_call", "function_call_output", "reasoning"),
+             untyped="message")]
 
 
 # -- tools, tool_choice, text format ---------------------------------------------------------
@@ -171,10 +186,18 @@ class TextConfig(_Wire):
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
+# The openai SDK's ReasoningEffort. "xhigh" and "max" are served as "high", the largest
+# budget here (reasoning.EFFORT_BUDGETS).
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+Summary = Literal["auto", "concise", "detailed"]
+
+
 class ReasoningConfig(_Wire):
-    effort: str | None = None
-    summary: str | None = None
-    generate_summary: str | None = None
+    effort: ReasoningEffort | None = None
+    # There is no summarizer: "auto" is served as no summary (the reasoning itself comes as
+    # the reasoning item's content); "concise" and "detailed" are refused (translate.py).
+    summary: Summary | None = None
+    generate_summary: Summary | None = None  # the deprecated spelling of `summary`
 
 
 class StreamOptions(_Wire):
@@ -196,8 +219,8 @@ class ResponsesRequest(_Wire):
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     stream: bool | None = None
     stream_options: StreamOptions | None = None
-    # Refused with a 400 that names them when set in a way that matters (see translate.py).
     reasoning: ReasoningConfig | None = None
+    # Refused with a 400 that names them when set in a way that matters (see translate.py).
     store: bool | None = None
     previous_response_id: str | None = None
     conversation: str | dict[str, Any] | None = None

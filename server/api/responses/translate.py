@@ -1,8 +1,8 @@
 """A Responses request -> the internal chat request the pipeline serves.
 
 Everything the Responses API asks for that has a chat equivalent is translated; what would
-change the output and has none here (storage, reasoning, hosted tools, images) is refused
-by name with a 400, before anything is decoded."""
+change the output and has none here (storage, reasoning summaries, hosted tools, images) is
+refused by name with a 400, before anything is decoded."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from typing import Any, Literal
 
 from server.api.responses.request import (ContentPart, FunctionCallItem,
                                           FunctionCallOutputItem, FunctionTool,
-                                          FunctionToolChoice, InputItem, MessageItem, Refusal,
+                                          FunctionToolChoice, InputItem, MessageItem,
+                                          ReasoningConfig, ReasoningItem, Refusal,
                                           ResponsesRequest, TextFormatJsonObject,
                                           TextFormatJsonSchema, UnsupportedItem,
                                           UnsupportedPart, UnsupportedTool)
 from server.errors import InvalidRequest, ServiceError, UnsupportedFeature
+from server.formats.reasoning import Effort
 from server.protocol import (AssistantMessage, ChatCompletionRequest, FunctionCall,
                              FunctionDef, JsonSchemaFormat, Message, NamedFunction,
                              NamedToolChoice, ResponseFormat, ResponseFormatJsonObject,
@@ -54,19 +56,29 @@ def to_chat(req: ResponsesRequest) -> ChatCompletionRequest:
         tool_choice=_tool_choice(req.tool_choice), parallel_tool_calls=req.parallel_tool_calls,
         response_format=_response_format(text), max_tokens=req.max_output_tokens,
         temperature=req.temperature, top_p=req.top_p, user=req.user, metadata=req.metadata,
-        strictcall=req.strictcall)
+        reasoning_effort=effort_of(req.reasoning), strictcall=req.strictcall)
+
+
+def effort_of(reasoning: ReasoningConfig | None) -> Effort | None:
+    """The chat reasoning_effort for `reasoning.effort` (None: the server's default).
+    Efforts above "high" get the largest budget there is, "high"'s."""
+    effort = reasoning.effort if reasoning is not None else None
+    if effort == "xhigh" or effort == "max":
+        return "high"
+    return effort
 
 
 def _refuse_unsupported(req: ResponsesRequest) -> None:
     for name, matters, fix in _REFUSED:
         if matters(getattr(req, name)):
             raise UnsupportedFeature(f"{name} is not supported; {fix}", param=name)
-    reasoning = req.reasoning
-    if reasoning is not None and (reasoning.effort not in (None, "none") or reasoning.summary
-                                  or reasoning.generate_summary):
-        raise UnsupportedFeature(
-            "reasoning is not supported yet: this server has no reasoning pass; leave "
-            "`reasoning` out or send effort null or 'none'", param="reasoning")
+    for name in ("summary", "generate_summary"):
+        if getattr(req.reasoning, name, None) not in (None, "auto"):
+            raise UnsupportedFeature(
+                f"reasoning.{name} {getattr(req.reasoning, name)!r} is not supported: this "
+                "server has no reasoning summarizer; the reasoning itself comes whole as the "
+                "reasoning item's content (reasoning_text). Send 'auto' or leave it out",
+                param=f"reasoning.{name}")
     if "message.output_text.logprobs" in (req.include or []):
         raise UnsupportedFeature("logprobs are not supported; remove "
                                  "'message.output_text.logprobs' from include", param="include")
@@ -107,10 +119,12 @@ def _append_item(messages: list[Message], item: InputItem, *, where: str) -> Non
     elif isinstance(item, FunctionCallOutputItem):
         messages.append(ToolMessage(role="tool", tool_call_id=item.call_id,
                                     content=_text(item.output, where=f"{where}.output")))
+    elif isinstance(item, ReasoningItem):
+        pass  # earlier reasoning is not shown to the model again (request.ReasoningItem)
     elif isinstance(item, UnsupportedItem):
         raise UnsupportedFeature(
-            f"input item type {item.type!r} is not supported; send message, function_call "
-            "and function_call_output items", param=f"{where}.type")
+            f"input item type {item.type!r} is not supported; send message, function_call, "
+            "function_call_output and reasoning items", param=f"{where}.type")
     else:  # pragma: no cover - the discriminator admits nothing else
         raise AssertionError(item)
 
