@@ -71,4 +71,5 @@ def build_engine(settings: Settings) -> Engine:
     return TorchEngine(model_dir, device=settings.device, threads=settings.threads,
                        max_batch=settings.max_batch,
                        model_name=settings.served_model_name or model_dir.name,
-                       grammar_backend=settings.grammar_backend)
+                       grammar_backend=settings.grammar_backend,
+                       step_timeout_s=settings.step_timeout_s)
