@@ -12,12 +12,12 @@ standard library only, never `server` or `grammars`.
 
 from contracts.contract import (Contract, ContractError, MissingRuntimeValue, Outcome,
                                 allowed_values, contract_of, tool)
-from contracts.markers import FromHeader, Generated, RuntimeSource
+from contracts.markers import FromHeader, Generated, Redact, RuntimeSource
 from contracts.registry import ContractRegistry
 from contracts.violations import Violated, Violation, ViolationCode
 
 __all__ = [
     "Contract", "ContractError", "ContractRegistry", "FromHeader", "Generated",
-    "MissingRuntimeValue", "Outcome", "RuntimeSource", "Violated", "Violation",
+    "MissingRuntimeValue", "Outcome", "Redact", "RuntimeSource", "Violated", "Violation",
     "ViolationCode", "allowed_values", "contract_of", "tool",
 ]

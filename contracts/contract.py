@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
 from contracts.markers import FromHeader, Generated, RuntimeSource
+from contracts.redaction import redact, redacted_paths
 from contracts.violations import Violated, Violation, code_for
 
 M = TypeVar("M", bound=type[BaseModel])
@@ -60,6 +61,13 @@ class Contract:
     # Tokens of free reasoning before a call to this tool, when the request does not say
     # (0: the server's default). For tools whose arguments take thought.
     reasoning: int = 0
+    # Paths of `Redact` fields (contracts.redaction): hidden in the audit log only.
+    redacted: tuple[str, ...] = ()
+
+    def redact(self, value: Any, *, at: str = "") -> Any:
+        """`value` (at pointer `at` of this tool's arguments) as an audit record shows it:
+        what sits under a `Redact` field is "[redacted]"."""
+        return redact(value, self.redacted, at=at)
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of what the model writes: runtime-sourced fields are left out.
@@ -137,7 +145,8 @@ def tool(*, name: str, description: str, reasoning: int = 0) -> Callable[[M], M]
                    for meta in info.metadata if isinstance(meta, (FromHeader, Generated))}
         if reasoning < 0:
             raise ContractError(f"@tool({name!r}): reasoning is a token budget, >= 0")
-        setattr(model, _ATTR, Contract(name, description, model, runtime, reasoning))
+        setattr(model, _ATTR, Contract(name, description, model, runtime, reasoning,
+                                       redacted_paths(model)))
         return model
 
     return wrap

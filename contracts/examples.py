@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
     model_validator
 
 from contracts.contract import tool
-from contracts.markers import FromHeader, Generated
+from contracts.markers import FromHeader, Generated, Redact
 from contracts.violations import Violated
 
 # Reference data for reissue_card: the branches of each city.
@@ -41,8 +41,9 @@ def _digits(value: Any) -> Any:
 @tool(name="open_dispute", description="Open a dispute about a card operation the customer "
       "does not recognise or that went wrong.")
 class OpenDispute(_Contract):
-    card_last4: Annotated[str, Field(pattern=r"^[0-9]{4}$",
-                                     description="Last four digits of the card")]
+    # Card digits stay out of the audit log (it shows "[redacted]").
+    card_last4: Annotated[str, Redact(), Field(pattern=r"^[0-9]{4}$",
+                                               description="Last four digits of the card")]
     operation_date: Annotated[dt.date | RelativeDay, Field(
         description="Date of the operation: YYYY-MM-DD, or today / yesterday")]
     amount: Annotated[str, Field(pattern=r"^[0-9]{1,9}(\.[0-9]{1,2})?$",

@@ -62,3 +62,11 @@ class Generated:
 
 
 RuntimeSource = FromHeader | Generated
+
+
+@dataclass(frozen=True)
+class Redact:
+    """A field whose value the audit log never shows: `Annotated[str, Redact()]`. The
+    model, the validators and the client see it as usual; the audit record has
+    "[redacted]" in its place (in the arguments and in any violation that shows it), so an
+    audit file can be kept and read more widely than the data it describes."""

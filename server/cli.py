@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -132,6 +133,24 @@ def _limit_arguments(serve: argparse.ArgumentParser) -> None:
                              "(default 32)")
     access.add_argument("--shutdown-grace-s", dest="shutdown_grace_s", type=float,
                         help="after SIGTERM, in-flight requests get this long (default 30)")
+    access.add_argument("--requests-per-minute", dest="requests_per_minute", type=int,
+                        help="with --api-keys, each key's requests per minute unless its "
+                             "entry sets its own; more is a 429 (default: no limit)")
+    access.add_argument("--tokens-per-minute", dest="tokens_per_minute", type=int,
+                        help="with --api-keys, each key's prompt+completion tokens per "
+                             "minute unless its entry sets its own (default: no limit)")
+    access.add_argument("--step-timeout-s", dest="step_timeout_s", type=float,
+                        help="torch engine watchdog: a decode step running longer fails "
+                             "its requests (503) and marks /health degraded (default 60)")
+    records = serve.add_argument_group("records")
+    records.add_argument("--log-format", dest="log_format", choices=["text", "json"],
+                         help="text (default) or one JSON object per line")
+    records.add_argument("--audit-log", dest="audit_log", type=Path, metavar="FILE",
+                         help="write one JSON line per tool-call decision to FILE")
+    records.add_argument("--audit-log-max-bytes", dest="audit_log_max_bytes", type=int,
+                         help="rotate the audit log at this size (default 64 MiB)")
+    records.add_argument("--audit-log-backups", dest="audit_log_backups", type=int,
+                         help="rotated audit files kept: FILE.1 ... FILE.N (default 5)")
 
 
 def _settings(args: argparse.Namespace, names: tuple[str, ...]) -> Settings:
@@ -176,11 +195,12 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from contracts import ContractError
-    from server.api.app import create_app, load_contracts
+    from server.api.app import create_app, load_contracts, open_audit_log
     from server.api.gate import RequestIdFilter
     from server.api.serving import serve
     from server.engines.factory import EngineConfigError, build_engine, check_config
     from server.identity import KeyFileError, KeyRing
+    from server.records import configure_logging
 
     names = tuple(n for n in Settings.model_fields if hasattr(args, n))
     try:
@@ -193,16 +213,35 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
     except (EngineConfigError, ContractError, KeyFileError) as exc:
         return _fail(str(exc))
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s [%(request_id)s]: "
-                               "%(message)s")
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RequestIdFilter())
+    try:
+        audit = open_audit_log(settings) if settings.audit_log is not None else None
+    except OSError as exc:  # its folder cannot be made, or the file cannot be written
+        return _fail(f"cannot open the audit log {str(settings.audit_log)!r}: "
+                     f"{exc.strerror or exc}")
+    configure_logging(args.log_level, settings.log_format, RequestIdFilter())
+    if settings.log_format == "json":
+        _libraries_log_through_root()
+    log = logging.getLogger("strictcall.api")
     if keys is not None:
-        logging.getLogger("strictcall.api").info("API keys on: %d key(s)", len(keys))
-    serve(create_app(settings, build_engine, registry, keys=keys), settings,
+        log.info("API keys on: %d key(s)", len(keys))
+    elif settings.requests_per_minute or settings.tokens_per_minute:
+        log.warning("rate limits are per API key: without --api-keys they do not apply")
+    if audit is not None:
+        log.info("audit log: %s", settings.audit_log)
+    serve(create_app(settings, build_engine, registry, keys=keys, audit=audit), settings,
           log_level=args.log_level)
     return 0
+
+
+def _libraries_log_through_root() -> None:
+    """With JSON logs every line must be JSON: transformers' own stderr handler and its
+    progress bars (loading weights) would write plain text between them."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.disable_default_handler()
+    hf_logging.enable_propagation()
 
 
 def _fail(message: str) -> int:

@@ -130,6 +130,18 @@ class Overloaded(ServiceError):
         "rate_limit_error", True
 
 
+class RateLimited(ServiceError):
+    """An API key over its requests or tokens per minute (server/ratelimit.py): the same
+    shape as `Overloaded`, with the wait its bucket needs to refill."""
+
+    status, slug, title, openai_type, retryable = 429, "rate-limited", "Rate limit exceeded", \
+        "rate_limit_error", True
+
+    def __init__(self, detail: str, *, retry_after_s: int, **kwargs) -> None:
+        super().__init__(detail, code="rate_limit_exceeded", **kwargs)
+        self.retry_after_s = retry_after_s
+
+
 class Unavailable(ServiceError):
     """The engine is down, or the server is shutting down: another replica (or this one,
     later) can answer."""

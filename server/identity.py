@@ -8,6 +8,8 @@ The key file is YAML (JSON is YAML too):
         name: billing-agent                   #   "sha256:<64 hex digits>" of the key
         tenant: acme
         roles: [chat]
+        requests_per_minute: 60               # optional rate limits (server/ratelimit.py):
+        tokens_per_minute: 20000              #   absent: the server's default; 0: none
 
 Only sha256 digests are kept in memory. A presented key is hashed and compared with every
 known digest by `hmac.compare_digest`, so neither a byte-by-byte nor an early-exit timing
@@ -42,6 +44,9 @@ class Identity:
     name: str
     tenant: str | None
     roles: tuple[Role, ...]
+    # The key's own rate limits; None: the server's default, 0: no limit for this key.
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
 
     def may(self, right: Right) -> bool:
         return any(right in ROLE_RIGHTS[role] for role in self.roles)
@@ -62,6 +67,7 @@ class Caller:
 
     headers: dict[str, str]
     identity: Identity | None = None
+    request_id: str | None = None  # for the records (audit log) of what the request did
 
 
 class _KeyEntry(BaseModel):
@@ -70,6 +76,8 @@ class _KeyEntry(BaseModel):
     name: str = Field(min_length=1)
     tenant: str | None = None
     roles: list[Role] = Field(default_factory=lambda: ["chat"])
+    requests_per_minute: int | None = Field(None, ge=0)
+    tokens_per_minute: int | None = Field(None, ge=0)
 
     @field_validator("key")
     @classmethod
@@ -108,7 +116,8 @@ class KeyRing:
             first = exc.errors()[0]  # never echo the input: it may be a key
             where = ".".join(map(str, first["loc"])) or "the file"
             raise KeyFileError(f"the API key file {str(path)!r}: {where}: {first['msg']} "
-                               "(expected {keys: [{key, name, tenant, roles}]})") from None
+                               "(expected {keys: [{key, name, tenant, roles, "
+                               "requests_per_minute, tokens_per_minute}]})") from None
         return cls.of(parsed.keys)
 
     @classmethod
@@ -121,7 +130,9 @@ class KeyRing:
                 raise KeyFileError(f"API key {entry.name!r} is listed twice (by name or key)")
             names.add(entry.name)
             digests.add(digest)
-            ring.append((digest, Identity(entry.name, entry.tenant, tuple(entry.roles))))
+            ring.append((digest, Identity(entry.name, entry.tenant, tuple(entry.roles),
+                                          entry.requests_per_minute,
+                                          entry.tokens_per_minute)))
         return cls(ring)
 
     def identify(self, presented: str) -> Identity | None:

@@ -98,6 +98,19 @@ class _Settings(BaseSettings):
     max_queued: int = Field(32, ge=0)
     # After SIGTERM: new requests get 503; in-flight ones have this long to finish.
     shutdown_grace_s: float = Field(30.0, ge=0, le=3600)
+    # Per-key rate limits (server/ratelimit.py), for keys whose entry sets none; None: no
+    # limit. Only with API keys: without them there is no one to count against.
+    requests_per_minute: int | None = Field(None, ge=1)
+    tokens_per_minute: int | None = Field(None, ge=1)
+    # Torch engine watchdog: one prefill or decode step running longer than this fails the
+    # requests it holds (503) and /health reports the engine unhealthy until it returns.
+    step_timeout_s: float = Field(60.0, gt=0, le=3600)
+    # Records: log lines as text or one JSON object per line; an audit log (JSONL) of every
+    # tool-call decision, rotated at a size, keeping that many older files.
+    log_format: Literal["text", "json"] = "text"
+    audit_log: Path | None = None
+    audit_log_max_bytes: int = Field(64 * 2**20, ge=1024)
+    audit_log_backups: int = Field(5, ge=0, le=1000)
 
     @property
     def policies(self) -> dict[str, Any]:

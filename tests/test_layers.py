@@ -31,6 +31,8 @@ FORBIDDEN = {
     "server/metrics.py": (*_LOWER_SERVER, "bench"),
     "server/model_store.py": (*_LOWER_SERVER, "bench"),
     "server/process.py": (*_LOWER_SERVER, "bench"),
+    "server/ratelimit.py": (*_LOWER_SERVER, "bench"),
+    "server/records.py": (*_LOWER_SERVER, "bench"),
     "server/cli.py": ("bench",),
     "server/eval": (*_LOWER_SERVER, "bench"),  # a client of any server: no server parts
     "bench": (),  # may import anything

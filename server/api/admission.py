@@ -18,10 +18,12 @@ class Admission:
         self._engine = engine
 
     def enter(self) -> None:
-        """Take a place, or raise: 503 when the engine is down, 429 when every place is
-        taken. Each successful `enter` is paired with one `leave`."""
+        """Take a place, or raise: 503 when the engine is down (or a step hung: its
+        watchdog says so through `alive`), 429 when every place is taken. Each successful
+        `enter` is paired with one `leave`."""
         if not self._engine.alive():
-            raise Unavailable("the engine is not running; retry later or on another replica")
+            why = self._engine.problem() or "the engine is not running"
+            raise Unavailable(f"{why}; retry later or on another replica")
         if self.inside >= self.capacity:
             raise Overloaded(f"all {self.capacity} request places are taken (decoding or "
                              "queued); retry after the Retry-After delay")

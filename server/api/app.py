@@ -34,6 +34,8 @@ from server.pipeline.chat import ChatPipeline, contract_runtime
 from server.pipeline.decode import compiled
 from server.pipeline.plan import plan_schema
 from server.pipeline.stream import ChunkStream
+from server.ratelimit import RateLimiter
+from server.records import AuditLog
 from server.protocol import ChatCompletionRequest
 from server.settings import Settings
 
@@ -47,6 +49,13 @@ def load_contracts(targets: list[str]) -> ContractRegistry:
     for target in targets:
         registry.load(target)
     return registry
+
+
+def open_audit_log(settings: Settings) -> AuditLog:
+    """The audit log the settings ask for (raises OSError when it cannot be opened)."""
+    assert settings.audit_log is not None
+    return AuditLog(settings.audit_log, max_bytes=settings.audit_log_max_bytes,
+                    backups=settings.audit_log_backups)
 
 
 def warm(cache: GrammarCache, registry: ContractRegistry, policy: GrammarPolicy, *,
@@ -67,12 +76,19 @@ def warm(cache: GrammarCache, registry: ContractRegistry, policy: GrammarPolicy,
 
 def create_app(settings: Settings, engine_factory: EngineFactory,
                registry: ContractRegistry | None = None, *,
-               keys: KeyRing | None = None) -> FastAPI:
+               keys: KeyRing | None = None, audit: AuditLog | None = None) -> FastAPI:
     """`keys`: the API keys (default: loaded from settings.api_keys_file, if set; raises
-    server.identity.KeyFileError with one line)."""
+    server.identity.KeyFileError with one line). `audit`: the audit log (default: opened
+    at settings.audit_log, if set; raises OSError)."""
     registry = registry or load_contracts(settings.contracts)
     if keys is None and settings.api_keys_file is not None:
         keys = KeyRing.load(settings.api_keys_file)
+    if audit is None and settings.audit_log is not None:
+        audit = open_audit_log(settings)
+    # Rate limits count per key: without keys there is no one to count against.
+    rate_limits = RateLimiter(requests_per_minute=settings.requests_per_minute,
+                              tokens_per_minute=settings.tokens_per_minute) \
+        if keys is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -97,7 +113,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
                                                max_calls=settings.max_calls)
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
         app.state.pipeline = ChatPipeline(engine, cache, settings, policy=policy,
-                                          registry=registry, metrics=metrics, fmt=fmt)
+                                          registry=registry, metrics=metrics, fmt=fmt,
+                                          rate_limits=rate_limits, audit=audit)
         app.state.admission = Admission(settings.max_batch + settings.max_queued,
                                         engine=engine)
         app.state.started = time.time()
@@ -106,9 +123,12 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         finally:
             cache.close()
             engine.close()
+            if audit is not None:
+                audit.close()
 
     app = FastAPI(title="StrictCall", lifespan=lifespan)
     app.state.shutdown_deadline = None  # set on SIGTERM (server/api/serving.py)
+    app.state.rate_limits = rate_limits  # the gate admits, the pipeline charges tokens
     # Inside the timer, so refusals are counted and timed too.
     app.add_middleware(Gate, keys=keys, metrics_auth=settings.metrics_auth,
                        max_body_bytes=settings.max_body_bytes)
@@ -126,9 +146,17 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     return app
 
 
-async def health(pipeline: PipelineDep) -> dict:
+async def health(pipeline: PipelineDep, response: Response) -> dict:
+    """200 "ok"; 503 "degraded" (with `problem`) while the engine cannot serve: stopped, or
+    a step hung past the watchdog. Readiness, for a load balancer: the process is up, but
+    send no requests here until it says "ok" again."""
     stats = pipeline.cache.stats()
-    return {"status": "ok", "model": pipeline.model_name, "engine": pipeline.engine.stats(),
+    problem = pipeline.engine.problem()
+    if problem is not None:
+        response.status_code = 503
+    return {"status": "ok" if problem is None else "degraded",
+            **({"problem": problem} if problem is not None else {}),
+            "model": pipeline.model_name, "engine": pipeline.engine.stats(),
             "grammar_cache": dataclasses.asdict(stats)}
 
 

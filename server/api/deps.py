@@ -45,8 +45,10 @@ def _latin1(text: str) -> str:
 
 
 def caller_of(request: Request) -> Caller:
-    """Headers, and the identity the gate authenticated (None when keys are off)."""
-    return Caller(dict(request.headers), getattr(request.state, "identity", None))
+    """Headers, the identity the gate authenticated (None when keys are off), and the
+    request id."""
+    return Caller(dict(request.headers), getattr(request.state, "identity", None),
+                  getattr(request.state, "request_id", None))
 
 
 # A request still running this long before the shutdown grace ends is answered 503 then,

@@ -2,9 +2,9 @@
 
 In order: a request id (the client's `X-Request-Id`, or a new one) echoed on the response
 and put on every log line of the request; 503 while the server shuts down; the API key
-(401 / 403) when keys are on; the body, read up to its size limit (413) and checked for
-lone surrogates (400); a place among the generation requests (429, or 503 when the engine
-is down). Refusals are rendered by the one renderer (server/api/errors.py)."""
+(401 / 403) when keys are on, and the key's rate limit (429); the body, read up to its size
+limit (413) and checked for lone surrogates (400); a place among the generation requests
+(429, or 503 when the engine is down). Refusals are rendered by the one renderer (server/api/errors.py)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,11 @@ class Gate:
             if getattr(scope["app"].state, "shutdown_deadline", None) is not None:
                 raise Unavailable("the server is shutting down; retry (another replica, or "
                                   "this one once restarted, can answer)")
-            scope["state"]["identity"] = self._identify(scope)
+            identity = scope["state"]["identity"] = self._identify(scope)
+            limiter = getattr(scope["app"].state, "rate_limits", None)
+            if identity is not None and limiter is not None and \
+                    _right_for(scope["path"], metrics_auth=self.metrics_auth) == "chat":
+                limiter.admit(identity)  # before the body: a refused client sends no more
             body = await self._body(scope, receive)
             if body is None:
                 return  # the client left while sending

@@ -99,6 +99,10 @@ class Engine(abc.ABC):
         then refused with a 503 instead of waiting for it."""
         return True
 
+    def problem(self) -> str | None:
+        """Why the engine cannot serve now, in words for /health; None when it can."""
+        return None if self.alive() else "the engine is not running"
+
     def stats(self) -> dict[str, int]:
         """Counters for /health; engines without any return nothing."""
         return {}

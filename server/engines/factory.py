@@ -78,4 +78,5 @@ def build_engine(settings: Settings) -> Engine:
                        max_batch=settings.max_batch,
                        model_name=settings.served_model_name or model_dir.name,
                        grammar_backend=BRIDGE if settings.cold_compile == "bridge"
-                       else settings.grammar_backend)
+                       else settings.grammar_backend,
+                       step_timeout_s=settings.step_timeout_s)

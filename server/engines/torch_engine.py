@@ -2,7 +2,9 @@
 
 One worker thread owns the model. Requests queue up; each is prefilled alone, then joins the
 running batch, and every decode step advances all of them at once, with one grammar bitmask
-row per constrained request."""
+row per constrained request. A watchdog (engines/watchdog.py) times every step: one that
+runs past `step_timeout_s` fails the requests it holds with a 503 and marks the engine
+unhealthy until it returns; whatever it then returns for them is discarded."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from server.engines import rules
 from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
 from server.engines.kv_batch import KvBatch
 from server.engines.sampling import choose_token, make_generator
+from server.engines.watchdog import StepWatchdog
+from server.errors import EngineFailure
 
 log = logging.getLogger("strictcall.engine")
 
@@ -45,7 +49,7 @@ class TorchEngine(Engine):
     steers = True
     def __init__(self, model_dir: Path, *, device: str = "auto", threads: int = 1,
                  max_batch: int = 8, model_name: str | None = None,
-                 grammar_backend: str = "xgrammar") -> None:
+                 grammar_backend: str = "xgrammar", step_timeout_s: float = 60.0) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = _pick_device(device)
@@ -71,7 +75,10 @@ class TorchEngine(Engine):
         self._bitmask = self.grammar_backend.allocate_bitmask(max_batch)
         # prefills: one per request, reasoning pass or not (it continues in the same cache).
         self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0, "prefills": 0,
-                        "prefill_tokens": 0}
+                        "prefill_tokens": 0, "hung_steps": 0, "failed_by_watchdog": 0}
+        self._inflight: list[_Sequence] = []  # what the step now running holds
+        self._watchdog = StepWatchdog(step_timeout_s, on_hang=self._on_hang,
+                                      on_recover=self._on_recover)
         self._thread = threading.Thread(target=self._run, name="torch-engine", daemon=True)
         self._thread.start()
 
@@ -88,7 +95,14 @@ class TorchEngine(Engine):
         return await asyncio.wrap_future(future)
 
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread.is_alive() and self._watchdog.hung_for is None
+
+    def problem(self) -> str | None:
+        hung = self._watchdog.hung_for
+        if hung is not None:
+            return (f"an engine step has run for {hung:.0f} s, past the "
+                    f"{self._watchdog.timeout_s:g} s watchdog")
+        return super().problem()
 
     def stats(self) -> dict[str, int]:
         # Finished rows leave the batch at the end of their step: not counted as running.
@@ -98,6 +112,43 @@ class TorchEngine(Engine):
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join(timeout=10)
+        self._watchdog.close()
+
+    # -- watchdog (its monitor thread, and the worker when a hung step returns) --------
+    def _on_hang(self, elapsed: float, first: bool) -> None:
+        failure = EngineFailure(
+            f"an engine step ran past the {self._watchdog.timeout_s:g} s watchdog; the "
+            "request was failed and the engine is reported unhealthy until the step "
+            "returns; retry (another replica can answer)")
+        if first:
+            self._counts["hung_steps"] += 1
+            log.error("an engine step has run %.1f s (watchdog: %g s): failing its %d "
+                      "request(s); /health reports degraded until it returns", elapsed,
+                      self._watchdog.timeout_s, len(self._inflight))
+            for seq in self._inflight:
+                self._fail_watched(seq, failure)
+        # New work would wait behind the hung step: failed too (admission refuses more).
+        closing = False
+        while True:
+            try:
+                seq = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if seq is None:
+                closing = True
+            else:
+                self._fail_watched(seq, failure)
+        if closing:
+            self._queue.put(None)
+
+    def _fail_watched(self, seq: _Sequence, failure: EngineFailure) -> None:
+        if not seq.future.done():
+            self._counts["failed_by_watchdog"] += 1
+        _settle(seq.future, exc=failure)
+
+    def _on_recover(self, took: float) -> None:
+        log.warning("the hung engine step returned after %.1f s; its requests had been "
+                    "failed, their results are discarded; serving again", took)
 
     # -- worker thread ----------------------------------------------------------------
     def _run(self) -> None:
@@ -107,7 +158,8 @@ class TorchEngine(Engine):
             if not self._rows:
                 continue
             try:
-                self._decode_step()
+                with self._watched(self._rows):
+                    self._decode_step()
             except Exception as exc:  # noqa: BLE001 - fail the batch, keep serving
                 log.exception("decode step failed")
                 self._fail_all(exc)
@@ -126,11 +178,16 @@ class TorchEngine(Engine):
                 self._counts["cancelled"] += 1
                 continue
             try:
-                self._prefill(seq)
+                with self._watched([seq, *self._rows]):  # the batch waits on it too
+                    self._prefill(seq)
             except Exception as exc:  # noqa: BLE001
                 log.exception("prefill failed")
                 _settle(seq.future, exc=exc)
         return True
+
+    def _watched(self, seqs: list[_Sequence]):  # noqa: ANN202 - a context manager
+        self._inflight = list(seqs)
+        return self._watchdog.step()
 
     @torch.inference_mode()
     def _prefill(self, seq: _Sequence) -> None:
@@ -177,7 +234,7 @@ class TorchEngine(Engine):
     def _choose_and_check(self, seq: _Sequence, logits: torch.Tensor, row: int, *,
                           masked: bool = False) -> bool:
         """Pick the next token for `seq`; return True when `seq` is finished (and settled)."""
-        if seq.future.cancelled():
+        if seq.future.done():  # cancelled by its client, or failed by the watchdog
             return self._finish(seq, "cancelled")
         if logits.dim() == 2:  # prefill: a batch of one, not yet masked
             logits = logits[0].clone()

@@ -17,7 +17,9 @@ from grammars import EnforcementReport, GrammarCache, GrammarPolicy, Lookup, val
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.identity import Caller
 from server.metrics import Metrics
-from server.errors import ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid
+from server.errors import (ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid,
+                           ServiceError)
+from server.pipeline.audit import AuditSink, Decision
 from server.pipeline.decode import compiled, decode
 from server.formats.families import ModelFormat
 from server.formats.reasoning import EFFORT_BUDGETS, budget_for
@@ -26,9 +28,11 @@ from server.pipeline.plan import GENERIC_FORMAT, Plan, plan_request
 from server.pipeline.prompt import template_messages
 from server.pipeline.repair import RepairBudget, Repairer
 from server.pipeline.runaway import GuardOptions, RunawayGuard, Trip
+from server.pipeline.usage import reasoning_tokens, usage_of
 from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice,
                              CompletionTokensDetails, FunctionCall,
                              ResponseMessage, ToolCall, Usage)
+from server.ratelimit import RateLimiter
 from server.settings import Settings
 
 
@@ -44,6 +48,9 @@ class Prepared:
     budget: RepairBudget
     guards: GuardOptions = GuardOptions()
     fallback: Prepared | None = None  # tool_choice="auto" that decided on no call
+    caller: Caller | None = None
+    offered: tuple[str, ...] = ()  # the request's tool names (for the audit record)
+    decided_by: Lookup | None = None  # a fallback's: the call grammar that chose no call
 
     def guard(self, engine: Engine) -> RunawayGuard | None:
         """A fresh runaway guard for one decode of this plan (constrained decodes only)."""
@@ -76,8 +83,12 @@ class Completed:
 class ChatPipeline:
     def __init__(self, engine: Engine, cache: GrammarCache, settings: Settings, *,
                  policy: GrammarPolicy, registry: ContractRegistry | None = None,
-                 metrics: Metrics | None = None, fmt: ModelFormat = GENERIC_FORMAT) -> None:
+                 metrics: Metrics | None = None, fmt: ModelFormat = GENERIC_FORMAT,
+                 rate_limits: RateLimiter | None = None,
+                 audit: AuditSink | None = None) -> None:
         self.engine = engine
+        self.rate_limits = rate_limits  # tokens are charged to the caller's key per decode
+        self.audit = audit  # one record per tool-call decision (server/pipeline/audit.py)
         self.format = fmt  # the model's tool-call and thinking syntax (server/formats)
         self.metrics = metrics
         self.cache = cache
@@ -150,15 +161,20 @@ class ChatPipeline:
         prompt_ids = self.engine.encode(prompt + prefill)
         request = GenerationRequest(prompt_ids, self._sampling(req, len(prompt_ids)),
                                     lookup.grammar if lookup else None)
-        fallback = await self._prepare(req, plan.fallback, caller) if plan.fallback else None
+        fallback = replace(await self._prepare(req, plan.fallback, caller),
+                           decided_by=lookup) if plan.fallback else None
         return Prepared(plan, lookup, messages, request, runtime, self._budget(req),
-                        self._guards(req), fallback)
+                        self._guards(req), fallback, caller,
+                        tuple(t.function.name for t in req.tools or ()))
 
     async def run(self, prep: Prepared) -> tuple[GenerationResult, Trip | None]:
         """One decode of `prep` under its runaway guard: the result, and the guard's trip
         if it stopped the decode."""
         guard = prep.guard(self.engine)
         result = await decode(self.engine, prep.guarded_request(guard), guard=guard)
+        identity = prep.caller.identity if prep.caller is not None else None
+        if self.rate_limits is not None and identity is not None:
+            self.rate_limits.charge(identity, result.prompt_tokens + result.completion_tokens)
         if self.metrics is not None:
             t = result.timings
             self.metrics.decode(prompt_tokens=result.prompt_tokens,
@@ -175,12 +191,24 @@ class ChatPipeline:
         runaway guard did."""
         plan = prep.plan
         complete = result.grammar_complete or plan.spec is None
-        reading = plan.read_with().read(result.text, complete=complete)
-        if complete and reading.calls is not None:
-            choice, extension = await self._tool_choice(prep, reading.calls, reading.content)
-        else:
-            choice, extension = _choice(plan, result, reading, complete=complete), None
-            choice.stop_reason = self._stop_string(prep, result, choice)
+        audit = None if self.audit is None or not prep.offered else Decision(
+            self.audit, caller=prep.caller, model=self.model_name, offered=prep.offered,
+            lookup=prep.decided_by or prep.lookup, contracts=plan.contracts, result=result,
+            runaway=trip.note if trip is not None else None)
+        try:
+            reading = plan.read_with().read(result.text, complete=complete)
+            if complete and reading.calls is not None:
+                choice, extension = await self._tool_choice(prep, reading.calls,
+                                                            reading.content, audit)
+            else:
+                choice, extension = _choice(plan, result, reading, complete=complete), None
+                choice.stop_reason = self._stop_string(prep, result, choice)
+        except ServiceError as exc:  # a 422, or a failed repair decode (503)
+            if audit is not None:
+                audit.rejected(exc)
+            raise
+        if audit is not None:
+            audit.finished(choice, complete=complete)
         if reading.reasoning is not None:
             choice.message.reasoning_content = choice.message.reasoning = reading.reasoning
         if trip is not None:
@@ -215,15 +243,17 @@ class ChatPipeline:
     def with_token_callback(self, prep: Prepared, on_token) -> Prepared:  # noqa: ANN001
         return replace(prep, request=replace(prep.request, on_token=on_token))
 
-    async def _tool_choice(self, prep: Prepared, calls_text: str,
-                           content: str | None) -> tuple[Choice, dict[str, Any] | None]:
+    async def _tool_choice(self, prep: Prepared, calls_text: str, content: str | None,
+                           audit: Decision | None) -> tuple[Choice, dict[str, Any] | None]:
         calls, reports = [], []
         for call in _parse(calls_text):
             name, arguments = call["name"], call["arguments"]
+            if audit is not None:
+                audit.call(name, arguments)
             _validate(prep.plan.schemas[name], arguments, where=f"arguments of {name!r}")
             contract = prep.plan.contracts.get(name)
             if contract is not None:
-                arguments, report = await self._enforce(prep, contract, arguments)
+                arguments, report = await self._enforce(prep, contract, arguments, audit)
                 reports.append(report)
             calls.append(ToolCall(id=new_call_id(), function=FunctionCall(
                 name=name, arguments=json.dumps(arguments, ensure_ascii=False,
@@ -234,11 +264,13 @@ class ChatPipeline:
             return choice, None
         return choice, {"contracts": reports, "repaired": any(r["repaired"] for r in reports)}
 
-    async def _enforce(self, prep: Prepared, contract: Contract,
-                       arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def _enforce(self, prep: Prepared, contract: Contract, arguments: dict[str, Any],
+                       audit: Decision | None) -> tuple[dict[str, Any], dict[str, Any]]:
         report = await self.repairer.run(contract, arguments, messages=prep.messages,
                                          runtime=prep.runtime[contract.name],
                                          budget=prep.budget)
+        if audit is not None:
+            audit.contract(contract, report.attempts, report.arguments, report.repaired)
         if self.metrics is not None:
             outcome = "failed" if report.arguments is None else \
                 "repaired" if report.repaired else "valid"
@@ -333,29 +365,6 @@ def _choice(plan: Plan, result: GenerationResult, reading: Reading, *,
             raise OutputInvalid("the decode completed the call grammar but no call was read")
         case _:
             assert_never(plan.mode)
-
-
-def reasoning_tokens(engine: Engine, ids: tuple[int, ...], end: str) -> int:
-    """How many of `ids` the reasoning took: up to and including the token that completes
-    `end` (all of them when the reasoning never ended)."""
-    low, high = 0, len(ids)  # the shortest prefix whose text holds the marker
-    if end not in engine.decode(ids):
-        return len(ids)
-    while low < high:
-        middle = (low + high) // 2
-        if end in engine.decode(ids[:middle]):
-            high = middle
-        else:
-            low = middle + 1
-    return low
-
-
-def usage_of(*results: GenerationResult) -> Usage:
-    """Tokens of every decode the answer took (two when "auto" decided on no call)."""
-    prompt = sum(r.prompt_tokens for r in results)
-    completion = sum(r.completion_tokens for r in results)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion,
-                 total_tokens=prompt + completion)
 
 
 def new_completion_id() -> str:
