@@ -53,7 +53,11 @@ def run_category(folder: Path, backend: Any, policy: GrammarPolicy, *, limit: in
             "bridged": sum(r["bridged"] for r in rows),
             "wait_p50": _pct(wait, 0.5), "wait_p99": _pct(wait, 0.99),
             "bridge_p50": _pct(first, 0.5), "bridge_p99": _pct(first, 0.99),
-            "same_verdict": f"{sum(a == b for a, b in checks)} of {len(checks)}",
+            "same_verdict": f"{sum(x == b for _, x, b in checks)} of {len(checks)}",
+            # where they differ: the bridged mask was wrong (refused a valid instance or let
+            # an invalid one through where xgrammar did not), or right where xgrammar was not
+            "bridge_wrong": sum(x != b and b != v for v, x, b in checks),
+            "bridge_right": sum(x != b and b == v for v, x, b in checks),
             "rows": rows}
 
 
@@ -72,12 +76,13 @@ def _one(spec: JsonSchemaSpec, tests: list[dict[str, Any]], backend: Any, wait_s
         xgrammar_ms = (time.perf_counter() - started) * 1000  # what `wait` waits
     except (concurrent.futures.TimeoutError, GrammarError, Exception):  # noqa: BLE001
         xgrammar_ms = None
-    checks = []  # (xgrammar's verdict, the bridged mask's) per test instance
+    checks = []  # (valid?, xgrammar's verdict, the bridged mask's) per test instance
     if lookup is not None and is_bridged(lookup.grammar) and xgrammar_ms is not None:
         final = primary.result().grammar
         for test in tests:
             text = json.dumps(test["data"], separators=(",", ":"), ensure_ascii=False)
-            checks.append((backend.accepts(final, text), backend.accepts(lookup.grammar, text)))
+            checks.append((test["valid"], backend.accepts(final, text),
+                           backend.accepts(lookup.grammar, text)))
     cache.close()
     return {"bridged": lookup is not None and is_bridged(lookup.grammar),
             "first_ms": first_ms if first_ms is not None else xgrammar_ms,
@@ -114,12 +119,13 @@ def main(argv: list[str] | None = None) -> int:
                                                           "out": str(args.out)},
                                     "categories": results}, indent=1, default=str))
     print("| category | schemas | bridged | wait p50 / p99 ms | bridge p50 / p99 ms | "
-          "bridged mask: same verdict as xgrammar's |")
-    print("|---|---|---|---|---|---|")
+          "bridged mask: same verdict as xgrammar's | differs, bridge wrong / right |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['category']} | {r['served']} of {r['schemas']} | {r['bridged']} | "
               f"{r['wait_p50']:.1f} / {r['wait_p99']:.0f} | "
-              f"{r['bridge_p50']:.1f} / {r['bridge_p99']:.0f} | {r['same_verdict']} |")
+              f"{r['bridge_p50']:.1f} / {r['bridge_p99']:.0f} | {r['same_verdict']} | "
+              f"{r['bridge_wrong']} / {r['bridge_right']} |")
     print(f"\nmedian over categories of bridge p99: "
           f"{statistics.median(r['bridge_p99'] for r in results):.0f} ms; report: {args.out}")
     return 0

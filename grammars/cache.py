@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from grammars.backend_types import CompiledGrammar, GrammarBackend
+from grammars.bridge import is_bridged
 from grammars.diskstore import DiskStore
 from grammars.specs import GrammarSpec
 
@@ -37,6 +38,11 @@ class Lookup:
     grammar: CompiledGrammar
     hit: bool
     seconds: float  # lookup time on a hit, lookup plus compile on a miss
+
+    @property
+    def state(self) -> str:
+        """"hit", "miss", or "bridged" (a cold compile bridged by llguidance's mask)."""
+        return "hit" if self.hit else "bridged" if is_bridged(self.grammar) else "miss"
 
 
 @dataclass(frozen=True)

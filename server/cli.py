@@ -39,10 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--engine", choices=["torch", "vllm"],
                        help="torch (default, embedded) or vllm (needs `make setup-vllm`)")
     serve.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
-    serve.add_argument("--cold-compile", dest="cold_compile", choices=["wait", "bridge"],
+    serve.add_argument("--cold-compile", dest="cold_compile",
+                       choices=["auto", "wait", "bridge"],
                        help="a schema not compiled yet: wait for xgrammar, or decode under "
                             "llguidance's mask meanwhile where both enforce the same "
-                            "(default wait)")
+                            "(default auto: bridge on the torch engine with xgrammar)")
     serve.add_argument("--grammar-backend", dest="grammar_backend",
                        choices=["xgrammar", "llguidance", "outlines"],
                        help="token masks from xgrammar (default), llguidance (compiles in "

@@ -23,11 +23,13 @@ class _Settings(BaseSettings):
     # Token masks from xgrammar (default), llguidance or outlines-core (the last two: torch
     # engine only).
     grammar_backend: Literal["xgrammar", "llguidance", "outlines"] = "xgrammar"
-    # A schema not compiled yet: "wait" for the backend, or "bridge" (xgrammar only, torch
+    # A schema not compiled yet: "wait" for the backend, or "bridge" (xgrammar, torch
     # engine): decode under llguidance's mask, compiled in milliseconds, while xgrammar
     # compiles in the background, where both masks enforce the same keywords
-    # (grammars/bridge.py). "bridge_wait_s": how long a miss waits for xgrammar first.
-    cold_compile: Literal["wait", "bridge"] = "wait"
+    # (grammars/bridge.py). "auto": bridge where it applies (torch engine with xgrammar),
+    # chosen by measurement (README, "Cold compile"). "bridge_wait_s": how long a miss
+    # waits for xgrammar first.
+    cold_compile: Literal["auto", "wait", "bridge"] = "auto"
     bridge_wait_s: float = Field(0.025, ge=0, le=10)
     device: str = "auto"
     # vLLM engine arguments (None: vLLM's default; on CPU, max_model_len 2048 and bfloat16).

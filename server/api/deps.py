@@ -12,7 +12,7 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 
-from grammars import EnforcementReport, Lookup, is_bridged
+from grammars import EnforcementReport, Lookup
 from server.errors import RequestTimeout, ServiceError, Unavailable
 from server.identity import Caller
 from server.pipeline.chat import ChatPipeline
@@ -31,8 +31,7 @@ def grammar_headers(lookup: Lookup | None,
                     enforcement: EnforcementReport | None) -> dict[str, str]:
     if lookup is None:
         return {}
-    headers = {"X-StrictCall-Grammar-Cache": "hit" if lookup.hit
-               else "bridged" if is_bridged(lookup.grammar) else "miss",
+    headers = {"X-StrictCall-Grammar-Cache": lookup.state,
                "X-StrictCall-Grammar-Ms": f"{lookup.seconds * 1000:.3f}"}
     if enforcement is not None:  # the full report: POST /v1/grammars/compile
         headers["X-StrictCall-Enforcement"] = _latin1(enforcement.summary())

@@ -15,6 +15,13 @@ class EngineConfigError(Exception):
     pass
 
 
+def bridged(settings: Settings) -> bool:
+    """Whether xgrammar's cold compiles are bridged by llguidance (--cold-compile)."""
+    if settings.cold_compile == "auto":
+        return settings.engine == "torch" and settings.grammar_backend == "xgrammar"
+    return settings.cold_compile == "bridge"
+
+
 def check_config(settings: Settings) -> None:
     """Cheap checks before anything heavy loads; also fetches the embedded model if needed."""
     import torch
@@ -77,6 +84,6 @@ def build_engine(settings: Settings) -> Engine:
     return TorchEngine(model_dir, device=settings.device, threads=settings.threads,
                        max_batch=settings.max_batch,
                        model_name=settings.served_model_name or model_dir.name,
-                       grammar_backend=BRIDGE if settings.cold_compile == "bridge"
+                       grammar_backend=BRIDGE if bridged(settings)
                        else settings.grammar_backend,
                        step_timeout_s=settings.step_timeout_s)

@@ -65,7 +65,7 @@ class Decision:
                 "roles": list(identity.roles)},
             "model": model, "tools_offered": list(offered),
             "grammar": None if lookup is None else {
-                "key": lookup.grammar.spec.key, "cache": "hit" if lookup.hit else "miss"},
+                "key": lookup.grammar.spec.key, "cache": lookup.state},
             "calls": [], "contracts": [], "outcome": None, "finish_reason": None,
             "error": None, "runaway": runaway,
             "timings": {k: round(v, 6) for k, v in result.timings.items()
