@@ -101,8 +101,15 @@ class ServerTool(_Open):
     type: str
 
 
-def _tool_tag(value: Any) -> str:
-    kind = value.get("type", "custom") if isinstance(value, dict) else value.type
+def _tool_tag(value: Any) -> str | None:
+    """None for what is no tool at all (`"tools": [null]`): pydantic then refuses it with a
+    400, where reading `.type` off it was a 500."""
+    if isinstance(value, dict):
+        kind = value.get("type", "custom")
+    elif isinstance(value, (CustomTool, ServerTool)):
+        kind = value.type
+    else:
+        return None
     return "CustomTool" if kind == "custom" else "ServerTool"
 
 
