@@ -30,6 +30,8 @@ def _one_of(*models: type[BaseModel], other: type[BaseModel] | None = None) -> A
 
     def tag(value: Any) -> str | None:
         kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        if not isinstance(kind, str):  # `"type": {}` is no tag (and unhashable: was a 500)
+            kind = None
         return tags.get(kind, other.__name__ if other else None)
 
     everyone = (*models, other) if other else models

@@ -37,3 +37,21 @@ def test_a_messages_tool_that_is_no_object_is_a_400(client, tools):
     assert resp.status_code == 400
     assert resp.json()["error"]["type"] == "invalid_request_error"
     assert "tools[0]" in resp.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("odd_type", [{}, [], {"a": 1}, ["text"]])
+@pytest.mark.parametrize("where", ["block", "tool_choice", "result_part"])
+def test_a_messages_type_that_is_no_string_is_a_400(client, odd_type, where):
+    """`"type": {}` in a content block or tool_choice: the union's tag lookup hashed it, a
+    TypeError and a 500."""
+    body = {"model": "scripted", "max_tokens": 8, "messages": USER}
+    if where == "block":
+        body["messages"] = [{"role": "user", "content": [{"type": odd_type, "text": "x"}]}]
+    elif where == "tool_choice":
+        body["tool_choice"] = {"type": odd_type}
+    else:
+        body["messages"] = [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1",
+             "content": [{"type": odd_type, "text": "x"}]}]}]
+    resp = _sent(client, "/v1/messages", body)
+    assert resp.status_code == 400
