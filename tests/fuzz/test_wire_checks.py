@@ -48,8 +48,13 @@ def test_the_anthropic_route_wants_its_own_shape():
     assert wire_problems("/v1/chat/completions", status, headers, body)
 
 
-def test_successes_are_not_checked():
+def test_successes_are_not_checked_but_streams_are():
     assert wire_problems("/v1/chat/completions", 200, {}, b"not even json") == []
+    sse = {"content-type": "text/event-stream; charset=utf-8"}
+    fine = b'data: {"choices": []}\n\ndata: [DONE]\n\n'
+    assert wire_problems("/v1/chat/completions", 200, sse, fine) == []
+    broken = b'data: {"type": "urn:strictcall:problem:internal-error"}\n\ndata: [DONE]\n\n'
+    assert wire_problems("/v1/chat/completions", 200, sse, broken)
 
 
 def test_token_budgets_are_lowered_and_odd_values_left_alone():

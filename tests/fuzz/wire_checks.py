@@ -18,6 +18,8 @@ TOKEN_BOUND = 8
 # unavailable) and the request time limit (504). An engine failure is a 503 too, but a
 # request that makes the engine fail is a bug the fuzzer is here to find.
 DELIBERATE = ("unavailable", "request-timeout")
+# What a stream's final error event says when a bug, not the request, ended it.
+STREAM_BUGS = ("internal-error", "engine-failure")
 
 
 def wire_problems(path: str, status: int, headers: dict[str, str], body: bytes) -> list[str]:
@@ -25,11 +27,12 @@ def wire_problems(path: str, status: int, headers: dict[str, str], body: bytes) 
 
     5xx: only a shed (503 unavailable) or a request time limit (504), with Retry-After, is
     deliberate; anything else is a bug. 4xx: problem+json with OpenAI's `error` object, or
-    Anthropic's error body on its routes; never a bare FastAPI `detail`."""
+    Anthropic's error body on its routes; never a bare FastAPI `detail`. A stream (200):
+    no error event from a bug."""
     lowered = {k.lower(): v for k, v in headers.items()}
-    if status < 400:
-        return []
     media = lowered.get("content-type", "").split(";")[0].strip()
+    if status < 400:
+        return _stream_problems(body) if media == "text/event-stream" else []
     try:
         parsed: Any = json.loads(body)
     except ValueError:
@@ -47,6 +50,13 @@ def wire_problems(path: str, status: int, headers: dict[str, str], body: bytes) 
             found.insert(0, f"{status} {kind or 'untyped'} (a 5xx that is no shed or time "
                             "limit, or lacks Retry-After)")
     return found
+
+
+def _stream_problems(body: bytes) -> list[str]:
+    """A stream that started, then met a bug, ends with an error event naming it (each API
+    in its own event shape; the problem's slug or code is in all of them)."""
+    return [f"stream ended in an {marker} event" for marker in STREAM_BUGS
+            if marker.encode() in body]
 
 
 def _problem_json_problems(status: int, media: str, body: dict[str, Any]) -> list[str]:
