@@ -40,7 +40,9 @@ OUTLINES_KEYWORDS: KeywordTable = replace(
         "maxProperties"},
     # Its date-time and time patterns let a missing time zone through: validator tier.
     formats=frozenset({"date", "uuid", "uri", "email"}),
-    lengths_with_pattern=False, format_unions=(), bounded_number_decimals=None,
+    lengths_with_pattern=False, format_unions=(), format_subsets=(),
+    extras_take_odd_names=False,
+    bounded_number_decimals=None,
     # Its length masks write escapes; a pattern is put into the regex as it is.
     no_escapes_under=frozenset({"pattern"}))
 

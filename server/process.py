@@ -62,6 +62,12 @@ class ServerProcess:
                 os.killpg(group, signal.SIGKILL)
         self._proc = None
 
+    @property
+    def pid(self) -> int:
+        """The server's process id (benchmarks read its memory from /proc/<pid>/status)."""
+        assert self._proc is not None, "the server is not running"
+        return self._proc.pid
+
     def send_signal(self, sig: int) -> None:
         assert self._proc is not None, "the server is not running"
         self._proc.send_signal(sig)

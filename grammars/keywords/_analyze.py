@@ -86,7 +86,8 @@ def _rewrite_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
     _strings.rewrite(node, target, table, tiers)
     _numbers.rewrite(node, target, tiers)
     _shapes.rewrite(node, target, tiers)
-    return _shapes.implied_type(node, pointer, target, table)
+    return _shapes.implied_type(node, pointer, target, table) + \
+        _shapes.odd_names(node, pointer, target, table)
 
 
 def _tiers(uses: list[KeywordUse]) -> dict[str, set[Tier]]:

@@ -18,8 +18,12 @@ def classify(value: Any, node: dict[str, Any], table: KeywordTable) -> Verdicts:
     if value in table.formats and not dict(table.format_unions).get(value):
         # Masks check a format's shape; calendar rules (no February 30) are left to the
         # validator, which checks every format it knows after decoding.
-        return [("grammar", "shape by the mask, the rest after decoding"
-                 if value in VALIDATOR_FORMATS else "")]
+        note = "shape by the mask, the rest after decoding" if value in VALIDATOR_FORMATS \
+            else ""
+        never = dict(table.format_subsets).get(value)
+        if never:
+            note += f"{'; ' if note else ''}the mask never writes {never}"
+        return [("grammar", note)]
     if value in VALIDATOR_FORMATS:
         return [("validator", f"format {value!r}: checked after decoding")]
     return _annotations.unknown(f"format {value!r} is checked by nothing here; use a "

@@ -101,6 +101,24 @@ def implied_type(node: dict[str, Any], pointer: str, target: dict[str, Any],
                        "(JSON Schema accepts any other type too)", implicit=True)]
 
 
+def odd_names(node: dict[str, Any], pointer: str, target: dict[str, Any],
+              table: KeywordTable) -> list[KeywordUse]:
+    """Listed properties the mask does not hold to their schemas: where the compiled object
+    lets other keys in, a name the backend cannot tell from those keys (non-ASCII, or
+    written with an escape) takes any value. Reported at the property's own pointer, for
+    the validator: it checks them after decoding."""
+    props = node.get("properties")
+    extra = target.get("additionalProperties", None if table.strict_objects else True)
+    if not table.extras_take_odd_names or not isinstance(props, dict) \
+            or extra is None or extra is False:
+        return []
+    return [KeywordUse(f"{pointer}/properties/{name.replace('~', '~0').replace('/', '~1')}",
+                       "properties", "validator",
+                       f"{table.backend} lets other keys take the name {name!r} with any "
+                       "value: checked after decoding")
+            for name in props if any(ord(c) > 126 or c in '"\\' or ord(c) < 32 for c in name)]
+
+
 def _may_be(node: dict[str, Any], kind: str, keywords: tuple[str, ...]) -> bool:
     types = node.get("type")
     named = types == kind or (isinstance(types, list) and kind in types)

@@ -65,6 +65,13 @@ class KeywordTable:
     # Formats whose mask is narrower than the format, compiled as a union of formats that
     # together cover it: (format, (format, ...)) pairs.
     format_unions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Where an object lets other keys in, a listed name with a non-ASCII character or a
+    # JSON escape ("Größe", 'a"b') can be written as one of those other keys, with any
+    # value: the mask does not hold that property to its schema.
+    extras_take_odd_names: bool = False
+    # Formats whose mask writes only part of what the format allows: (format, the valid
+    # values it never writes) pairs, said in the report's note on each such `format`.
+    format_subsets: tuple[tuple[str, str], ...] = ()
     # oneOf whose branches are not provably disjoint: the mask enforces "exactly one".
     # (xgrammar 0.2.9 and outlines-core take any branch, anyOf's reading: the mask keeps
     # "at least one", the validator "exactly one".)
@@ -122,7 +129,19 @@ XGRAMMAR_KEYWORDS = KeywordTable(
     # Measured on xgrammar 0.2.9: its uri-reference mask refuses every absolute URI
     # ("http://x"), which RFC 3986 makes URI references too.
     format_unions=(("uri-reference", ("uri", "uri-reference")),),
+    # Measured on xgrammar 0.2.9 (tests/grammars/test_mask_gaps.py; found by
+    # tests/fuzz/test_grammar_properties.py): valid values its format masks never write.
+    format_subsets=(
+        ("email", "a one-character domain label after the first (a@x.yz.com is written, "
+                  "a@mail.x.com is not) or an address literal (a@[127.0.0.1])"),
+        ("date-time", "a lowercase 't' or 'z' (RFC 3339 allows both)"),
+        ("time", "a lowercase 'z' (RFC 3339 allows it)"),
+        ("hostname", "uppercase letters (hostnames are case-insensitive)")),
     bounded_number_decimals=6,
+    # Measured on xgrammar 0.2.9 (tests/grammars/test_mask_gaps.py; found by the
+    # property tests): {"Größe": null} passes a mask for {"Größe": {"type": "integer"}}
+    # beside additionalProperties true.
+    extras_take_odd_names=True,
     multiple_of_limits=(1024, 10000),
     no_escapes_under=frozenset({"minLength", "maxLength", "pattern"}),
 )
@@ -150,6 +169,9 @@ LLGUIDANCE_KEYWORDS = dataclasses.replace(
     grammar=XGRAMMAR_KEYWORDS.grammar - {"minProperties", "maxProperties"},
     formats=frozenset({"date-time", "date", "time", "email", "uuid", "uri", "ipv4", "ipv6",
                        "hostname", "duration", "json-pointer", "relative-json-pointer"}),
-    format_unions=(), multiple_of_numbers=True,
+    # (format_subsets: not measured on llguidance. Its masks held listed names "Größe" and
+    # 'a"b' to their schemas beside additionalProperties true, tried once by hand.)
+    format_unions=(), format_subsets=(), extras_take_odd_names=False,
+    multiple_of_numbers=True,
     multiple_of_limits=None, bounded_number_decimals=None,
     bounded_numbers_without_exponent=True, no_escapes_under=frozenset())

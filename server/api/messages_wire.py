@@ -31,6 +31,8 @@ def _one_of(*models: type[BaseModel], other: type[BaseModel] | None = None) -> A
 
     def tag(value: Any) -> str | None:
         kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        if not isinstance(kind, str):  # `"type": {}` is no tag (and unhashable: was a 500)
+            kind = None
         return tags.get(kind, other.__name__ if other else None)
 
     everyone = (*models, other) if other else models
@@ -103,8 +105,15 @@ class ServerTool(_Open):
     type: str
 
 
-def _tool_tag(value: Any) -> str:
-    kind = value.get("type", "custom") if isinstance(value, dict) else value.type
+def _tool_tag(value: Any) -> str | None:
+    """None for what is no tool at all (`"tools": [null]`): pydantic then refuses it with a
+    400, where reading `.type` off it was a 500."""
+    if isinstance(value, dict):
+        kind = value.get("type", "custom")
+    elif isinstance(value, (CustomTool, ServerTool)):
+        kind = value.type
+    else:
+        return None
     return "CustomTool" if kind == "custom" else "ServerTool"
 
 

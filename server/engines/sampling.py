@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import torch
 
+# Temperatures below this are greedy, as in vLLM: dividing logits by 1e-300 overflows them
+# to inf, and a softmax over inf is NaN, which torch.multinomial refuses (a valid request,
+# "temperature": 1e-300, was a 503 engine failure).
+GREEDY_BELOW = 1e-5
+
 
 def make_generator(seed: int | None) -> torch.Generator:
     gen = torch.Generator()
@@ -18,9 +23,11 @@ def make_generator(seed: int | None) -> torch.Generator:
 def choose_token(logits: torch.Tensor, *, temperature: float, top_p: float,
                  generator: torch.Generator) -> int:
     """`logits` is one row (vocab,), masked tokens already at -inf."""
-    if temperature <= 0.0:
+    if temperature < GREEDY_BELOW:
         return int(torch.argmax(logits))
-    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    logits = logits.float()
+    # Shifted so the best token's logit is 0: no overflow for any temperature left here.
+    probs = torch.softmax((logits - logits.max()) / temperature, dim=-1)
     if top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
         cumulative = torch.cumsum(sorted_probs, dim=-1)
