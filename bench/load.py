@@ -1,7 +1,8 @@
 """Load: N concurrent clients over real HTTP for M minutes against one real server process
 (the embedded model), on a mix of forced tool calls (tool_choice "required"), JSON answers
 (response_format json_schema) and streamed answers, some clients leaving mid-stream (or
-before a non-streamed answer) at random. Each request carries its own X-Request-Id.
+before a non-streamed answer) at random. Each request carries its own X-Request-Id; a shed
+client waits what Retry-After says (with jitter) before its next request.
 
     strictcall-bench load [--clients 8] [--minutes 2] [--runs 1] [--leave 0.2]
                           [--out bench/results/load.json] [--server-args "--max-queued 4"]
@@ -124,8 +125,10 @@ async def _load(base_url: str, args: argparse.Namespace, rng: random.Random, *,
                 kind = own.choice(KINDS)
                 leave = own.random() < args.leave
                 request_id = f"load-{run_no}-{c}-{n}-{uuid.uuid4().hex[:8]}"
-                tally.add(await _request(client, kind, own, args, leave=leave,
-                                         request_id=request_id))
+                outcome = await _request(client, kind, own, args, leave=leave,
+                                         request_id=request_id)
+                if tally.add(outcome) == "shed":  # as a polite client: wait, with jitter
+                    await asyncio.sleep(min(outcome.retry_after_s, 10) * own.uniform(0.5, 1))
 
         await asyncio.gather(*(one_client(c) for c in range(args.clients)))
     return tally
@@ -207,6 +210,10 @@ async def _stream(client: httpx.AsyncClient, body: dict, out: Outcome, *,
 def _head(resp: httpx.Response, out: Outcome) -> None:
     out.status = resp.status_code
     out.retry_after = "retry-after" in resp.headers
+    try:
+        out.retry_after_s = float(resp.headers.get("retry-after", 0))
+    except ValueError:  # an HTTP date: not what this server sends
+        out.retry_after_s = 1.0
     out.echoed_id = resp.headers.get("x-request-id")
 
 

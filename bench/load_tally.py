@@ -30,6 +30,7 @@ class Outcome:
     sent_id: str
     status: int | None = None  # None: no HTTP response at all
     retry_after: bool = False
+    retry_after_s: float = 0.0  # what Retry-After asked for (a polite client waits)
     echoed_id: str | None = None
     completion_id: str | None = None  # the body's own id (chatcmpl-...), if any
     complete: bool = False  # the whole body (or stream) arrived

@@ -283,10 +283,12 @@ class TorchEngine(Engine):
         return True
 
     def _fail_all(self, exc: BaseException) -> None:
-        for seq in self._rows:
-            _settle(seq.future, exc=exc)
-        self._rows = []
+        # The batch is emptied before any waiter wakes: one that reads stats() at once sees
+        # its slot free, not a row the worker has yet to drop.
+        rows, self._rows = self._rows, []
         self._batch.keep([])
+        for seq in rows:
+            _settle(seq.future, exc=exc)
 
 
 def _settle(future: concurrent.futures.Future, *, result: Any = None,
