@@ -42,6 +42,9 @@ class XgrammarMatcher(GrammarMatcher):
         """True once the grammar is complete and a stop token was accepted."""
         return bool(self._m.is_terminated())
 
+    def forced_tokens(self) -> list[int]:
+        return list(self._m.find_jump_forward_tokens())
+
 
 class TokenBitmasks(MaskingBackend):
     """A masking backend whose batch token masks are in xgrammar's layout (one bit per

@@ -50,6 +50,13 @@ class GrammarMatcher(abc.ABC):
     def is_terminated(self) -> bool:
         """True once the grammar is complete and an end-of-sequence token was accepted."""
 
+    def forced_tokens(self) -> list[int]:
+        """Tokens the grammar forces next (jump-forward), not yet accepted: the engine
+        accepts and prefills them without sampling. Never a stop token; where the forced text
+        ends inside what could be a longer token, that last piece is left to the model, so
+        the split matches what it would have sampled. Backends that cannot tell: none."""
+        return []
+
 
 class GrammarBackend(abc.ABC):
     """Compiles grammar specs for one tokenizer; `GrammarCache` keys and stores the results."""

@@ -80,6 +80,11 @@ class LlguidanceMatcher(GrammarMatcher):
         """True once the grammar is complete and a stop token was accepted."""
         return self._terminated
 
+    def forced_tokens(self) -> list[int]:
+        if self._terminated or self._m.is_stopped():
+            return []
+        return [t for t in self._m.compute_ff_tokens() if t not in self._stop]
+
 
 class LlguidanceBackend(TokenBitmasks):
     name = "llguidance"

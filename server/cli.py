@@ -36,8 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="local Hugging Face model directory "
                                        "(default: the embedded SmolLM2-135M-Instruct)")
     serve.add_argument("--served-model-name", dest="served_model_name")
-    serve.add_argument("--engine", choices=["torch", "vllm"],
-                       help="torch (default, embedded) or vllm (needs `make setup-vllm`)")
+    serve.add_argument("--engine", choices=["torch", "llamacpp", "vllm"],
+                       help="torch (default, embedded), llamacpp (llama-cpp-python, GGUF) "
+                            "or vllm (needs `make setup-vllm`)")
     serve.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
     serve.add_argument("--cold-compile", dest="cold_compile",
                        choices=["auto", "wait", "bridge"],
@@ -69,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
                        action=argparse.BooleanOptionalAction, default=None,
                        help="compile registered contracts' grammars at startup (default on)")
     serve.add_argument("--threads", type=int, help="CPU compute threads (default 1)")
+    serve.add_argument("--jump-forward", dest="jump_forward", default=None,
+                       action=argparse.BooleanOptionalAction,
+                       help="feed the tokens a grammar forces in one forward pass (torch "
+                            "and llamacpp engines; default on)")
+    serve.add_argument("--prefix-cache-mb", dest="prefix_cache_mb", type=int,
+                       help="KV cache kept for repeated prompt beginnings, in MiB (torch "
+                            "and llamacpp engines; 0: off; default 256)")
     serve.add_argument("--max-batch", dest="max_batch", type=int,
                        help="requests decoded together (default 8)")
     serve.add_argument("--cache-dir", dest="cache_dir", type=Path)

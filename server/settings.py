@@ -19,7 +19,7 @@ class _Settings(BaseSettings):
     model: str | None = None  # None: the embedded SmolLM2-135M-Instruct
     served_model_name: str | None = None
     cache_dir: Path | None = None
-    engine: Literal["torch", "vllm"] = "torch"
+    engine: Literal["torch", "llamacpp", "vllm"] = "torch"
     # Token masks from xgrammar (default), llguidance or outlines-core (the last two: torch
     # engine only).
     grammar_backend: Literal["xgrammar", "llguidance", "outlines"] = "xgrammar"
@@ -42,6 +42,11 @@ class _Settings(BaseSettings):
     warm_grammars: bool = True
     # One thread: on 2-core hosts a second thread collapses decode speed under any other load.
     threads: int = Field(1, ge=1)
+    # Jump-forward (torch and llama.cpp engines): tokens the grammar forces are fed in one
+    # forward pass instead of one step each. Prefix reuse: the KV cache of earlier prompts'
+    # shared beginnings, bounded in MiB (0: off).
+    jump_forward: bool = True
+    prefix_cache_mb: int = Field(256, ge=0)
     max_batch: int = Field(8, ge=1, le=256)
     grammar_cache_entries: int = Field(512, ge=1)
     grammar_cache_bytes: int = Field(512 * 2**20, ge=1)

@@ -86,4 +86,6 @@ def build_engine(settings: Settings) -> Engine:
                        model_name=settings.served_model_name or model_dir.name,
                        grammar_backend=BRIDGE if bridged(settings)
                        else settings.grammar_backend,
-                       step_timeout_s=settings.step_timeout_s)
+                       step_timeout_s=settings.step_timeout_s,
+                       jump_forward=settings.jump_forward,
+                       prefix_cache_bytes=settings.prefix_cache_mb * 2**20)

@@ -56,14 +56,23 @@ class KvBatch:
                   for k, v in self._layers()]
         self._set(layers, mask[:, first:], self.positions.index_select(0, index))
 
-    def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attention mask and position ids for one new token per row; call `advance` after."""
-        ones = torch.ones((self.size, 1), dtype=torch.long, device=self.mask.device)
-        return torch.cat([self.mask, ones], dim=1), self.positions.unsqueeze(1)
+    def step_inputs(self, counts: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention mask and position ids for a step that feeds `counts[r]` new tokens to
+        row r (more than one after a jump-forward), right-aligned in a step `max(counts)`
+        wide: a shorter row's leading columns are padding, masked out here and in every
+        later step. Call `advance` after."""
+        width = max(counts)
+        device = self.mask.device
+        n = torch.tensor(counts, dtype=torch.long, device=device).unsqueeze(1)
+        cols = torch.arange(width, device=device).unsqueeze(0)
+        new_mask = (cols >= width - n).long()
+        positions = self.positions.unsqueeze(1) + (cols - (width - n)).clamp(min=0)
+        return torch.cat([self.mask, new_mask], dim=1), positions
 
-    def advance(self, mask: torch.Tensor) -> None:
+    def advance(self, mask: torch.Tensor, counts: list[int]) -> None:
         self.mask = mask
-        self.positions = self.positions + 1
+        self.positions = self.positions + torch.tensor(counts, dtype=torch.long,
+                                                       device=self.positions.device)
 
     def _set(self, layers, mask: torch.Tensor, positions: torch.Tensor) -> None:
         self.cache = DynamicCache(ddp_cache_data=layers, config=self._config)

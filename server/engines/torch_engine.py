@@ -1,8 +1,11 @@
 """TorchEngine: a transformers causal LM with its own KV-cache decode loop.
 
-One worker thread owns the model. Requests queue up; each is prefilled alone, then joins the
-running batch, and every decode step advances all of them at once, with one grammar bitmask
-row per constrained request. A watchdog (engines/watchdog.py) times every step: one that
+One worker thread owns the model. Requests queue up; each is prefilled alone (after the
+longest prefix of its prompt found in the prefix cache, engines/prefix_cache.py), then joins
+the running batch, and every decode step advances all of them at once, with one grammar
+bitmask row per constrained request. Jump-forward: tokens the grammar forces (keys,
+punctuation, a decided name) are accepted without sampling and fed to the model together in
+the row's next step, one forward pass for all of them. A watchdog (engines/watchdog.py) times every step: one that
 runs past `step_timeout_s` fails the requests it holds with a 503 and marks the engine
 unhealthy until it returns; whatever it then returns for them is discarded."""
 
@@ -19,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import DynamicCache
 
 from grammars import GrammarMatcher, MaskingBackend, make_backend
 from server.engines import rules
 from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
 from server.engines.kv_batch import KvBatch
+from server.engines.prefix_cache import PrefixCache
 from server.engines.sampling import choose_token, make_generator
 from server.engines.watchdog import StepWatchdog
 from server.errors import EngineFailure
@@ -40,6 +45,8 @@ class _Sequence:
     out: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     last_token: int = -1
+    # What the next decode step feeds this row: the sampled token, then any forced ones.
+    pending: list[int] = field(default_factory=list)
     finished: bool = False  # set by the engine thread before the result is handed out
     # Only for free text with stop strings: the text so far, a short decode per token.
     stops: rules.StopStringScanner | None = None
@@ -49,7 +56,8 @@ class TorchEngine(Engine):
     steers = True
     def __init__(self, model_dir: Path, *, device: str = "auto", threads: int = 1,
                  max_batch: int = 8, model_name: str | None = None,
-                 grammar_backend: str = "xgrammar", step_timeout_s: float = 60.0) -> None:
+                 grammar_backend: str = "xgrammar", step_timeout_s: float = 60.0,
+                 jump_forward: bool = True, prefix_cache_bytes: int = 256 * 2**20) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = _pick_device(device)
@@ -69,13 +77,16 @@ class TorchEngine(Engine):
             grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
             stop_token_ids=sorted(self.eos_token_ids))
         self.max_batch = max_batch
+        self.jump_forward = jump_forward
+        self._prefixes = PrefixCache(prefix_cache_bytes)
         self._queue: queue.Queue[_Sequence | None] = queue.Queue()
         self._batch = KvBatch(config)
         self._rows: list[_Sequence] = []
         self._bitmask = self.grammar_backend.allocate_bitmask(max_batch)
         # prefills: one per request, reasoning pass or not (it continues in the same cache).
         self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0, "prefills": 0,
-                        "prefill_tokens": 0, "hung_steps": 0, "failed_by_watchdog": 0}
+                        "prefill_tokens": 0, "hung_steps": 0, "failed_by_watchdog": 0,
+                        "jump_forward_tokens": 0, "prefix_hits": 0, "prefix_reused_tokens": 0}
         self._inflight: list[_Sequence] = []  # what the step now running holds
         self._watchdog = StepWatchdog(step_timeout_s, on_hang=self._on_hang,
                                       on_recover=self._on_recover)
@@ -193,27 +204,41 @@ class TorchEngine(Engine):
     def _prefill(self, seq: _Sequence) -> None:
         start = time.perf_counter()
         seq.timings["queue_s"] = start - seq.timings["queued_at"]
-        ids = torch.tensor([seq.request.prompt_ids], dtype=torch.long, device=self.device)
+        prompt = seq.request.prompt_ids
+        hit = self._prefixes.lookup(prompt)
+        reused = hit.tokens if hit is not None else 0
+        ids = torch.tensor([prompt[reused:]], dtype=torch.long, device=self.device)
         self._counts["prefills"] += 1
-        self._counts["prefill_tokens"] += len(seq.request.prompt_ids)
-        out = self.model(input_ids=ids, use_cache=True)
+        self._counts["prefill_tokens"] += len(prompt) - reused
+        if hit is not None:
+            self._counts["prefix_hits"] += 1
+            self._counts["prefix_reused_tokens"] += reused
+            past = DynamicCache(ddp_cache_data=hit.layers, config=self.model.config)
+            out = self.model(input_ids=ids, cache=past, use_cache=True)
+        else:
+            out = self.model(input_ids=ids, use_cache=True)
+        seq.timings["prefix_reused_tokens"] = reused
+        self._prefixes.store(prompt, [(layer.keys, layer.values) for layer in out.cache.layers])
         logits = out.logits[:, -1, :].float()
         done = self._choose_and_check(seq, logits, 0)
         seq.timings["prefill_s"] = time.perf_counter() - start  # includes the first token
         if done:
             return
-        self._batch.add(out.cache, len(seq.request.prompt_ids))
+        self._batch.add(out.cache, len(prompt))
         self._rows.append(seq)
         # Decode time counts batched steps only, so tokens/s = (tokens - 1) / decode_s.
         seq.timings["decode_started"] = time.perf_counter()
 
     @torch.inference_mode()
     def _decode_step(self) -> None:
-        mask, positions = self._batch.step_inputs()
-        tokens = torch.tensor([[s.last_token] for s in self._rows], device=self.device)
+        counts = [len(s.pending) for s in self._rows]
+        mask, positions = self._batch.step_inputs(counts)
+        width = max(counts)  # rows right-aligned; a shorter row's padding is masked out
+        tokens = torch.tensor([[0] * (width - len(s.pending)) + s.pending for s in self._rows],
+                              dtype=torch.long, device=self.device)
         out = self.model(input_ids=tokens, attention_mask=mask, position_ids=positions,
                          cache=self._batch.cache, use_cache=True)
-        self._batch.advance(mask)
+        self._batch.advance(mask, counts)
         self._counts["decode_steps"] += 1
         logits = out.logits[:, -1, :].float()
         self._mask_logits(logits, self._rows)
@@ -251,9 +276,10 @@ class TorchEngine(Engine):
         seq.timings["sampled"] = seq.timings.get("sampled", 0) + 1  # EOS included
         if token in self.eos_token_ids:
             return self._finish(seq, "stop")
-        seq.out.append(token)
-        if seq.request.on_token is not None:
-            seq.request.on_token(token)
+        seq.pending = [token]
+        self._emit(seq, token)
+        if self.jump_forward and seq.matcher is not None:
+            self._jump_forward(seq, room=sp.max_tokens - len(seq.out))
         if seq.matcher is not None and seq.matcher.is_terminated():
             return self._finish(seq, "stop")
         cut = seq.stops.add(token) if seq.stops is not None else None
@@ -263,6 +289,24 @@ class TorchEngine(Engine):
         if len(seq.out) >= sp.max_tokens or total >= self.max_context:
             return self._finish(seq, "length")
         return False
+
+    def _emit(self, seq: _Sequence, token: int) -> None:
+        seq.out.append(token)
+        if seq.request.on_token is not None:
+            seq.request.on_token(token)
+
+    def _jump_forward(self, seq: _Sequence, *, room: int) -> None:
+        """Accept what the grammar forces next (at most `room` tokens) and queue it for the
+        row's next step, so that it costs one forward pass instead of one per token."""
+        assert seq.matcher is not None
+        forced = seq.matcher.forced_tokens()[:max(room, 0)]
+        for token in forced:
+            if not seq.matcher.accept_token(token):
+                raise RuntimeError(f"grammar refused its own forced token {token}")
+            self._emit(seq, token)
+        seq.pending.extend(forced)
+        self._counts["jump_forward_tokens"] += len(forced)
+        seq.timings["forced"] = seq.timings.get("forced", 0) + len(forced)
 
     def _finish(self, seq: _Sequence, reason: FinishReason, *, text: str | None = None) -> bool:
         now = time.perf_counter()
