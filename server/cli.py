@@ -36,9 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="local Hugging Face model directory "
                                        "(default: the embedded SmolLM2-135M-Instruct)")
     serve.add_argument("--served-model-name", dest="served_model_name")
-    serve.add_argument("--engine", choices=["torch", "llamacpp", "vllm"],
-                       help="torch (default, embedded), llamacpp (llama-cpp-python, GGUF) "
-                            "or vllm (needs `make setup-vllm`)")
+    serve.add_argument("--engine", choices=["auto", "torch", "llamacpp", "vllm"],
+                       help="auto (default: llamacpp on CPU hosts where it is installed, "
+                            "else torch), torch, llamacpp (llama-cpp-python, GGUF) or vllm "
+                            "(needs `make setup-vllm`)")
     serve.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
     serve.add_argument("--cold-compile", dest="cold_compile",
                        choices=["auto", "wait", "bridge"],

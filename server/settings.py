@@ -19,7 +19,9 @@ class _Settings(BaseSettings):
     model: str | None = None  # None: the embedded SmolLM2-135M-Instruct
     served_model_name: str | None = None
     cache_dir: Path | None = None
-    engine: Literal["torch", "llamacpp", "vllm"] = "torch"
+    # "auto": llama.cpp on CPU hosts where it is installed and the model has a GGUF, else
+    # torch (engines/factory.py resolve_engine).
+    engine: Literal["auto", "torch", "llamacpp", "vllm"] = "auto"
     # Token masks from xgrammar (default), llguidance or outlines-core (the last two: torch
     # engine only).
     grammar_backend: Literal["xgrammar", "llguidance", "outlines"] = "xgrammar"

@@ -18,8 +18,25 @@ class EngineConfigError(Exception):
 def bridged(settings: Settings) -> bool:
     """Whether xgrammar's cold compiles are bridged by llguidance (--cold-compile)."""
     if settings.cold_compile == "auto":
-        return settings.engine == "torch" and settings.grammar_backend == "xgrammar"
+        return settings.engine != "vllm" and settings.grammar_backend == "xgrammar"
     return settings.cold_compile == "bridge"
+
+
+def resolve_engine(settings: Settings) -> str:
+    """`--engine auto`: llama.cpp on a CPU host where it is installed and the model has a
+    GGUF (the embedded one does), chosen by measurement (README, "Engines"); the torch
+    engine otherwise (a CUDA GPU, or no llama.cpp). Sets and returns the concrete engine."""
+    if settings.engine == "auto":
+        import torch
+
+        from server.model_store import find_gguf
+
+        cpu = settings.device == "cpu" or (settings.device == "auto"
+                                           and not torch.cuda.is_available())
+        llamacpp = (cpu and importlib.util.find_spec("llama_cpp") is not None
+                    and find_gguf(resolve_model(settings.model, settings.cache_dir)))
+        settings.engine = "llamacpp" if llamacpp else "torch"
+    return settings.engine
 
 
 def check_config(settings: Settings) -> None:
@@ -31,6 +48,13 @@ def check_config(settings: Settings) -> None:
                                 "CUDA GPU; use --device cpu or auto")
     if settings.device not in ("auto", "cpu") and not settings.device.startswith("cuda"):
         raise EngineConfigError(f"unknown --device {settings.device!r}; use auto, cpu or cuda[:N]")
+    try:
+        resolve_model(settings.model, settings.cache_dir)
+    except ModelNotFoundError as exc:
+        raise EngineConfigError(str(exc)) from None
+    engine = resolve_engine(settings)
+    if engine == "llamacpp":
+        _check_llamacpp(settings)
     if settings.engine == "vllm" and settings.grammar_backend != "xgrammar":
         raise EngineConfigError("--engine vllm applies its own xgrammar masks; "
                                 f"--grammar-backend {settings.grammar_backend} is for the "
@@ -60,14 +84,39 @@ def check_config(settings: Settings) -> None:
                                 f"({sys.prefix}); run `make setup-vllm` and start "
                                 ".venv-vllm/bin/strictcall, or install vllm on a GPU host "
                                 "(Dockerfile.gpu)")
-    try:
-        resolve_model(settings.model, settings.cache_dir)
-    except ModelNotFoundError as exc:
-        raise EngineConfigError(str(exc)) from None
+
+
+def _check_llamacpp(settings: Settings) -> None:
+    from server.model_store import find_gguf
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise EngineConfigError("--engine llamacpp: llama-cpp-python is not installed in this "
+                                f"Python ({sys.prefix}); `make setup` builds it, or use "
+                                "--engine torch")
+    if settings.device.startswith("cuda"):
+        raise EngineConfigError("--engine llamacpp runs on the CPU here; use --engine torch "
+                                "(or vllm) on a CUDA GPU")
+    model_dir = resolve_model(settings.model, settings.cache_dir)
+    if find_gguf(model_dir) is None:
+        raise EngineConfigError(f"--engine llamacpp needs a .gguf file in {str(model_dir)!r} "
+                                "beside the tokenizer files; add the model's GGUF there or "
+                                "use --engine torch")
 
 
 def build_engine(settings: Settings) -> Engine:
     model_dir = resolve_model(settings.model, settings.cache_dir)
+    engine = resolve_engine(settings)
+    if engine == "llamacpp":
+        from server.engines.llamacpp_engine import LlamaCppEngine
+
+        return LlamaCppEngine(model_dir, threads=settings.threads, max_batch=settings.max_batch,
+                              max_context=settings.max_model_len,
+                              model_name=settings.served_model_name or model_dir.name,
+                              grammar_backend=BRIDGE if bridged(settings)
+                              else settings.grammar_backend,
+                              step_timeout_s=settings.step_timeout_s,
+                              jump_forward=settings.jump_forward,
+                              prefix_cache_bytes=settings.prefix_cache_mb * 2**20)
     if settings.engine == "vllm":
         from server.engines.vllm_engine import VllmEngine, VllmOptions
 

@@ -1,0 +1,223 @@
+"""LlamaCppEngine: llama.cpp (through llama-cpp-python's C API) running a GGUF, stepped by
+the shared decode loop (engines/loop.py), so grammar masks, jump-forward, sampling, stop
+strings, seeds, cancellation and the watchdog are the same as in the torch engine.
+
+One llama.cpp context with a unified KV cache holds every sequence: rows of the running
+batch use sequence ids 0..max_batch-1 and decode together in one `llama_decode` per step
+(a row fed its pending tokens at their own positions). Prefix reuse parks finished prompts
+under further sequence ids; a new prompt sharing a prefix with a parked one gets those cells
+by `llama_memory_seq_cp` (shared cells, no copy) and prefills only the rest. Logits are read
+in place from llama.cpp's buffer and masked there: no copies per step."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from grammars import MaskingBackend, make_backend
+from server.engines import rules
+from server.engines.loop import DecodeRow, SteppedEngine
+from server.model_store import find_gguf
+
+log = logging.getLogger("strictcall.engine")
+
+_MIN_REUSE = 16  # shorter shared prefixes (a template's first tokens) are not worth a lookup
+_MAX_PARKED = 32  # parked prompts at most, whatever their size
+
+
+class LlamaCppConfigError(Exception):
+    pass
+
+
+class LlamaCppEngine(SteppedEngine):
+    def __init__(self, model_dir: Path, *, threads: int = 1, max_batch: int = 8,
+                 max_context: int | None = None, model_name: str | None = None,
+                 grammar_backend: str = "xgrammar", step_timeout_s: float = 60.0,
+                 jump_forward: bool = True, prefix_cache_bytes: int = 256 * 2**20) -> None:
+        import llama_cpp
+        from transformers import AutoTokenizer
+
+        self._ll = llama_cpp
+        gguf = find_gguf(Path(model_dir))
+        if gguf is None:
+            raise LlamaCppConfigError(
+                f"--engine llamacpp needs a .gguf file in {str(model_dir)!r} beside the "
+                "tokenizer files; put the model's GGUF there (the embedded model has one)")
+        self.model_dir = Path(model_dir)
+        self.model_name = model_name or self.model_dir.name
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self._load(gguf, threads=threads)
+        train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
+        self.max_context = min(max_context or 2048, train_ctx)
+        self.eos_token_ids = rules.eos_token_ids(model_dir, self.tokenizer)
+        self.grammar_backend: MaskingBackend = make_backend(
+            grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
+            stop_token_ids=sorted(self.eos_token_ids))
+        self._park_budget = prefix_cache_bytes // self._kv_bytes_per_token()
+        parked = min(_MAX_PARKED, self._park_budget // _MIN_REUSE)
+        self._context(threads=threads, seqs=max_batch + parked,
+                      cells=max_batch * self.max_context + self._park_budget)
+        self._free_rows = list(range(max_batch))
+        self._free_parks = list(range(max_batch, max_batch + parked))
+        self._parked: OrderedDict[int, tuple[int, ...]] = OrderedDict()  # slot -> tokens
+        self._start(name="llamacpp-engine", max_batch=max_batch,
+                    step_timeout_s=step_timeout_s, jump_forward=jump_forward)
+
+    # -- llama.cpp objects ----------------------------------------------------------------
+    def _load(self, gguf: Path, *, threads: int) -> None:
+        from llama_cpp._logger import set_verbose
+
+        set_verbose(False)  # llama.cpp's load log goes to stderr unless quieted; errors stay
+        ll = self._ll
+        ll.llama_backend_init()
+        params = ll.llama_model_default_params()
+        self._model = ll.llama_model_load_from_file(str(gguf).encode(), params)
+        if not self._model:
+            raise LlamaCppConfigError(f"llama.cpp could not load {str(gguf)!r}; is it a GGUF "
+                                      "file this llama.cpp build supports?")
+        vocab = ll.llama_model_get_vocab(self._model)
+        self.vocab_size = int(ll.llama_vocab_n_tokens(vocab))
+        if self.vocab_size < len(self.tokenizer):
+            raise LlamaCppConfigError(
+                f"{gguf.name!r} has {self.vocab_size} tokens but the tokenizer in "
+                f"{str(gguf.parent)!r} has {len(self.tokenizer)}: they are not the same model")
+
+    def _kv_bytes_per_token(self) -> int:
+        ll, m = self._ll, self._model
+        heads, kv_heads = ll.llama_model_n_head(m), ll.llama_model_n_head_kv(m)
+        kv_dim = ll.llama_model_n_embd(m) * kv_heads // max(heads, 1)
+        return max(1, ll.llama_model_n_layer(m) * kv_dim * 2 * 2)  # K and V, f16
+
+    def _context(self, *, threads: int, seqs: int, cells: int) -> None:
+        ll = self._ll
+        params = ll.llama_context_default_params()
+        params.n_ctx = cells
+        self._n_batch = 512
+        params.n_batch = params.n_ubatch = self._n_batch
+        params.n_seq_max = seqs
+        params.n_threads = params.n_threads_batch = threads
+        params.kv_unified = True  # sequences share cells: parked prefixes cost no copy
+        self._ctx = ll.llama_init_from_model(self._model, params)
+        if not self._ctx:
+            raise LlamaCppConfigError(f"llama.cpp could not make a context of {cells} cells "
+                                      f"for {seqs} sequences; lower --max-batch, "
+                                      "--max-model-len or --prefix-cache-mb")
+        self._mem = ll.llama_get_memory(self._ctx)
+        self._batch = ll.llama_batch_init(self._n_batch, 0, 1)
+
+    def _decode(self, feeds: list[tuple[int, int, list[int]]]) -> torch.Tensor:
+        """One llama_decode: for each (sequence id, first position, tokens), the tokens at
+        their positions; logits of each feed's last token, [feeds, vocab], in place."""
+        b = self._batch
+        n = 0
+        for seq_id, pos, tokens in feeds:
+            for i, token in enumerate(tokens):
+                b.token[n], b.pos[n], b.n_seq_id[n] = token, pos + i, 1
+                b.seq_id[n][0] = seq_id
+                b.logits[n] = i == len(tokens) - 1
+                n += 1
+        b.n_tokens = n
+        code = self._ll.llama_decode(self._ctx, b)
+        if code != 0:
+            raise RuntimeError(f"llama_decode returned {code} (1: no KV cells left for "
+                               f"{n} tokens; lower --max-batch or the prompt's length)")
+        ptr = self._ll.llama_get_logits(self._ctx)
+        array = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)),
+                                      shape=(len(feeds), self.vocab_size))
+        return torch.from_numpy(array)
+
+    # -- the loop's hooks ------------------------------------------------------------------
+    def _prefill_logits(self, seq: DecodeRow) -> torch.Tensor:
+        seq.slot = self._free_rows.pop()
+        prompt = seq.request.prompt_ids
+        reused = self._reuse_prefix(prompt, seq.slot)
+        self._counts["prefill_tokens"] += len(prompt) - reused
+        seq.timings["prefix_reused_tokens"] = reused
+        logits = None
+        for start in range(reused, len(prompt), self._n_batch):
+            chunk = list(prompt[start:start + self._n_batch])
+            logits = self._decode([(seq.slot, start, chunk)])
+        assert logits is not None
+        self._park(prompt, seq.slot)
+        return logits[0]
+
+    def _join(self, seq: DecodeRow) -> None:
+        """Its cells are already in its sequence: nothing moves."""
+
+    def _released(self, seq: DecodeRow) -> None:
+        self._free_row(seq)
+
+    def _step_logits(self, rows: list[DecodeRow]) -> torch.Tensor:
+        feeds = [(s.slot, len(s.request.prompt_ids) + len(s.out) - len(s.pending), s.pending)
+                 for s in rows]
+        return self._decode(feeds)
+
+    def _keep_rows(self, keep: list[int], rows: list[DecodeRow]) -> None:
+        kept = set(keep)
+        for i, seq in enumerate(rows):
+            if i not in kept:
+                self._free_row(seq)
+
+    def _free_row(self, seq: DecodeRow) -> None:
+        if seq.slot >= 0:
+            self._ll.llama_memory_seq_rm(self._mem, seq.slot, -1, -1)
+            self._free_rows.append(seq.slot)
+            seq.slot = -1
+
+    # -- prefix reuse ------------------------------------------------------------------------
+    def _reuse_prefix(self, prompt: tuple[int, ...], slot: int) -> int:
+        best_slot, best = -1, 0
+        for park, tokens in self._parked.items():
+            n = _common_prefix(tokens, prompt)
+            if n > best:
+                best_slot, best = park, n
+        best = min(best, len(prompt) - 1)
+        if best < _MIN_REUSE:
+            return 0
+        self._parked.move_to_end(best_slot)
+        self._ll.llama_memory_seq_cp(self._mem, best_slot, slot, 0, best)
+        self._counts["prefix_hits"] += 1
+        self._counts["prefix_reused_tokens"] += best
+        return best
+
+    def _park(self, prompt: tuple[int, ...], slot: int) -> None:
+        """Keep the prompt's cells under a parked sequence id (shared, not copied)."""
+        if len(prompt) < _MIN_REUSE or len(prompt) > self._park_budget:
+            return
+        for park in [p for p, t in self._parked.items()
+                     if len(t) <= len(prompt) and prompt[:len(t)] == t]:
+            self._unpark(park)  # the new prompt serves its lookups too
+        while self._parked and (not self._free_parks or len(prompt) + sum(
+                len(t) for t in self._parked.values()) > self._park_budget):
+            self._unpark(next(iter(self._parked)))
+        if not self._free_parks:
+            return
+        park = self._free_parks.pop()
+        self._ll.llama_memory_seq_cp(self._mem, slot, park, 0, len(prompt))
+        self._parked[park] = prompt
+
+    def _unpark(self, park: int) -> None:
+        del self._parked[park]
+        self._ll.llama_memory_seq_rm(self._mem, park, -1, -1)
+        self._free_parks.append(park)
+
+    def close(self) -> None:
+        super().close()
+        ll = self._ll
+        ll.llama_batch_free(self._batch)
+        ll.llama_free(self._ctx)
+        ll.llama_model_free(self._model)
+
+
+def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
