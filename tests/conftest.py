@@ -10,6 +10,18 @@ ROOT = Path(__file__).resolve().parents[1]
 EVALDATA = ROOT.parent / "shared" / "evaldata"
 
 
+def pytest_unconfigure(config):
+    # llama-cpp-python opens two /dev/null files at import and never closes them; closed
+    # here so the interpreter's exit does not report them as leaked.
+    import sys
+
+    utils = sys.modules.get("llama_cpp._utils")
+    for name in ("outnull_file", "errnull_file"):
+        handle = getattr(utils, name, None)
+        if handle is not None:
+            handle.close()
+
+
 def pytest_configure(config):
     # Servers under test (in process or child processes) do not share compiled grammars
     # through the user's cache directory; the disk-store tests turn it on in a tmp dir.

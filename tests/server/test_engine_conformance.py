@@ -49,6 +49,12 @@ def build_engine(kind: str, model_dir: Any, cache_dir: Any, *,
 
         return TorchEngine(model_dir, device="cpu", threads=1, max_batch=2,
                            grammar_backend=grammar_backend)
+    if kind == "llamacpp":
+        pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make setup)")
+        from server.engines.llamacpp_engine import LlamaCppEngine
+
+        return LlamaCppEngine(model_dir, threads=1, max_batch=2,
+                              grammar_backend=grammar_backend)
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("needs .venv-vllm (make setup-vllm)")
     from server.engines.vllm_engine import VllmEngine, VllmOptions
@@ -72,6 +78,7 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
     pytest.param(("scripted", "llguidance"), id="scripted-llguidance"),
     pytest.param(("torch", "xgrammar"), marks=pytest.mark.slow, id="torch"),
     pytest.param(("torch", "llguidance"), marks=pytest.mark.slow, id="torch-llguidance"),
+    pytest.param(("llamacpp", "xgrammar"), marks=pytest.mark.slow, id="llamacpp"),
     pytest.param(("vllm", "xgrammar"), marks=[pytest.mark.vllm, pytest.mark.slow], id="vllm"),
 ])
 def engine(request, model_dir, tmp_path_factory, loop) -> Iterator[Engine]:

@@ -1,5 +1,6 @@
-"""TorchEngine on the real embedded model: what only it does (batching, seeds, outlines).
-The rules every engine shares are in test_engine_conformance.py."""
+"""The engines that step the model themselves (TorchEngine, LlamaCppEngine), on the real
+embedded model: batching, seeds, outlines, a failing step. The rules every engine shares are
+in test_engine_conformance.py; jump-forward and prefix reuse in test_stepped_engines.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from grammars import GrammarCache, JsonSchemaSpec
 from grammars.keywords import XGRAMMAR_KEYWORDS
 from server.engines.base import GenerationRequest, SamplingParams
+from server.engines.torch_engine import TorchEngine
 
 pytestmark = pytest.mark.slow
 
@@ -19,13 +21,27 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
           "required": ["name", "age"]}
 
 
-@pytest.fixture(scope="module")
-def engine(model_dir):
-    from server.engines.torch_engine import TorchEngine
-
-    eng = TorchEngine(model_dir, device="cpu", threads=1, max_batch=4)
+@pytest.fixture(scope="module", params=["torch", "llamacpp"])
+def engine(model_dir, request):
+    # llama.cpp's attention sums over KV cells in their layout order: a prompt that reuses a
+    # parked prefix sits in other cells than one prefilled whole, so sampled text can fork
+    # at a near-tie. Seeds here are checked without prefix reuse (test_stepped_engines
+    # checks reuse under a grammar).
+    options = {"prefix_cache_bytes": 0} if request.param == "llamacpp" else {}
+    eng = stepped_engine(request.param, model_dir, max_batch=4, **options)
     yield eng
     eng.close()
+
+
+def stepped_engine(kind, model_dir, **options):
+    if kind == "torch":
+        from server.engines.torch_engine import TorchEngine
+
+        return TorchEngine(model_dir, device="cpu", threads=1, **options)
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make setup)")
+    from server.engines.llamacpp_engine import LlamaCppEngine
+
+    return LlamaCppEngine(model_dir, threads=1, **options)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +80,14 @@ def test_batched_decode_matches_one_at_a_time(engine, person_grammar):
                                       for p, g in prompts))
 
     alone, batched = run(single()), run(together())
-    assert [r.text for r in batched] == [r.text for r in alone]
+    if isinstance(engine, TorchEngine):
+        assert [r.text for r in batched] == [r.text for r in alone]
+    else:
+        # llama.cpp's kernels sum in another order for three rows than for one, so free text
+        # can fork at a near-tie after a while (seen: "...history, culture" vs "...history
+        # and culture"); the JSON row is pinned by its grammar and must match.
+        assert batched[1].text == alone[1].text
+        assert all(b.text[:20] == a.text[:20] for a, b in zip(alone, batched))
     assert engine.stats()["running"] == 0
 
 
