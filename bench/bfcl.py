@@ -5,6 +5,7 @@ budget, each on the same questions against one real server on the embedded model
     strictcall-bench bfcl [--limit 20] [--categories simple_python,multiple,parallel]
         [--settings unconstrained,constrained,reasoning] [--budgets 32,128]
         [--max-tokens 256] [--model DIR] [--out bench/results/bfcl.json]
+        [--server-args "--no-jump-forward"]
 
 Settings (alternating per question, same server):
 - unconstrained: no `tools` (nothing is constrained) and, as the system turn, the prompt the
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 import time
@@ -58,13 +60,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--model", help="model directory (default: the embedded model)")
     p.add_argument("--out", type=Path, default=Path("bench/results/bfcl.json"))
+    p.add_argument("--server-args", default="",
+                   help="extra `strictcall serve` flags, e.g. '--no-jump-forward' or "
+                        "'--engine torch'")
     args = p.parse_args(argv)
     settings = settings_from(args.settings, args.budgets)
     rows, samples = _run(args, settings)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": {
         "limit": args.limit, "categories": args.categories, "settings": list(settings),
-        "max_tokens": args.max_tokens, "model": args.model or "embedded"},
+        "max_tokens": args.max_tokens, "model": args.model or "embedded",
+        "server_args": args.server_args},
         "rows": rows, "samples": samples}, indent=2))
     print(_table(rows))
     print(f"report: {args.out}", file=sys.stderr)
@@ -94,8 +100,8 @@ def _run(args: argparse.Namespace, settings: dict[str, dict[str, Any] | None]
     samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
     unsupported: dict[str, str] = {}  # setting -> the server's 400 message
     answered: set[str] = set()  # settings the server has answered once
-    server_args = ["--served-model-name", MODEL] + (["--model", args.model] if args.model
-                                                    else [])
+    server_args = ["--served-model-name", MODEL, *shlex.split(args.server_args)] + (
+        ["--model", args.model] if args.model else [])
     with ServerProcess(*server_args) as server, openai.OpenAI(
             base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
             timeout=600) as client:

@@ -59,7 +59,7 @@ class TokenBitmasks(MaskingBackend):
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor,
                       rows: list[int]) -> None:
         """Set logits of forbidden tokens to -inf, in place, for the given rows."""
-        xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device),
+        xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device, non_blocking=True),
                                         vocab_size=self.vocab_size, indices=rows)
 
 

@@ -168,11 +168,17 @@ class CompletionTokensDetails(BaseModel):
     reasoning_tokens: int = 0
 
 
+class PromptTokensDetails(BaseModel):
+    # Prompt tokens whose KV cache came from an earlier request (prefix reuse).
+    cached_tokens: int = 0
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     completion_tokens_details: CompletionTokensDetails | None = None
+    prompt_tokens_details: PromptTokensDetails | None = None
 
 
 class ResponseMessage(BaseModel):

@@ -53,15 +53,18 @@ class LlamaCppEngine(SteppedEngine):
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self._load(gguf, threads=threads)
         train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
-        self.max_context = min(max_context or 2048, train_ctx)
+        self.max_context = min(max_context or train_ctx, train_ctx)
         self.eos_token_ids = rules.eos_token_ids(model_dir, self.tokenizer)
         self.grammar_backend: MaskingBackend = make_backend(
             grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
             stop_token_ids=sorted(self.eos_token_ids))
         self._park_budget = prefix_cache_bytes // self._kv_bytes_per_token()
         parked = min(_MAX_PARKED, self._park_budget // _MIN_REUSE)
+        # One request may use the whole context; a full batch, 2048 tokens a row. Beyond
+        # that, a step that finds no free cell fails its batch with a 503 (llama_decode 1).
+        rows = max(self.max_context, max_batch * min(self.max_context, 2048))
         self._context(threads=threads, seqs=max_batch + parked,
-                      cells=max_batch * self.max_context + self._park_budget)
+                      cells=rows + self._park_budget)
         self._free_rows = list(range(max_batch))
         self._free_parks = list(range(max_batch, max_batch + parked))
         self._parked: OrderedDict[int, tuple[int, ...]] = OrderedDict()  # slot -> tokens

@@ -59,6 +59,7 @@ class SteppedEngine(Engine):
     grammar_backend: MaskingBackend
     max_batch: int
     vocab_size: int
+    device: torch.device = torch.device("cpu")  # where logits are (the torch engine's GPU)
 
     def _start(self, *, name: str, max_batch: int, step_timeout_s: float,
                jump_forward: bool) -> None:
@@ -68,6 +69,8 @@ class SteppedEngine(Engine):
         self._queue: queue.Queue[DecodeRow | None] = queue.Queue()
         self._rows: list[DecodeRow] = []
         self._bitmask = self.grammar_backend.allocate_bitmask(max_batch)
+        if self.device.type == "cuda":  # filled on the host, copied without a sync
+            self._bitmask = self._bitmask.pin_memory()
         # prefills: one per request, reasoning pass or not (it continues in the same cache).
         self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0, "prefills": 0,
                         "prefill_tokens": 0, "hung_steps": 0, "failed_by_watchdog": 0,
@@ -104,7 +107,8 @@ class SteppedEngine(Engine):
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         future: concurrent.futures.Future[GenerationResult] = concurrent.futures.Future()
         matcher = self.grammar_backend.matcher(request.grammar) if request.grammar else None
-        seq = DecodeRow(request, future, matcher, make_generator(request.sampling.seed),
+        seq = DecodeRow(request, future, matcher,
+                        make_generator(request.sampling.seed, self.device),
                         stops=rules.StopStringScanner.for_request(
                             request.sampling, self.decode, constrained=matcher is not None))
         seq.timings["queued_at"] = time.perf_counter()

@@ -11,8 +11,9 @@ import torch
 GREEDY_BELOW = 1e-5
 
 
-def make_generator(seed: int | None) -> torch.Generator:
-    gen = torch.Generator()
+def make_generator(seed: int | None, device: torch.device | str = "cpu") -> torch.Generator:
+    """On the logits' device, so sampling on a GPU copies no distribution to the host."""
+    gen = torch.Generator(device=device)
     if seed is None:
         gen.seed()
     else:
@@ -35,4 +36,6 @@ def choose_token(logits: torch.Tensor, *, temperature: float, top_p: float,
         drop = cumulative - sorted_probs > top_p
         sorted_probs[drop] = 0.0
         probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
-    return int(torch.multinomial(probs.cpu(), 1, generator=generator))
+    if probs.device != generator.device:
+        probs = probs.to(generator.device)
+    return int(torch.multinomial(probs, 1, generator=generator))

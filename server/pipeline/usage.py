@@ -4,7 +4,7 @@ the chat pipeline so that each stays readable; the pipeline re-exports them."""
 from __future__ import annotations
 
 from server.engines.base import Engine, GenerationResult
-from server.protocol import Usage
+from server.protocol import PromptTokensDetails, Usage
 
 
 def reasoning_tokens(engine: Engine, ids: tuple[int, ...], end: str) -> int:
@@ -26,5 +26,7 @@ def usage_of(*results: GenerationResult) -> Usage:
     """Tokens of every decode the answer took (two when "auto" decided on no call)."""
     prompt = sum(r.prompt_tokens for r in results)
     completion = sum(r.completion_tokens for r in results)
+    cached = sum(int(r.timings.get("prefix_reused_tokens", 0)) for r in results)
     return Usage(prompt_tokens=prompt, completion_tokens=completion,
-                 total_tokens=prompt + completion)
+                 total_tokens=prompt + completion,
+                 prompt_tokens_details=PromptTokensDetails(cached_tokens=cached))

@@ -135,8 +135,15 @@ def test_sdk_raises_readable_errors(client):
 
 def test_client_disconnect_stops_the_decode(server):
     before = httpx.get(f"{server}/health").json()["engine"]["cancelled"]
+    # The grammar makes the story at least 2,500 characters: several seconds on any engine
+    # here, so the client's 2 s timeout always comes first.
+    long_story = {"type": "object", "properties": {
+        "story": {"type": "string", "minLength": 2500, "maxLength": 4000}},
+        "required": ["story"]}
     body = {"model": MODEL, "max_tokens": 3000,
-            "messages": [{"role": "user", "content": "Write a very long story."}]}
+            "messages": [{"role": "user", "content": "Write a very long story."}],
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": "story", "schema": long_story}}}
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{server}/v1/chat/completions", json=body, timeout=2.0)
     _assert_one_more_cancelled(server, before)

@@ -71,8 +71,11 @@ class ResponseUsage(BaseModel):
     @classmethod
     def of(cls, usage: Usage) -> ResponseUsage:
         details = usage.completion_tokens_details
+        cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
         return cls(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens,
-                   total_tokens=usage.total_tokens, output_tokens_details={
+                   total_tokens=usage.total_tokens,
+                   input_tokens_details={"cached_tokens": cached, "cache_write_tokens": 0},
+                   output_tokens_details={
                        "reasoning_tokens": details.reasoning_tokens if details else 0})
 
 
