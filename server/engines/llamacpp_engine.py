@@ -34,6 +34,24 @@ class LlamaCppConfigError(Exception):
     pass
 
 
+def _to_logging(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    """llama.cpp's own log lines, into Python logging (so `--log-format json` holds):
+    errors as errors, the rest (load progress, context notes) at debug level."""
+    if level == 3:  # GGML_LOG_LEVEL_ERROR
+        log.error("llama.cpp: %s", text.decode(errors="replace").rstrip())
+    elif log.isEnabledFor(logging.DEBUG):
+        log.debug("llama.cpp: %s", text.decode(errors="replace").rstrip())
+
+
+def _make_callback():  # noqa: ANN202 - a ctypes function pointer
+    import llama_cpp
+
+    return llama_cpp.llama_log_callback(_to_logging)
+
+
+_LOG_CALLBACK = None  # kept referenced for as long as llama.cpp may call it
+
+
 class LlamaCppEngine(SteppedEngine):
     def __init__(self, model_dir: Path, *, threads: int = 1, max_batch: int = 8,
                  max_context: int | None = None, model_name: str | None = None,
@@ -73,10 +91,11 @@ class LlamaCppEngine(SteppedEngine):
 
     # -- llama.cpp objects ----------------------------------------------------------------
     def _load(self, gguf: Path, *, threads: int) -> None:
-        from llama_cpp._logger import set_verbose
-
-        set_verbose(False)  # llama.cpp's load log goes to stderr unless quieted; errors stay
+        global _LOG_CALLBACK
         ll = self._ll
+        if _LOG_CALLBACK is None:
+            _LOG_CALLBACK = _make_callback()
+        ll.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
         ll.llama_backend_init()
         params = ll.llama_model_default_params()
         self._model = ll.llama_model_load_from_file(str(gguf).encode(), params)

@@ -212,6 +212,7 @@ class SteppedEngine(Engine):
         self._inflight = list(seqs)
         return self._watchdog.step()
 
+    @torch.inference_mode()  # logits are inference tensors: masked and steered in place
     def _prefill(self, seq: DecodeRow) -> None:
         start = time.perf_counter()
         seq.timings["queue_s"] = start - seq.timings["queued_at"]
@@ -227,6 +228,7 @@ class SteppedEngine(Engine):
         # Decode time counts batched steps only, so tokens/s = (tokens - 1) / decode_s.
         seq.timings["decode_started"] = time.perf_counter()
 
+    @torch.inference_mode()
     def _decode_step(self) -> None:
         logits = self._step_logits(self._rows).float()
         self._counts["decode_steps"] += 1

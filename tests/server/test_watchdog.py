@@ -93,7 +93,7 @@ def wait_until(check: Callable[[], bool], *, bound_s: float = 120.0) -> None:
 @pytest.mark.slow
 def test_a_hung_step_fails_its_requests_and_health_says_degraded(model_dir):
     settings = Settings(model=str(model_dir), served_model_name="tiny", device="cpu",
-                        step_timeout_s=STEP_TIMEOUT_S, warm_grammars=False)
+                        engine="torch", step_timeout_s=STEP_TIMEOUT_S, warm_grammars=False)
     app = create_app(settings, build_engine)
     with TestClient(app) as client:
         engine = app.state.pipeline.engine
