@@ -168,7 +168,8 @@ def _parse_toml(path: Path, text: str):  # noqa: ANN202 - (data, loc -> line)
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         found = re.search(r"line (\d+)", str(exc))
-        raise PolicyFileError(f"{_at(path, int(found.group(1)) if found else None)}: "
+        line = int(found.group(1)) if found else len(text.splitlines()) or 1  # at the end
+        raise PolicyFileError(f"{_at(path, line)}: "
                               f"{str(exc).split(' (at')[0]} (not valid TOML)") from None
     rows = text.splitlines()
 
