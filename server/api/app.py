@@ -208,12 +208,14 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
         stream = ChunkStream(pipeline, prep, include_usage=include_usage,
                              overdue=overdue_check(request))
         return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
-                                 headers=grammar_headers(prep.lookup, prep.plan.enforcement))
+                                 headers={**grammar_headers(prep.lookup, prep.plan.enforcement),
+                                          **prep.headers()})
     try:
         done = await until_disconnect(request, pipeline.complete(body, caller_of(request)))
     except ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
-    response.headers.update(grammar_headers(done.grammar, done.enforcement))
+    response.headers.update({**grammar_headers(done.grammar, done.enforcement),
+                             **done.headers})
     return done.response.model_dump(exclude_none=False)
 
 

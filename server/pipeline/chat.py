@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, assert_never
 
 
@@ -20,7 +20,8 @@ from server.errors import InvalidRequest, ModelNotFound, OutputInvalid, ServiceE
 from server.execution import (Events, Offer, RequestTrace, ToolOffers, ToolPolicy,
                               contract_runtime)
 from server.pipeline.audit import AuditSink, Decision
-from server.pipeline.calls import CallChecks, new_call_id, parse_json, validate  # noqa: F401
+from server.pipeline.calls import (CallChecks, approval_header, new_call_id,  # noqa: F401
+                                   parse_json, validate)
 # (new_call_id: re-exported for the streaming path)
 from server.pipeline.decode import compiled, decode
 from server.formats.families import ModelFormat
@@ -85,6 +86,8 @@ class Completed:
     response: ChatCompletion
     grammar: Lookup | None
     enforcement: EnforcementReport | None = None
+    # The execution layer's: a deprecated tool's warning, calls waiting for an approval.
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ChatPipeline:
@@ -126,7 +129,7 @@ class ChatPipeline:
             results.append(result)
         choice, extension = await self.finish(prep, results[-1], trip)
         return Completed(self.response([choice], results, extension, prep), first.lookup,
-                         first.plan.enforcement)
+                         first.plan.enforcement, {**first.headers(), **approval_header(extension)})
 
     async def prepare(self, req: ChatCompletionRequest, caller: Caller) -> Prepared:
         trace = self.events.start("strictcall.chat", request_id=caller.request_id,
