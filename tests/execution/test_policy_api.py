@@ -167,3 +167,18 @@ def test_every_decision_is_a_span_event_and_an_audit_record(client, script, span
     (span,) = spans[1].get_finished_spans()
     assert [e.name for e in span.events][-1] == "rejected"
     assert span.status.status_code.name == "ERROR"
+
+
+def test_with_api_keys_the_policy_reads_the_keys_identity(app_client, script, tmp_path):
+    keys = tmp_path / "keys.yaml"
+    keys.write_text("keys: [{key: sk-agent-0123456789abcdef, name: agent, tenant: acme, "
+                    "roles: [chat, support-agent]}]")
+    script.calls(REFUND)
+    with app_client(api_keys_file=keys) as client:
+        # The headers claim a lead in another tenant; the key says an agent of acme.
+        headers = {"Authorization": "Bearer sk-agent-0123456789abcdef",
+                   **who("other", "support-lead")}
+        resp = chat(client, ["refund_order"], headers=headers)
+        (note,) = resp.json()["strictcall"]["calls"]
+        assert "approval_required" in note
+        assert calls_of(resp)[0][1]["tenant_id"] == "acme"
