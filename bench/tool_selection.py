@@ -2,13 +2,19 @@
 each question, is its correct function among the k tools the selector picks?
 
     strictcall-bench tool-selection [--ks 3,5,10] [--out bench/results/tool_selection.json]
+        [--ast N [--max-tokens 128]]
 
 Rows: BM25 over what the server matches on (name, description, parameter names and their
 descriptions), two ablations (without parameter descriptions; name and description only),
 and the baseline
 of offering the catalog's first 20 tools (the 20-tool budget, no selection). Selection
 recall is an upper bound on tool-name accuracy: a tool that is not offered cannot be
-called. No model is needed."""
+called. No model is needed.
+
+`--ast N` also asks a real server (the embedded model, greedy, tool_choice="required") the
+first N questions in each setting: the question's own BFCL functions (BFCL's setting), the
+whole catalog with the server's selection at each k (`strictcall.select_k`), and the
+catalog's first 20 tools; it reports BFCL AST accuracy and tool-name accuracy."""
 
 from __future__ import annotations
 
@@ -38,16 +44,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ks", default="3,5,10")
     p.add_argument("--budget", type=int, default=20, help="the no-selection baseline's size")
     p.add_argument("--out", type=Path, default=Path("bench/results/tool_selection.json"))
+    p.add_argument("--ast", type=int, default=0, metavar="N",
+                   help="also measure AST accuracy through the model on N questions")
+    p.add_argument("--max-tokens", type=int, default=128)
     args = p.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
     pairs = load("multiple")
     catalog = catalog_of(q for q, _ in pairs)
     rows = [measure(label, doc, catalog, pairs, ks) for label, doc in DOCUMENTS.items()]
     rows.append(first_n(catalog, pairs, args.budget))
+    ast = []
+    if args.ast:
+        from bench.tool_selection_ast import measure_ast
+        ast = measure_ast(pairs[: args.ast], catalog, ks, budget=args.budget,
+                          max_tokens=args.max_tokens)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"questions": len(pairs), "catalog": len(catalog),
-                                    "ks": ks, "rows": rows}, indent=2))
+                                    "ks": ks, "rows": rows, "ast": ast}, indent=2))
     print(table(rows, ks, len(pairs), len(catalog)))
+    if ast:
+        print(f"\nthrough the embedded model, first {args.ast} questions:")
+        print("| offered | AST accuracy | tool-name accuracy | errors |\n|---|---|---|---|")
+        for row in ast:
+            print(f"| {row['setting']} | {row['ast']:.3f} | {row['name']:.3f} | "
+                  f"{row['errors']} |")
     print(f"report: {args.out}", file=sys.stderr)
     return 0
 
