@@ -83,14 +83,19 @@ class ToolService:
             waiting = Execution("approval_required", problem=_approval(verdict, valid))
             self._record(caller, contract, valid, waiting, key, replayed=False)
             return Invoked(202, self._body(name, waiting, key, replayed=False))
-        scope = Scope(principal.tenant, name, key) if write and key else None
+        return await self._execute(contract, valid, key if write else None, caller, principal)
+
+    async def _execute(self, contract: Contract, valid: dict[str, Any], key: str | None,
+                       caller: Caller, principal: Principal) -> Invoked:
+        """Run it: once per key for writes (a key seen before replays its outcome)."""
+        scope = Scope(principal.tenant, contract.name, key) if key else None
         if scope is not None:
             replay = self._replay(scope, _fingerprint(valid, contract))
             if replay is not None:
                 self._record(caller, contract, valid, replay, key, replayed=True)
-                return Invoked(200, self._body(name, replay, key, replayed=True))
-        context = ToolContext(name, key if write else None, principal.tenant,
-                              principal.roles, 1)
+                return Invoked(200, self._body(contract.name, replay, key, replayed=True))
+        assert contract.execution is not None
+        context = ToolContext(contract.name, key, principal.tenant, principal.roles, 1)
         try:
             done = await self.runner.run(contract.execution, valid, kind=contract.catalog.kind,
                                          context=context)
@@ -101,7 +106,7 @@ class ToolService:
         if scope is not None:
             self.store.finish(scope, done.as_dict())
         self._record(caller, contract, valid, done, key, replayed=False)
-        return Invoked(200, self._body(name, done, key, replayed=False))
+        return Invoked(200, self._body(contract.name, done, key, replayed=False))
 
     def known(self, name: str, principal: Principal) -> tuple[Contract, Verdict]:
         """The contract and this caller's verdict; hidden and retired tools are unknown."""
