@@ -10,6 +10,8 @@ standard library only, never `server` or `grammars`.
         tenant_id: Annotated[str, FromHeader("X-Tenant-Id")]
 """
 
+from contracts.catalog import (CatalogEntry, ExecutionSpec, Handler, HttpHandler, Kind,
+                               Lifecycle, Partial, Risk, ToolContext, ToolFailed)
 from contracts.contract import (Contract, ContractError, MissingRuntimeValue, Outcome,
                                 allowed_values, contract_of, tool)
 from contracts.markers import FromHeader, Generated, Redact, RuntimeSource
@@ -17,6 +19,8 @@ from contracts.registry import ContractRegistry
 from contracts.violations import Violated, Violation, ViolationCode
 
 __all__ = [
+    "CatalogEntry", "ExecutionSpec", "Handler", "HttpHandler", "Kind", "Lifecycle", "Partial",
+    "Risk", "ToolContext", "ToolFailed",
     "Contract", "ContractError", "ContractRegistry", "FromHeader", "Generated",
     "MissingRuntimeValue", "Outcome", "Redact", "RuntimeSource", "Violated", "Violation",
     "ViolationCode", "allowed_values", "contract_of", "tool",

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
+from contracts.catalog import (KINDS, LIFECYCLES, RISKS, CatalogEntry, ExecutionSpec, Handler,
+                               HttpHandler, Kind, Lifecycle, Risk)
 from contracts.markers import FromHeader, Generated, RuntimeSource
 from contracts.redaction import redact, redacted_paths
 from contracts.violations import Violated, Violation, code_for
@@ -63,6 +65,8 @@ class Contract:
     reasoning: int = 0
     # Paths of `Redact` fields (contracts.redaction): hidden in the audit log only.
     redacted: tuple[str, ...] = ()
+    catalog: CatalogEntry = CatalogEntry()  # owner, kind, risk, lifecycle, version
+    execution: ExecutionSpec | None = None  # None: StrictCall returns calls, never runs them
 
     def redact(self, value: Any, *, at: str = "") -> Any:
         """`value` (at pointer `at` of this tool's arguments) as an audit record shows it:
@@ -134,9 +138,17 @@ class Contract:
         return Outcome(model.model_dump(mode="json"), ())
 
 
-def tool(*, name: str, description: str, reasoning: int = 0) -> Callable[[M], M]:
+def tool(*, name: str, description: str, reasoning: int = 0, owner: str = "unowned",
+         kind: Kind = "write", risk: Risk = "medium", lifecycle: Lifecycle = "active",
+         version: str = "1", handler: Handler | None = None, timeout_s: float = 10.0,
+         retries: int = 2) -> Callable[[M], M]:
     """Class decorator: register a Pydantic model as the contract of tool `name`.
-    `reasoning`: a budget of free-reasoning tokens before its calls (server/formats)."""
+    `reasoning`: a budget of free-reasoning tokens before its calls (server/formats).
+    Catalog metadata (contracts.catalog): `owner`, `kind`, `risk`, `lifecycle`, `version`;
+    `handler` (a Python callable, sync or async, or an `HttpHandler`) lets the server run
+    validated calls, each attempt within `timeout_s`, reads retried up to `retries` times."""
+    entry = _catalog_entry(name, owner, kind, risk, lifecycle, version)
+    execution = _execution(name, handler, timeout_s, retries)
 
     def wrap(model: M) -> M:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
@@ -146,10 +158,34 @@ def tool(*, name: str, description: str, reasoning: int = 0) -> Callable[[M], M]
         if reasoning < 0:
             raise ContractError(f"@tool({name!r}): reasoning is a token budget, >= 0")
         setattr(model, _ATTR, Contract(name, description, model, runtime, reasoning,
-                                       redacted_paths(model)))
+                                       redacted_paths(model), entry, execution))
         return model
 
     return wrap
+
+
+def _catalog_entry(name: str, owner: str, kind: str, risk: str, lifecycle: str,
+                   version: str) -> CatalogEntry:
+    for label, value, allowed in (("kind", kind, KINDS), ("risk", risk, RISKS),
+                                  ("lifecycle", lifecycle, LIFECYCLES)):
+        if value not in allowed:
+            raise ContractError(f"@tool({name!r}): {label}={value!r} is not one of "
+                                f"{list(allowed)}")
+    if not owner or not version:
+        raise ContractError(f"@tool({name!r}): owner and version must not be empty")
+    return CatalogEntry(owner, kind, risk, lifecycle, version)  # type: ignore[arg-type]
+
+
+def _execution(name: str, handler: Handler | None, timeout_s: float,
+               retries: int) -> ExecutionSpec | None:
+    if handler is None:
+        return None
+    if not (callable(handler) or isinstance(handler, HttpHandler)):
+        raise ContractError(f"@tool({name!r}): handler must be a callable or an HttpHandler, "
+                            f"not {type(handler).__name__}")
+    if timeout_s <= 0 or retries < 0:
+        raise ContractError(f"@tool({name!r}): timeout_s must be > 0 and retries >= 0")
+    return ExecutionSpec(handler, float(timeout_s), int(retries))
 
 
 def contract_of(obj: Any) -> Contract | None:

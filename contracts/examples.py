@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, \
     model_validator
 
+from contracts.catalog import ToolContext, ToolFailed
 from contracts.contract import tool
 from contracts.markers import FromHeader, Generated, Redact
 from contracts.violations import Violated
@@ -28,6 +29,47 @@ RelativeDay = Literal["today", "yesterday", "сегодня", "вчера"]
 Reason = Literal["duplicate", "fraud", "not_received", "wrong_amount"]
 
 
+# The support scenario: check an access request's status; open an urgent ticket only if the
+# request is stuck (pending for STUCK_AFTER_DAYS days or more). A small in-memory desk stands
+# in for the identity and ticketing systems (`strictcall serve --contracts contracts.examples
+# --policy contracts/support_policy.yaml`; README, "The execution layer").
+STUCK_AFTER_DAYS = 5
+ACCESS_REQUESTS: dict[str, dict[str, Any]] = {
+    "AR-004217": {"status": "pending", "waiting_days": 9, "system": "payroll"},
+    "AR-004218": {"status": "pending", "waiting_days": 1, "system": "crm"},
+    "AR-003990": {"status": "approved", "waiting_days": 0, "system": "wiki"},
+}
+
+
+def is_stuck(request_id: str) -> bool:
+    found = ACCESS_REQUESTS.get(request_id)
+    return found is not None and found["status"] == "pending" and \
+        found["waiting_days"] >= STUCK_AFTER_DAYS
+
+
+class SupportDesk:
+    """The systems behind the support tools: statuses to read, urgent tickets opened."""
+
+    def __init__(self) -> None:
+        self.tickets: list[dict[str, Any]] = []
+
+    def status(self, arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        request_id = arguments["request_id"]
+        if request_id not in ACCESS_REQUESTS:
+            raise ToolFailed(f"there is no access request {request_id!r}")
+        return {"request_id": request_id, **ACCESS_REQUESTS[request_id],
+                "stuck": is_stuck(request_id)}
+
+    def open_urgent(self, arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        ticket = {"ticket_id": f"URG-{len(self.tickets) + 1:04d}", **arguments,
+                  "idempotency_key": context.idempotency_key}
+        self.tickets.append(ticket)
+        return {"ticket_id": ticket["ticket_id"], "queue": "urgent"}
+
+
+DESK = SupportDesk()
+
+
 class _Contract(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -39,7 +81,7 @@ def _digits(value: Any) -> Any:
 
 
 @tool(name="open_dispute", description="Open a dispute about a card operation the customer "
-      "does not recognise or that went wrong.")
+      "does not recognise or that went wrong.", owner="cards", kind="write", risk="high")
 class OpenDispute(_Contract):
     # Card digits stay out of the audit log (it shows "[redacted]").
     card_last4: Annotated[str, Redact(), Field(pattern=r"^[0-9]{4}$",
@@ -103,7 +145,8 @@ class OpenDispute(_Contract):
         return self
 
 
-@tool(name="create_support_ticket", description="Create a support ticket in a queue.")
+@tool(name="create_support_ticket", description="Create a support ticket in a queue.",
+      owner="support-platform", kind="write", risk="medium")
 class CreateSupportTicket(_Contract):
     title: Annotated[str, Field(min_length=1, max_length=200, description="Short summary")]
     queue: Literal["support", "security", "ops"]
@@ -113,20 +156,24 @@ class CreateSupportTicket(_Contract):
 
 
 @tool(name="check_access_request_status",
-      description="Read the status of an access request. Changes nothing.")
+      description="Read the status of an access request. Changes nothing.",
+      owner="identity-team", kind="read", risk="low", handler=DESK.status,
+      timeout_s=5)
 class CheckAccessRequestStatus(_Contract):
     request_id: Annotated[str, Field(pattern=r"^AR-[0-9]{6}$",
                                      description="Access request id, e.g. AR-004217")]
 
 
-@tool(name="search_products", description="Search the product catalogue.")
+@tool(name="search_products", description="Search the product catalogue.", owner="commerce",
+      kind="read", risk="low")
 class SearchProducts(_Contract):
     query: Annotated[str, Field(min_length=1, max_length=100, description="Search words")]
     category: Literal["electronics", "books", "clothing", "home", "toys"]
     max_price: Annotated[float | None, Field(ge=0, description="Highest price, if any")] = None
 
 
-@tool(name="reissue_card", description="Reissue a card for pickup at a bank branch.")
+@tool(name="reissue_card", description="Reissue a card for pickup at a bank branch.",
+      owner="cards", kind="write", risk="high")
 class ReissueCard(_Contract):
     card_last4: Annotated[str, Field(pattern=r"^[0-9]{4}$",
                                      description="Last four digits of the card")]
@@ -145,4 +192,28 @@ class ReissueCard(_Contract):
             raise Violated(f"branch {self.branch_id} is not in {self.city}",
                            field="branch_id", code="semantic_mismatch",
                            allowed=BRANCHES[self.city])
+        return self
+
+
+@tool(name="open_urgent_ticket",
+      description="Open an urgent support ticket for an access request that is stuck "
+      "(pending for days). Check the request's status first.",
+      owner="support-platform", kind="write", risk="high", version="2",
+      handler=DESK.open_urgent, timeout_s=5)
+class OpenUrgentTicket(_Contract):
+    request_id: Annotated[str, Field(pattern=r"^AR-[0-9]{6}$",
+                                     description="The stuck access request, e.g. AR-004217")]
+    summary: Annotated[str, Field(min_length=1, max_length=200,
+                                  description="What the requester is blocked on")]
+    tenant_id: Annotated[str, FromHeader("X-Tenant-Id")]
+    idempotency_key: Annotated[str, Generated("uuid4", header="Idempotency-Key")]
+
+    @model_validator(mode="after")
+    def _only_if_stuck(self) -> OpenUrgentTicket:
+        if not is_stuck(self.request_id):
+            raise Violated(f"access request {self.request_id} is not stuck (pending for "
+                           f"{STUCK_AFTER_DAYS}+ days); an urgent ticket is only for those",
+                           field="request_id", code="semantic_mismatch",
+                           allowed="the id of an access request pending for "
+                           f"{STUCK_AFTER_DAYS} days or more")
         return self

@@ -152,6 +152,20 @@ def _limit_arguments(serve: argparse.ArgumentParser) -> None:
     access.add_argument("--step-timeout-s", dest="step_timeout_s", type=float,
                         help="torch engine watchdog: a decode step running longer fails "
                              "its requests (503) and marks /health degraded (default 60)")
+    tools = serve.add_argument_group("the execution layer (README: The execution layer)")
+    tools.add_argument("--policy", type=Path, metavar="FILE",
+                       help="YAML or TOML policy: which identity may see, call and run which "
+                            "tool, and the registered catalogs (default: all allowed)")
+    tools.add_argument("--tool-selection", dest="tool_selection", choices=["bm25", "off"],
+                       help="a request over --max-tools, or naming a catalog, gets its k most "
+                            "relevant tools (bm25, default) or a 400 (off)")
+    tools.add_argument("--select-k", dest="select_k", type=int,
+                       help="tools kept by selection (default 5)")
+    tools.add_argument("--tools-db", dest="tools_db", type=Path, metavar="FILE",
+                       help="SQLite file of idempotency keys and outcomes (default "
+                            "<cache dir>/tools.sqlite3)")
+    tools.add_argument("--trace-file", dest="trace_file", type=Path, metavar="FILE",
+                       help="append each request's OpenTelemetry span as a JSON line")
     records = serve.add_argument_group("records")
     records.add_argument("--log-format", dest="log_format", choices=["text", "json"],
                          help="text (default) or one JSON object per line")
@@ -209,6 +223,7 @@ def _serve(args: argparse.Namespace) -> int:
     from server.api.gate import RequestIdFilter
     from server.api.serving import serve
     from server.engines.factory import EngineConfigError, build_engine, check_config
+    from server.execution import PolicyFileError, load_policy
     from server.identity import KeyFileError, KeyRing
     from server.records import configure_logging
 
@@ -217,11 +232,12 @@ def _serve(args: argparse.Namespace) -> int:
         settings = _settings(args, names)
         registry = load_contracts(settings.contracts)
         keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
+        policy = load_policy(settings.policy, registry) if settings.policy else None
         check_config(settings)  # fail here with one line, not deep inside the lifespan
     except ValidationError as exc:
         first = exc.errors()[0]
         return _fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
-    except (EngineConfigError, ContractError, KeyFileError) as exc:
+    except (EngineConfigError, ContractError, KeyFileError, PolicyFileError) as exc:
         return _fail(str(exc))
     try:
         audit = open_audit_log(settings) if settings.audit_log is not None else None
@@ -238,8 +254,11 @@ def _serve(args: argparse.Namespace) -> int:
         log.warning("rate limits are per API key: without --api-keys they do not apply")
     if audit is not None:
         log.info("audit log: %s", settings.audit_log)
-    serve(create_app(settings, build_engine, registry, keys=keys, audit=audit), settings,
-          log_level=args.log_level)
+    if policy is not None:
+        log.info("tool policy: %s (%d rules, default %s)", settings.policy, len(policy.rules),
+                 policy.default)
+    serve(create_app(settings, build_engine, registry, keys=keys, audit=audit,
+                     tool_policy=policy), settings, log_level=args.log_level)
     return 0
 
 

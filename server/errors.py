@@ -153,3 +153,22 @@ class RequestTimeout(ServiceError):
     """The request ran past the server's time limit and was cancelled."""
 
     status, slug, title, retryable = 504, "request-timeout", "Request time limit exceeded", True
+
+
+class ArgumentsInvalid(ServiceError):
+    """Arguments sent to run a tool break its contract: the handler was never called."""
+
+    status, slug, title, openai_type = 422, "arguments-invalid", \
+        "Arguments violate the tool's contract", "invalid_request_error"
+
+
+class Conflict(ServiceError):
+    """The request collides with what an idempotency key already recorded."""
+
+    status, slug, title, openai_type = 409, "conflict", "Conflict", "invalid_request_error"
+
+
+class InProgress(Conflict):
+    """A call with the same idempotency key is running: ask again later."""
+
+    slug, title, retryable = "in-progress", "Call in progress", True

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -27,6 +28,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 Role = Literal["chat", "metrics", "admin"]
+# Other role names a key may carry for the tool policy (server/execution/policy.py), e.g.
+# "support-agent"; they give no route rights of their own.
+_POLICY_ROLE = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 # What each role may call. `admin` may call everything; /health is open to anyone.
 Right = Literal["chat", "metrics"]
 ROLE_RIGHTS: dict[Role, frozenset[Right]] = {
@@ -43,13 +47,14 @@ class KeyFileError(Exception):
 class Identity:
     name: str
     tenant: str | None
-    roles: tuple[Role, ...]
+    roles: tuple[str, ...]  # Role names, and the policy's own (no route rights)
     # The key's own rate limits; None: the server's default, 0: no limit for this key.
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
 
     def may(self, right: Right) -> bool:
-        return any(right in ROLE_RIGHTS[role] for role in self.roles)
+        rights: dict[str, frozenset[Right]] = dict(ROLE_RIGHTS)
+        return any(right in rights.get(role, frozenset()) for role in self.roles)
 
     def claims(self) -> dict[str, str]:
         """What contract fields can take from this identity (contracts.FromHeader.claim):
@@ -75,9 +80,20 @@ class _KeyEntry(BaseModel):
     key: str
     name: str = Field(min_length=1)
     tenant: str | None = None
-    roles: list[Role] = Field(default_factory=lambda: ["chat"])
+    roles: list[str] = Field(default_factory=lambda: ["chat"])
     requests_per_minute: int | None = Field(None, ge=0)
     tokens_per_minute: int | None = Field(None, ge=0)
+
+    @field_validator("roles")
+    @classmethod
+    def _roles(cls, roles: list[str]) -> list[str]:
+        if not set(roles) & set(ROLE_RIGHTS):
+            raise ValueError(f"a key needs one of the roles {sorted(ROLE_RIGHTS)}; other "
+                             "names (lower-case, e.g. 'support-agent') are tool-policy roles")
+        bad = [r for r in roles if r not in ROLE_RIGHTS and not _POLICY_ROLE.match(r)]
+        if bad:
+            raise ValueError(f"role names are lower-case letters, digits, '_', '.', '-': {bad}")
+        return roles
 
     @field_validator("key")
     @classmethod

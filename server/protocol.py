@@ -120,6 +120,10 @@ class StrictCallOptions(_Wire):
     # The free-reasoning pass: at most this many tokens of free thinking before the answer
     # (0: none; server default: --reasoning). Wins over reasoning_effort.
     reasoning_budget: int | None = Field(None, ge=0, le=32768)
+    # Tool selection: offer the tools of this registered catalog (the --policy file's
+    # `catalogs`), and at most `select_k` tools when selecting (server default: --select-k).
+    catalog: str | None = Field(None, min_length=1, max_length=64)
+    select_k: int | None = Field(None, ge=1, le=64)
 
 
 class StreamOptions(_Wire):

@@ -120,6 +120,17 @@ class _Settings(BaseSettings):
     audit_log: Path | None = None
     audit_log_max_bytes: int = Field(64 * 2**20, ge=1024)
     audit_log_backups: int = Field(5, ge=0, le=1000)
+    # The execution layer (server/execution): who may use which tool (a YAML or TOML policy
+    # file; None: every tool allowed to everyone, no catalogs), tool selection when a request
+    # offers more than max_tools or names a catalog (bm25, k tools; "off": over the budget is
+    # a 400), running calls of contracts with handlers (a time limit per attempt unless the
+    # contract sets one; reads retried), the idempotency store (default <cache dir>/tools.sqlite3),
+    # and an optional file of OpenTelemetry spans (JSON lines).
+    policy: Path | None = None
+    tool_selection: Literal["bm25", "off"] = "bm25"
+    select_k: int = Field(5, ge=1, le=64)
+    tools_db: Path | None = None
+    trace_file: Path | None = None
 
     @property
     def policies(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,9 @@ def pytest_configure(config):
     # Servers under test (in process or child processes) do not share compiled grammars
     # through the user's cache directory; the disk-store tests turn it on in a tmp dir.
     os.environ["STRICTCALL_GRAMMAR_DISK_CACHE"] = "false"
+    # Nor their idempotency keys and outcomes: one throwaway SQLite file per session.
+    os.environ.setdefault("STRICTCALL_TOOLS_DB", os.path.join(
+        tempfile.mkdtemp(prefix="strictcall-tools-"), "tools.sqlite3"))
 
 
 @pytest.fixture(scope="session")

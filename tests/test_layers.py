@@ -20,6 +20,8 @@ FORBIDDEN = {
     "contracts": ("server", "grammars", "bench"),
     "server/engines": ("server.pipeline", "server.api", "server.cli", "bench"),
     "server/pipeline": ("server.api", "server.cli", "bench"),
+    # The execution layer, beside the pipeline: the pipeline and the api use it, not back.
+    "server/execution": (*_LOWER_SERVER, "bench"),
     "server/api": ("server.cli", "bench"),
     # Model formats: beside the pipeline (they adapt its plans and use its reading types).
     "server/formats": ("server.api", "server.cli", "server.engines", "bench"),

@@ -13,24 +13,28 @@ from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict
+import httpx
+from opentelemetry.trace import TracerProvider
 
 from contracts import ContractRegistry
 from grammars import CompiledGrammar, DiskStore, GrammarCache, GrammarPolicy, ToolCallsSpec
-from server.api import errors, messages
+from server.api import errors, messages, tools
 from server.api.admission import Admission
 from server.api.deps import (ClientGone, PipelineDep, caller_of, grammar_headers,
                              overdue_check, until_disconnect)
 from server.api.gate import Gate
 from server.api.responses import create_response
 from server.engines.base import Engine
-from server.errors import RouteNotFound, ServiceError
+from server.errors import ServiceError
 from server.formats.detect import resolve as resolve_format
 from server.identity import KeyRing
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import Metrics, RequestTimer
 from server.model_store import default_cache_dir
-from server.pipeline.chat import ChatPipeline, contract_runtime
+from server.execution import (Events, Runner, SqliteStore, ToolPolicy, file_provider,
+                              load_policy)
+from server.execution.service import ToolService
+from server.pipeline.chat import ChatPipeline
 from server.pipeline.decode import compiled
 from server.pipeline.plan import plan_schema
 from server.pipeline.stream import ChunkStream
@@ -76,13 +80,21 @@ def warm(cache: GrammarCache, registry: ContractRegistry, policy: GrammarPolicy,
 
 def create_app(settings: Settings, engine_factory: EngineFactory,
                registry: ContractRegistry | None = None, *,
-               keys: KeyRing | None = None, audit: AuditLog | None = None) -> FastAPI:
+               keys: KeyRing | None = None, audit: AuditLog | None = None,
+               tool_policy: ToolPolicy | None = None,
+               tracer_provider: TracerProvider | None = None) -> FastAPI:
     """`keys`: the API keys (default: loaded from settings.api_keys_file, if set; raises
     server.identity.KeyFileError with one line). `audit`: the audit log (default: opened
-    at settings.audit_log, if set; raises OSError)."""
+    at settings.audit_log, if set; raises OSError). `tool_policy`: default loaded from
+    settings.policy, if set (raises server.execution.PolicyFileError with one line), else
+    allow-all. `tracer_provider`: where request spans go (default: settings.trace_file's,
+    else OpenTelemetry's global provider)."""
     registry = registry or load_contracts(settings.contracts)
     if keys is None and settings.api_keys_file is not None:
         keys = KeyRing.load(settings.api_keys_file)
+    if tool_policy is None:
+        tool_policy = load_policy(settings.policy, registry) if settings.policy \
+            else ToolPolicy()
     if audit is None and settings.audit_log is not None:
         audit = open_audit_log(settings)
     # Rate limits count per key: without keys there is no one to count against.
@@ -112,9 +124,18 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
             grammars = await asyncio.to_thread(warm, cache, registry, policy,
                                                max_calls=settings.max_calls)
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
+        provider, trace_out = (file_provider(settings.trace_file) if settings.trace_file
+                               and tracer_provider is None else (tracer_provider, None))
+        events = Events(provider)
         app.state.pipeline = ChatPipeline(engine, cache, settings, policy=policy,
                                           registry=registry, metrics=metrics, fmt=fmt,
-                                          rate_limits=rate_limits, audit=audit)
+                                          rate_limits=rate_limits, audit=audit,
+                                          tool_policy=tool_policy, events=events)
+        store = SqliteStore(settings.tools_db or
+                            (settings.cache_dir or default_cache_dir()) / "tools.sqlite3")
+        http = httpx.AsyncClient(timeout=None)  # each attempt's limit is the contract's
+        app.state.tools = ToolService(registry, tool_policy, store=store, runner=Runner(http),
+                                      events=events, audit=audit)
         app.state.admission = Admission(settings.max_batch + settings.max_queued,
                                         engine=engine)
         app.state.started = time.time()
@@ -123,6 +144,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         finally:
             cache.close()
             engine.close()
+            await http.aclose()
+            store.close()
+            if trace_out is not None:
+                provider.shutdown()
+                trace_out.close()
             if audit is not None:
                 audit.close()
 
@@ -141,8 +167,10 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.post("/v1/messages", response_model=None)(messages.create_message)
     app.post("/v1/responses", response_model=None)(create_response)
     app.post("/v1/grammars/compile")(compile_grammar)
-    app.get("/v1/contracts")(list_contracts)
-    app.post("/v1/contracts/{name}/validate")(validate_contract)
+    app.get("/v1/contracts")(tools.list_contracts)
+    app.post("/v1/contracts/{name}/validate")(tools.validate_contract)
+    app.post("/v1/tools/{name}/invoke")(tools.invoke_tool)
+    app.post("/v1/tools/{name}/executions/{key}/resolve")(tools.resolve_execution)
     return app
 
 
@@ -180,12 +208,14 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
         stream = ChunkStream(pipeline, prep, include_usage=include_usage,
                              overdue=overdue_check(request))
         return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
-                                 headers=grammar_headers(prep.lookup, prep.plan.enforcement))
+                                 headers={**grammar_headers(prep.lookup, prep.plan.enforcement),
+                                          **prep.headers()})
     try:
         done = await until_disconnect(request, pipeline.complete(body, caller_of(request)))
     except ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
-    response.headers.update(grammar_headers(done.grammar, done.enforcement))
+    response.headers.update({**grammar_headers(done.grammar, done.enforcement),
+                             **done.headers})
     return done.response.model_dump(exclude_none=False)
 
 
@@ -215,25 +245,3 @@ async def compile_grammar(schema: Annotated[Any, Body()], pipeline: PipelineDep)
             "compile_ms": round(lookup.grammar.compile_seconds * 1000, 3),
             "lookup_ms": round(lookup.seconds * 1000, 3),
             "enforcement": analysis.report.to_json()}
-
-
-async def list_contracts(pipeline: PipelineDep) -> dict:
-    return {"object": "list", "data": [c.snapshot() for c in pipeline.registry]}
-
-
-class ValidateBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    arguments: dict[str, Any]
-
-
-async def validate_contract(name: str, body: ValidateBody, pipeline: PipelineDep,
-                            request: Request) -> dict:
-    """Validate and normalize arguments produced anywhere (another model, a human form)."""
-    contract = pipeline.registry.get(name)
-    if contract is None:
-        raise RouteNotFound(f"no contract named {name!r}; registered: "
-                            f"{pipeline.registry.names()}")
-    runtime = contract_runtime(contract, caller_of(request))
-    outcome = contract.validate(body.arguments, runtime=runtime)
-    return {"valid": outcome.valid, "arguments": outcome.arguments,
-            "violations": [v.as_dict() for v in outcome.violations]}

@@ -43,12 +43,14 @@ async def create_message(body: MessagesRequest, pipeline: PipelineDep, request: 
         events = MessageEvents(chunks, input_tokens=len(prep.request.prompt_ids),
                                show_thinking=_shows_thinking(body))
         return StreamingResponse(sse(events, request), media_type="text/event-stream",
-                                 headers=grammar_headers(prep.lookup, prep.plan.enforcement))
+                                 headers={**grammar_headers(prep.lookup, prep.plan.enforcement),
+                                          **prep.headers()})
     try:
         done = await until_disconnect(request, pipeline.complete(chat, caller))
     except ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
-    response.headers.update(grammar_headers(done.grammar, done.enforcement))
+    response.headers.update({**grammar_headers(done.grammar, done.enforcement),
+                             **done.headers})
     return to_message(done.response, show_thinking=_shows_thinking(body))
 
 

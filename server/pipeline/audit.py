@@ -29,6 +29,7 @@ from contracts import Contract
 from grammars import Lookup
 from server.engines.base import GenerationResult
 from server.errors import ServiceError
+from server.execution import Offer
 from server.identity import Caller
 from server.protocol import Choice
 
@@ -92,6 +93,15 @@ class Decision:
                          for attempt in attempts],
             "arguments": None if arguments is None
             else self._hide(contract.name, arguments, "")})
+
+    def tool_set(self, offer: Offer | None) -> None:
+        """The execution layer's decisions before decoding: the tools the request could
+        see (after policy and selection) and each one's policy decision."""
+        if offer is None or not offer.reported:
+            return
+        self.record["tool_set"] = {
+            **(offer.extension() or {}), "principal": offer.principal.as_dict(),
+            "policy": {name: v.as_dict() for name, v in offer.verdicts.items()}}
 
     def finished(self, choice: Choice, *, complete: bool) -> None:
         calls = choice.message.tool_calls or []

@@ -5,21 +5,24 @@ constrained decode -> post-decode validation (and contract repair) -> OpenAI res
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, assert_never
 
 
-from contracts import Contract, ContractRegistry, MissingRuntimeValue
-from grammars import EnforcementReport, GrammarCache, GrammarPolicy, Lookup, validator_for
+from contracts import ContractRegistry
+from grammars import EnforcementReport, GrammarCache, GrammarPolicy, Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.identity import Caller
 from server.metrics import Metrics
-from server.errors import (ContractViolation, InvalidRequest, ModelNotFound, OutputInvalid,
-                           ServiceError)
+from server.errors import InvalidRequest, ModelNotFound, OutputInvalid, ServiceError
+from server.execution import (Events, Offer, RequestTrace, ToolOffers, ToolPolicy,
+                              contract_runtime)
 from server.pipeline.audit import AuditSink, Decision
+from server.pipeline.calls import (CallChecks, approval_header, new_call_id,  # noqa: F401
+                                   parse_json, validate)
+# (new_call_id: re-exported for the streaming path)
 from server.pipeline.decode import compiled, decode
 from server.formats.families import ModelFormat
 from server.formats.reasoning import EFFORT_BUDGETS, budget_for
@@ -30,8 +33,7 @@ from server.pipeline.repair import RepairBudget, Repairer
 from server.pipeline.runaway import GuardOptions, RunawayGuard, Trip
 from server.pipeline.usage import reasoning_tokens, usage_of
 from server.protocol import (ChatCompletion, ChatCompletionRequest, Choice,
-                             CompletionTokensDetails, FunctionCall,
-                             ResponseMessage, ToolCall, Usage)
+                             CompletionTokensDetails, ResponseMessage, Usage)
 from server.ratelimit import RateLimiter
 from server.settings import Settings
 
@@ -51,6 +53,12 @@ class Prepared:
     caller: Caller | None = None
     offered: tuple[str, ...] = ()  # the request's tool names (for the audit record)
     decided_by: Lookup | None = None  # a fallback's: the call grammar that chose no call
+    offer: Offer | None = None  # the tools visible to this request (server/execution)
+    trace: RequestTrace | None = None  # its OpenTelemetry span
+
+    def headers(self) -> dict[str, str]:
+        """Known before decoding: the deprecation warning of an offered tool."""
+        return self.offer.headers() if self.offer is not None else {}
 
     def guard(self, engine: Engine) -> RunawayGuard | None:
         """A fresh runaway guard for one decode of this plan (constrained decodes only)."""
@@ -68,7 +76,7 @@ class Prepared:
         """What decodes next once this decode gave `result`: nothing (None), or, when
         "auto" decided on no call (an empty list), the fallback plan that answers instead."""
         if self.fallback is not None and result.grammar_complete \
-                and _parse(result.text) == []:
+                and parse_json(result.text) == []:
             return self.fallback
         return None
 
@@ -78,6 +86,8 @@ class Completed:
     response: ChatCompletion
     grammar: Lookup | None
     enforcement: EnforcementReport | None = None
+    # The execution layer's: a deprecated tool's warning, calls waiting for an approval.
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ChatPipeline:
@@ -85,7 +95,8 @@ class ChatPipeline:
                  policy: GrammarPolicy, registry: ContractRegistry | None = None,
                  metrics: Metrics | None = None, fmt: ModelFormat = GENERIC_FORMAT,
                  rate_limits: RateLimiter | None = None,
-                 audit: AuditSink | None = None) -> None:
+                 audit: AuditSink | None = None, tool_policy: ToolPolicy | None = None,
+                 events: Events | None = None) -> None:
         self.engine = engine
         self.rate_limits = rate_limits  # tokens are charged to the caller's key per decode
         self.audit = audit  # one record per tool-call decision (server/pipeline/audit.py)
@@ -99,6 +110,12 @@ class ChatPipeline:
         self.registry = registry or ContractRegistry()
         self.repairer = Repairer(engine, cache, policy,
                                  compile_timeout_s=settings.compile_timeout_s)
+        self.calls = CallChecks(self.repairer, metrics)
+        # Who may see which tool, and which fit (server/execution): before every plan.
+        self.tool_policy = tool_policy or ToolPolicy()
+        self.offers = ToolOffers(self.registry, self.tool_policy, settings.max_tools,
+                                 settings.select_k, settings.tool_selection == "bm25")
+        self.events = events or Events()
         self.model_name = settings.served_model_name or engine.model_name
 
     async def complete(self, req: ChatCompletionRequest,
@@ -112,26 +129,39 @@ class ChatPipeline:
             results.append(result)
         choice, extension = await self.finish(prep, results[-1], trip)
         return Completed(self.response([choice], results, extension, prep), first.lookup,
-                         first.plan.enforcement)
+                         first.plan.enforcement, {**first.headers(), **approval_header(extension)})
 
     async def prepare(self, req: ChatCompletionRequest, caller: Caller) -> Prepared:
-        if req.model != self.model_name:
-            raise ModelNotFound(f"model {req.model!r} is not served here; this server serves "
-                                f"{self.model_name!r} (see GET /v1/models)", param="model",
-                                code="model_not_found")
-        asked, cap = req.max_completion_tokens or req.max_tokens, self.settings.max_tokens_cap
-        if cap is not None and asked is not None and asked > cap:  # before any work
-            raise InvalidRequest(f"max_tokens={asked} is above this server's cap of {cap} "
-                                 f"tokens; ask for at most {cap}", param="max_tokens",
-                                 code="max_tokens_cap")
-        # Off the event loop: checking a large client schema takes a while.
-        plan = await asyncio.to_thread(
-            plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
-            budget=self.settings.budget, policy=self.policy,
-            max_calls=self.settings.max_calls,
-            schema_prompt=self._option(req, "schema_prompt", "schema_prompt"),
-            fmt=self.format, reasoning=self._reasoning(req))
-        return await self._prepare(req, plan, caller)
+        trace = self.events.start("strictcall.chat", request_id=caller.request_id,
+                                  model=req.model)
+        try:
+            if req.model != self.model_name:
+                raise ModelNotFound(f"model {req.model!r} is not served here; this server "
+                                    f"serves {self.model_name!r} (see GET /v1/models)",
+                                    param="model", code="model_not_found")
+            asked, cap = req.max_completion_tokens or req.max_tokens, self.settings.max_tokens_cap
+            if cap is not None and asked is not None and asked > cap:  # before any work
+                raise InvalidRequest(f"max_tokens={asked} is above this server's cap of {cap} "
+                                     f"tokens; ask for at most {cap}", param="max_tokens",
+                                     code="max_tokens_cap")
+            offer = self.offers.offer(req, self.tool_policy.principal(caller), trace,
+                                      catalog=req.strictcall.catalog if req.strictcall else None,
+                                      k=self._option(req, "select_k", "select_k"))
+            req = offer.request
+            # Off the event loop: checking a large client schema takes a while.
+            plan = await asyncio.to_thread(
+                plan_request, req, self.registry, auto_tools=self.settings.auto_tools,
+                budget=self.settings.budget, policy=self.policy,
+                max_calls=self.settings.max_calls,
+                schema_prompt=self._option(req, "schema_prompt", "schema_prompt"),
+                fmt=self.format, reasoning=self._reasoning(req))
+            prep = await self._prepare(req, plan, caller)
+        except ServiceError as exc:
+            trace.event("rejected", status=exc.status, detail=exc.detail[:300])
+            trace.end(error=exc.slug)
+            raise
+        fallback = replace(prep.fallback, offer=offer, trace=trace) if prep.fallback else None
+        return replace(prep, offer=offer, trace=trace, fallback=fallback)
 
     def _reasoning(self, req: ChatCompletionRequest) -> int:
         """The request's free-reasoning budget in tokens (0: no reasoning pass): its own,
@@ -171,7 +201,12 @@ class ChatPipeline:
         """One decode of `prep` under its runaway guard: the result, and the guard's trip
         if it stopped the decode."""
         guard = prep.guard(self.engine)
-        result = await decode(self.engine, prep.guarded_request(guard), guard=guard)
+        try:
+            result = await decode(self.engine, prep.guarded_request(guard), guard=guard)
+        except BaseException as exc:
+            if prep.trace is not None:
+                prep.trace.end(error=type(exc).__name__)
+            raise
         identity = prep.caller.identity if prep.caller is not None else None
         if self.rate_limits is not None and identity is not None:
             self.rate_limits.charge(identity, result.prompt_tokens + result.completion_tokens)
@@ -198,7 +233,7 @@ class ChatPipeline:
         try:
             reading = plan.read_with().read(result.text, complete=complete)
             if complete and reading.calls is not None:
-                choice, extension = await self._tool_choice(prep, reading.calls,
+                choice, extension = await self.calls.choice(prep, reading.calls,
                                                             reading.content, audit)
             else:
                 choice, extension = _choice(plan, result, reading, complete=complete), None
@@ -206,9 +241,17 @@ class ChatPipeline:
         except ServiceError as exc:  # a 422, or a failed repair decode (503)
             if audit is not None:
                 audit.rejected(exc)
+            if prep.trace is not None:
+                prep.trace.end(error=exc.slug)
             raise
+        tools = prep.offer.extension() if prep.offer is not None else None
+        if tools is not None:
+            extension = {**(extension or {}), "tools": tools}
         if audit is not None:
+            audit.tool_set(prep.offer)
             audit.finished(choice, complete=complete)
+        if prep.trace is not None:
+            prep.trace.end()
         if reading.reasoning is not None:
             choice.message.reasoning_content = choice.message.reasoning = reading.reasoning
         if trip is not None:
@@ -242,48 +285,6 @@ class ChatPipeline:
 
     def with_token_callback(self, prep: Prepared, on_token) -> Prepared:  # noqa: ANN001
         return replace(prep, request=replace(prep.request, on_token=on_token))
-
-    async def _tool_choice(self, prep: Prepared, calls_text: str, content: str | None,
-                           audit: Decision | None) -> tuple[Choice, dict[str, Any] | None]:
-        calls, reports = [], []
-        for call in _parse(calls_text):
-            name, arguments = call["name"], call["arguments"]
-            if audit is not None:
-                audit.call(name, arguments)
-            _validate(prep.plan.schemas[name], arguments, where=f"arguments of {name!r}")
-            contract = prep.plan.contracts.get(name)
-            if contract is not None:
-                arguments, report = await self._enforce(prep, contract, arguments, audit)
-                reports.append(report)
-            calls.append(ToolCall(id=new_call_id(), function=FunctionCall(
-                name=name, arguments=json.dumps(arguments, ensure_ascii=False,
-                                                separators=(",", ":")))))
-        choice = Choice(index=0, message=ResponseMessage(content=content, tool_calls=calls),
-                        finish_reason="tool_calls")
-        if not reports:
-            return choice, None
-        return choice, {"contracts": reports, "repaired": any(r["repaired"] for r in reports)}
-
-    async def _enforce(self, prep: Prepared, contract: Contract, arguments: dict[str, Any],
-                       audit: Decision | None) -> tuple[dict[str, Any], dict[str, Any]]:
-        report = await self.repairer.run(contract, arguments, messages=prep.messages,
-                                         runtime=prep.runtime[contract.name],
-                                         budget=prep.budget)
-        if audit is not None:
-            audit.contract(contract, report.attempts, report.arguments, report.repaired)
-        if self.metrics is not None:
-            outcome = "failed" if report.arguments is None else \
-                "repaired" if report.repaired else "valid"
-            self.metrics.contract(tool=contract.name, outcome=outcome, violation_codes=[
-                v["code"] for a in report.attempts for v in a["violations"]])
-        if report.arguments is None:
-            last = report.attempts[-1]["violations"]
-            raise ContractViolation(
-                f"the call to {contract.name!r} broke its contract after "
-                f"{len(report.attempts)} attempt(s): {last[0]['message']}",
-                extensions={"violations": last, "attempts": report.attempts})
-        return report.arguments, {"tool": contract.name, "repaired": report.repaired,
-                                  "attempts": len(report.attempts)}
 
     async def _grammar(self, plan: Plan) -> Lookup | None:
         if plan.spec is None:
@@ -329,19 +330,6 @@ class ChatPipeline:
                               seed=req.seed, stop=stop)
 
 
-def contract_runtime(contract: Contract, caller: Caller) -> dict[str, Any]:
-    """The server-filled fields of a contract call (from the caller's identity where the
-    server checks keys), or a 400 naming the missing header or claim."""
-    claims = caller.identity.claims() if caller.identity is not None else None
-    try:
-        return contract.runtime_values(caller.headers, claims=claims)
-    except MissingRuntimeValue as exc:
-        if exc.claim is not None:
-            raise InvalidRequest(str(exc), code="missing_claim") from None
-        raise InvalidRequest(f"{exc}; send it with the request", param=exc.header,
-                             code="missing_header") from None
-
-
 def _choice(plan: Plan, result: GenerationResult, reading: Reading, *,
             complete: bool) -> Choice:
     """Text, JSON, and every cut-off output."""
@@ -358,7 +346,7 @@ def _choice(plan: Plan, result: GenerationResult, reading: Reading, *,
                           finish_reason="length" if result.finish_reason == "length"
                           else "stop")
         case "json":
-            _validate(plan.schemas[""], _parse(content), where="the response")
+            validate(plan.schemas[""], parse_json(content), where="the response")
             return Choice(index=0, message=ResponseMessage(content=content),
                           finish_reason="stop")
         case "tools":  # a complete call array always reads as calls
@@ -369,24 +357,3 @@ def _choice(plan: Plan, result: GenerationResult, reading: Reading, *,
 
 def new_completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
-
-
-def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
-
-
-def _parse(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:  # the grammar makes this unreachable; say so if not
-        raise OutputInvalid(f"decoded output is not JSON ({exc.msg} at {exc.pos})") from None
-
-
-def _validate(schema: dict[str, Any], value: Any, *, where: str) -> None:
-    errors = sorted(validator_for(schema).iter_errors(value),
-                    key=lambda e: list(e.absolute_path))
-    if errors:
-        violations = [{"pointer": "/" + "/".join(str(p) for p in e.absolute_path),
-                       "message": e.message} for e in errors]
-        raise OutputInvalid(f"{where} failed validation: {violations[0]['message']}",
-                            extensions={"violations": violations})

@@ -21,9 +21,10 @@ def registry():
     return reg
 
 
-def test_examples_register_five_contracts(registry):
+def test_examples_register_six_contracts(registry):
     assert registry.names() == ["check_access_request_status", "create_support_ticket",
-                                "open_dispute", "reissue_card", "search_products"]
+                                "open_dispute", "open_urgent_ticket", "reissue_card",
+                                "search_products"]
 
 
 def test_decorator_rejects_non_models():

@@ -60,7 +60,7 @@ def only_call(resp):
 def test_contracts_are_warmed_at_startup(client, script):
     script.first = '[{"name":"search_products","arguments":{"query":"lego","category":"toys"}}]'
     stats = client.get("/health").json()["grammar_cache"]
-    assert stats["entries"] == 20 and stats["misses"] == 20  # 5 contracts x 4 call grammars
+    assert stats["entries"] == 24 and stats["misses"] == 24  # 6 contracts x 4 call grammars
     resp = call(client, "search_products")  # the first request finds its grammar compiled
     assert resp.headers["X-StrictCall-Grammar-Cache"] == "hit"
     script.first = '[]'  # the "auto" decision pass is warm too

@@ -97,11 +97,11 @@ def test_restart_loads_contract_grammars_from_disk(model_dir, tmp_path):
         return cache, metrics
 
     first, _ = boot()
-    assert (first["compiles"], first["disk_loads"]) == (20, 0)
-    assert len(list((tmp_path / "grammars").glob("*.json"))) == 20
+    assert (first["compiles"], first["disk_loads"]) == (24, 0)
+    assert len(list((tmp_path / "grammars").glob("*.json"))) == 24
     second, metrics = boot()
-    assert (second["compiles"], second["disk_loads"]) == (0, 20)
-    assert "strictcall_grammar_cache_disk_loads_total 20" in metrics
+    assert (second["compiles"], second["disk_loads"]) == (0, 24)
+    assert "strictcall_grammar_cache_disk_loads_total 24" in metrics
 
 
 def _nested_unions(depth: int) -> dict:

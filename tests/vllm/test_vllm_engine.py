@@ -53,7 +53,7 @@ def client(server):
 
 def test_health_reports_vllm_and_warmed_contract_grammars(server):
     health = httpx.get(f"{server.base_url}/health").json()
-    assert health["engine"]["grammars_warmed"] == 20  # 5 contracts x 4 call-count variants
+    assert health["engine"]["grammars_warmed"] == 24  # 6 contracts x 4 call-count variants
     grammar = httpx.post(f"{server.base_url}/v1/grammars/compile",
                          json={"type": "integer", "multipleOf": 3})
     assert grammar.status_code == 200, grammar.text

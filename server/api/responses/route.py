@@ -33,14 +33,15 @@ async def create_response(body: ResponsesRequest, pipeline: PipelineDep, request
                                  overdue=overdue_check(request)).events()
             events = ResponseEvents(body, chunks, model=pipeline.model_name).events()
             return StreamingResponse(_sse(events), media_type="text/event-stream",
-                                     headers=grammar_headers(prep.lookup,
-                                                             prep.plan.enforcement))
+                                     headers={**grammar_headers(prep.lookup, prep.plan.enforcement),
+                                          **prep.headers()})
         done = await until_disconnect(request, pipeline.complete(chat, caller))
     except ServiceError as exc:
         raise with_responses_param(exc) from None
     except ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
-    response.headers.update(grammar_headers(done.grammar, done.enforcement))
+    response.headers.update({**grammar_headers(done.grammar, done.enforcement),
+                             **done.headers})
     return from_completion(done.response, body).model_dump()
 
 

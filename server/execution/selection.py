@@ -1,0 +1,107 @@
+"""Tool selection: when a request offers more tools than fit, or names a catalog, only the
+k most relevant enter the prompt and the grammar. Relevance is Okapi BM25 between the
+conversation's user turns and each tool's name, description, parameter names and their
+descriptions (names
+split at `_`, `.`, `-` and camelCase; light suffix stemming). Measured on BFCL's `multiple`
+category by `strictcall-bench tool-selection` (README, "Tool selection")."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# Words that say nothing about which tool fits: asked of every tool alike.
+_STOP = frozenset("""a an and are as at be by can could do does for from get give has have
+how i in is it its me my need of on or please set should so that the their then there this
+to use using want was we what when where which who will with would you your""".split())
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased, stemmed words of `text` (identifiers split into their parts)."""
+    return [_stem(w.lower()) for w in _WORD.findall(text) if w.lower() not in _STOP]
+
+
+def _stem(word: str) -> str:
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: len(word) - len(suffix)] + keep
+    return word
+
+
+def tool_words(name: str, description: str | None, parameters: Any, *,
+               parameter_descriptions: bool = True) -> list[str]:
+    """What a tool is matched on: its name, its description, its parameters' names (and
+    descriptions: measured better on BFCL, see the module's docstring)."""
+    return words(name) + words(description or "") + words(" ".join(
+        _parameter_text(parameters, descriptions=parameter_descriptions)))
+
+
+def _parameter_text(schema: Any, *, descriptions: bool) -> Iterable[str]:
+    if isinstance(schema, dict):
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            for key, sub in props.items():
+                yield str(key)
+                if descriptions and isinstance(sub, dict):
+                    yield str(sub.get("description", ""))
+                yield from _parameter_text(sub, descriptions=descriptions)
+        for key in ("items", "additionalProperties"):
+            yield from _parameter_text(schema.get(key), descriptions=descriptions)
+    elif isinstance(schema, list):
+        for sub in schema:
+            yield from _parameter_text(sub, descriptions=descriptions)
+
+
+class Bm25:
+    """Okapi BM25 over a fixed set of documents (k1 = 1.5, b = 0.75)."""
+
+    def __init__(self, documents: Mapping[str, list[str]], *, k1: float = 1.5,
+                 b: float = 0.75) -> None:
+        self._terms = {name: Counter(doc) for name, doc in documents.items()}
+        self._length = {name: len(doc) for name, doc in documents.items()}
+        count = len(documents)
+        self._average = sum(self._length.values()) / count if count else 0.0
+        frequency = Counter(term for doc in self._terms.values() for term in doc)
+        self._idf = {t: math.log(1 + (count - n + 0.5) / (n + 0.5)) for t, n in frequency.items()}
+        self._k1, self._b = k1, b
+
+    def scores(self, query: Sequence[str]) -> dict[str, float]:
+        out = {}
+        for name, terms in self._terms.items():
+            norm = self._k1 * (1 - self._b + self._b * self._length[name] / (self._average or 1))
+            out[name] = sum(self._idf[t] * terms[t] * (self._k1 + 1) / (terms[t] + norm)
+                            for t in set(query) if t in terms)
+        return out
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The tools picked, best first, with their scores, out of how many."""
+
+    visible: tuple[str, ...]
+    scores: Mapping[str, float]
+    k: int
+    out_of: int
+    reason: str  # "over_budget" or "catalog"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"method": "bm25", "reason": self.reason, "k": self.k, "out_of": self.out_of,
+                "scores": {n: round(self.scores[n], 3) for n in self.visible}}
+
+
+def select(tools: Mapping[str, list[str]], query: str, *, k: int, reason: str,
+           pinned: Iterable[str] = ()) -> Selection:
+    """The `k` tools of `tools` (name -> words, in offered order) that fit `query` best;
+    `pinned` ones (a tool_choice's) are always kept. Ties keep the offered order."""
+    scores = Bm25(tools).scores(words(query))
+    order = {name: i for i, name in enumerate(tools)}
+    keep = [n for n in pinned if n in tools]
+    ranked = sorted((n for n in tools if n not in keep),
+                    key=lambda n: (-scores[n], order[n]))
+    visible = tuple(keep + ranked)[: max(k, len(keep))]
+    return Selection(visible, scores, k, len(tools), reason)

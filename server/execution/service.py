@@ -1,0 +1,229 @@
+"""`ToolService`: runs a call of a registered contract that declares a handler.
+
+    POST /v1/tools/{name}/invoke  {"arguments": {...}, "idempotency_key": "idem_..."}
+
+In order: the policy (hidden or retired: 404 as an unknown tool; deny: 403, outcome
+`denied`), the handler (none: 400), the runtime fields (the server's, never the client's),
+validation against the contract (a 422, the handler never called), approval (the policy
+says `approval_required`: 202, outcome `approval_required`, nothing run), then for writes
+the idempotency key (required; a key seen before returns its first outcome, `replayed`),
+and the run itself (server/execution/runner.py). Every step is a trace event, and the
+outcome an audit record."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from contracts import Contract, ContractRegistry, FromHeader, Generated, ToolContext
+from server.errors import (ArgumentsInvalid, Conflict, Forbidden, InProgress, InvalidRequest,
+                           RouteNotFound, ServiceError)
+from server.execution.events import Events, RequestTrace
+from server.execution.policy import Principal, ToolPolicy, Verdict
+from server.execution.runner import Execution, Runner
+from server.execution.runtime import contract_runtime, with_call_key
+from server.execution.store import IdempotencyStore, Scope
+from server.identity import Caller
+
+
+@dataclass(frozen=True)
+class Invoked:
+    status: int  # 200 run (or replayed), 202 waiting for approval
+    body: dict[str, Any]
+
+
+class ToolService:
+    def __init__(self, registry: ContractRegistry, policy: ToolPolicy, *,
+                 store: IdempotencyStore, runner: Runner, events: Events,
+                 audit: Any = None) -> None:
+        self.registry, self.policy, self.store = registry, policy, store
+        self.runner, self.events, self.audit = runner, events, audit
+
+    async def invoke(self, name: str, arguments: dict[str, Any], key: str | None,
+                     caller: Caller) -> Invoked:
+        trace = self.events.start("strictcall.tool.invoke", request_id=caller.request_id,
+                                  tool=name)
+        principal = self.policy.principal(caller)
+        try:
+            done = await self._invoke(name, arguments, key, caller, principal, trace)
+        except ServiceError as exc:
+            trace.event("rejected", tool=name, status=exc.status, detail=exc.detail[:300])
+            trace.end(error=exc.slug)
+            raise
+        trace.event("executed", tool=name, outcome=done.body["outcome"],
+                    attempts=done.body["attempts"], replayed=done.body["replayed"])
+        trace.end()
+        return done
+
+    async def _invoke(self, name: str, arguments: dict[str, Any], key: str | None,
+                      caller: Caller, principal: Principal, trace: RequestTrace) -> Invoked:
+        contract, verdict = self.known(name, principal)
+        trace.event("policy_decision", tool=name, decision=verdict.decision, rule=verdict.rule)
+        if verdict.decision == "deny":
+            self._record(caller, contract, None, Execution("denied"), key, replayed=False)
+            raise Forbidden(f"the policy denies tool {name!r} to this caller (tenant "
+                            f"{principal.tenant!r}, roles {list(principal.roles)})",
+                            code="tool_denied", extensions={"outcome": "denied"})
+        if contract.execution is None:
+            raise InvalidRequest(f"tool {name!r} has no handler on this server: StrictCall "
+                                 "returns its calls, and your code runs them",
+                                 code="no_handler")
+        write = contract.catalog.kind == "write"
+        if write and key is None:
+            raise InvalidRequest(f"{name!r} is a write tool: send the idempotency_key that "
+                                 "came with its call (strictcall.calls[].idempotency_key), or "
+                                 "your own, so that a retry cannot act twice",
+                                 param="idempotency_key", code="idempotency_key_required")
+        valid = self._validated(contract, arguments, key if write else None, caller)
+        trace.event("validated", tool=name)
+        if verdict.decision == "approval_required":
+            waiting = Execution("approval_required", problem=_approval(verdict, valid))
+            self._record(caller, contract, valid, waiting, key, replayed=False)
+            return Invoked(202, self._body(name, waiting, key, replayed=False))
+        return await self._execute(contract, valid, key if write else None, caller, principal)
+
+    async def _execute(self, contract: Contract, valid: dict[str, Any], key: str | None,
+                       caller: Caller, principal: Principal) -> Invoked:
+        """Run it: once per key for writes (a key seen before replays its outcome)."""
+        scope = Scope(principal.tenant, contract.name, key) if key else None
+        if scope is not None:
+            replay = self._replay(scope, _fingerprint(valid, contract))
+            if replay is not None:
+                self._record(caller, contract, valid, replay, key, replayed=True)
+                return Invoked(200, self._body(contract.name, replay, key, replayed=True))
+        assert contract.execution is not None
+        context = ToolContext(contract.name, key, principal.tenant, principal.roles, 1)
+        try:
+            done = await self.runner.run(contract.execution, valid, kind=contract.catalog.kind,
+                                         context=context)
+        except BaseException:  # cancelled mid-run: it may have acted
+            if scope is not None:
+                self.store.finish(scope, Execution("side_effect_unknown").as_dict())
+            raise
+        if scope is not None:
+            self.store.finish(scope, done.as_dict())
+        self._record(caller, contract, valid, done, key, replayed=False)
+        return Invoked(200, self._body(contract.name, done, key, replayed=False))
+
+    def known(self, name: str, principal: Principal) -> tuple[Contract, Verdict]:
+        """The contract and this caller's verdict; hidden and retired tools are unknown."""
+        contract = self.registry.get(name)
+        verdict = self.policy.decide(principal, name, contract) if contract else None
+        if contract is None or verdict is None or verdict.decision == "hidden" \
+                or contract.catalog.lifecycle == "retired":
+            raise RouteNotFound(f"no contract named {name!r}; the contracts you may use are "
+                                f"{self.policy.visible_names(principal, self.registry)}")
+        return contract, verdict
+
+    def _validated(self, contract: Contract, arguments: dict[str, Any], key: str | None,
+                   caller: Caller) -> dict[str, Any]:
+        """The normalized arguments, runtime fields filled by the server. A runtime field
+        the client sent must match the server's value (it cannot choose a tenant)."""
+        runtime = with_call_key(contract, contract_runtime(contract, caller), key,
+                                caller.headers)
+        written = {k: v for k, v in arguments.items() if k not in contract.runtime}
+        for field in contract.runtime.keys() & arguments.keys():
+            if arguments[field] != runtime[field]:
+                raise ArgumentsInvalid(
+                    f"/{field} is filled by the server ({_source(contract, field)}); the value "
+                    "sent differs from this caller's: leave it out", param=f"arguments.{field}",
+                    extensions={"violations": [{"pointer": f"/{field}", "code": "unknown_field",
+                                                "message": "filled by the server"}]})
+        outcome = contract.validate(written, runtime=runtime)
+        if not outcome.valid or outcome.arguments is None:
+            first = outcome.violations[0]
+            raise ArgumentsInvalid(
+                f"the arguments break {contract.name!r}'s contract at {first.pointer or '/'!r}: "
+                f"{first.message}; the handler was not called",
+                extensions={"violations": [v.as_dict() for v in outcome.violations]})
+        return outcome.arguments
+
+    def _replay(self, scope: Scope, fingerprint: str) -> Execution | None:
+        found = self.store.claim(scope, fingerprint)
+        if found is None:
+            return None
+        if found.fingerprint != fingerprint:
+            raise Conflict(f"idempotency key {scope.key!r} was used for {scope.tool!r} with "
+                           "other arguments; use a new key for a new call",
+                           param="idempotency_key", code="idempotency_key_reused")
+        if found.state == "running" or found.outcome is None:
+            raise InProgress(f"a call to {scope.tool!r} with idempotency key {scope.key!r} is "
+                             "running; ask again for its outcome later")
+        o = found.outcome
+        return Execution(o["outcome"], o.get("result"), o.get("problem"), o.get("attempts", 0),
+                         o.get("seconds", 0.0))
+
+    def resolve(self, name: str, key: str, outcome: str, result: Any, note: str,
+                caller: Caller) -> dict[str, Any]:
+        """Settle a key left `side_effect_unknown` (or `running`) once someone checked the
+        system: `failed` (it never acted: the key may run again) or `succeeded`."""
+        principal = self.policy.principal(caller)
+        if caller.identity is not None and "admin" not in caller.identity.roles:
+            raise Forbidden("resolving an execution needs a key with the 'admin' role")
+        contract, _ = self.known(name, principal)
+        scope = Scope(principal.tenant, name, key)
+        found = self.store.get(scope)
+        if found is None or (found.state == "done" and (found.outcome or {}).get(
+                "outcome") != "side_effect_unknown"):
+            state = "unknown" if found is None else (found.outcome or {}).get("outcome")
+            raise Conflict(f"nothing to resolve for {name!r} key {key!r} ({state}); only a "
+                           "side_effect_unknown or running call can be resolved",
+                           code="nothing_to_resolve")
+        if outcome == "failed":
+            self.store.forget(scope)
+        else:
+            self.store.finish(scope, {**Execution("succeeded", result).as_dict(),
+                                      "resolved": note})
+        self._write({"event": "resolved", "tool": contract.name, "idempotency_key": key,
+                     "outcome": outcome, "note": note}, caller)
+        return {"object": "tool.resolution", "tool": name, "idempotency_key": key,
+                "outcome": outcome}
+
+    def _body(self, name: str, done: Execution, key: str | None, *,
+              replayed: bool) -> dict[str, Any]:
+        return {"object": "tool.execution", "tool": name, **done.as_dict(),
+                "idempotency_key": key, "replayed": replayed}
+
+    def _record(self, caller: Caller, contract: Contract, arguments: dict[str, Any] | None,
+                done: Execution, key: str | None, *, replayed: bool) -> None:
+        self._write({"event": "executed", "tool": contract.name,
+                     "kind": contract.catalog.kind, "outcome": done.outcome,
+                     "idempotency_key": key, "replayed": replayed, "attempts": done.attempts,
+                     "arguments": None if arguments is None else contract.redact(arguments),
+                     "problem": done.problem}, caller)
+
+    def _write(self, record: dict[str, Any], caller: Caller) -> None:
+        if self.audit is None:
+            return
+        identity = caller.identity
+        self.audit.write({
+            "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"), "request_id": caller.request_id,
+            "identity": None if identity is None else {
+                "name": identity.name, "tenant": identity.tenant,
+                "roles": list(identity.roles)}, **record})
+
+
+def _fingerprint(arguments: dict[str, Any], contract: Contract) -> str:
+    written = {k: v for k, v in arguments.items()
+               if not isinstance(contract.runtime.get(k), Generated)}
+    return hashlib.sha256(json.dumps(written, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _approval(verdict: Verdict, arguments: dict[str, Any]) -> dict[str, Any]:
+    fields = verdict.approve_fields or tuple(arguments)
+    return {"type": "urn:strictcall:problem:approval-required", "title": "Approval required",
+            "detail": "the policy needs a human approval before this call runs: a caller it "
+                      "allows invokes the same arguments and idempotency key",
+            "fields": {f: arguments.get(f) for f in fields}, "rule": verdict.rule,
+            "retryable": False}
+
+
+def _source(contract: Contract, field: str) -> str:
+    source = contract.runtime[field]
+    if isinstance(source, FromHeader):
+        return f"from the {source.header!r} header or the API key"
+    return "generated: a write's Generated field is its idempotency key"

@@ -1,0 +1,21 @@
+"""`strictcall-bench tool-selection` without a model: the catalog, the recall table."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import bfcl
+
+
+def test_selection_recall_table(tmp_path, capsys):
+    from bench.tool_selection import main
+
+    bfcl("BFCL_v4_multiple.json")  # skips without the shared data
+    out = tmp_path / "sel.json"
+    assert main(["--ks", "3,5", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["questions"] == 200 and report["catalog"] > 200
+    served = report["rows"][0]
+    assert served["recall@3"] <= served["recall@5"] <= 1.0
+    assert "first 20" in report["rows"][-1]["method"]
+    assert "| k=3 | k=5 |" in capsys.readouterr().out
