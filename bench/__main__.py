@@ -6,6 +6,8 @@ command line does not import `bench`; this one hands each benchmark its own flag
     strictcall-bench load [--clients 8] [--minutes 2] [--runs 1]
     strictcall-bench bfcl [--limit 20] [--settings unconstrained,constrained,reasoning]
     strictcall-bench vllm-engine     (in .venv-vllm)
+    strictcall-bench latency [--systems strictcall-torch,llamacpp-server] [--concurrency 1,4]
+    strictcall-bench gpu-decode [--tiny]
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
               "cold-compile": "bench.cold_compile",
               "schema-prompt": "bench.schema_prompt", "decode-speed": "bench.decode_speed",
               "vllm-engine": "bench.vllm_engine", "contract-repair": "bench.contract_repair",
-              "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl", "load": "bench.load"}
+              "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl", "load": "bench.load",
+              "latency": "bench.latency", "gpu-decode": "bench.gpu_decode"}
 
 
 def main(argv: list[str] | None = None) -> int:
