@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -39,8 +40,8 @@ from bench.latency_report import build_report, print_ratios, write_report
 from bench.latency_stats import Sample, Wave
 from bench.latency_systems import (PEERS, SYSTEMS, Launch, RunningServer, Skipped, Where,
                                    find_gguf, launch_for)
-from bench.latency_workload import (DIALECT_KINDS, KINDS, Dialect, Kind, Prompt, check,
-                                    load_prompts, request_body)
+from bench.latency_workload import (DIALECT_KINDS, KINDS, MODEL, Dialect, Kind, Prompt,
+                                    check, load_prompts, request_body)
 from server.model_store import default_cache_dir, embedded_model_dir
 
 GRAMMAR_KINDS = ("forced", "auto", "json")  # the kinds a cold pass measures
@@ -185,6 +186,7 @@ async def measure(systems: list[LiveSystem], plan: Plan
                             waves.append(got[1])
                             progress.update(len(got[0]))
         after = {s.name: await _counters(clients[s.name]) for s in systems}
+        samples = await _with_prompt_tokens(samples, systems, clients, plan)
     finally:
         progress.close()
         for client in clients.values():
@@ -237,6 +239,39 @@ async def _wave(client: httpx.AsyncClient, system: LiveSystem, kind: Kind,
     return samples, Wave(system.name, kind, concurrency, pass_, len(wave), seconds)
 
 
+async def _with_prompt_tokens(samples: list[Sample], systems: list[LiveSystem],
+                              clients: dict[str, httpx.AsyncClient], plan: Plan
+                              ) -> list[Sample]:
+    """Prompt lengths for servers that stream no usage (llama-cpp-python): each (kind,
+    prompt) asked once more, not streamed, for one token, and its usage read."""
+    by_id = {p.id: p for p in plan.prompts}
+    dialects = {s.name: s.dialect for s in systems}
+    known: dict[tuple[str, str, str], int | None] = {}
+    out = []
+    for sample in samples:
+        key = (sample.system, sample.kind, sample.prompt_id)
+        if sample.prompt_tokens is None and sample.error is None:
+            if key not in known:
+                known[key] = await _prompt_tokens(clients[sample.system], request_body(
+                    by_id[sample.prompt_id], sample.kind,  # type: ignore[arg-type]
+                    dialect=dialects[sample.system], max_tokens=1))
+            sample = dataclasses.replace(sample, prompt_tokens=known[key])
+        out.append(sample)
+    return out
+
+
+async def _prompt_tokens(client: httpx.AsyncClient, body: dict[str, Any] | None
+                         ) -> int | None:
+    if body is None:
+        return None
+    body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    try:
+        resp = await client.post("/v1/chat/completions", json=body)
+        return int(resp.json()["usage"]["prompt_tokens"])
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _shown(answer: Any) -> str:
     if answer.tool_calls:
         return "; ".join(f"{name}({arguments})" for name, arguments in answer.tool_calls)
@@ -246,7 +281,7 @@ def _shown(answer: Any) -> str:
 async def _warm_up(systems: list[LiveSystem], clients: dict[str, httpx.AsyncClient]) -> None:
     """One short unconstrained request each, not measured: first-request costs (buffers,
     lazy imports) are not what this measures, grammar compiles are (no grammar here)."""
-    body = {"model": "m", "max_tokens": 8, "temperature": 0, "stream": True,
+    body = {"model": MODEL, "max_tokens": 8, "temperature": 0, "stream": True,
             "messages": [{"role": "user", "content": "Say hello."}]}
     for system in systems:
         await timed_request(clients[system.name], body)

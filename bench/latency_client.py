@@ -58,7 +58,9 @@ class _Stream:
             for call in delta.get("tool_calls") or []:
                 slot = self.calls.setdefault(int(call.get("index", 0)), ["", ""])
                 function = call.get("function") or {}
-                slot[0] += function.get("name") or ""
+                name = function.get("name") or ""
+                if name != slot[0]:  # llama-cpp-python repeats the whole name every chunk
+                    slot[0] += name
                 slot[1] += function.get("arguments") or ""
                 carried = True
             if carried:
@@ -89,6 +91,8 @@ async def timed_request(client: httpx.AsyncClient, body: dict[str, Any]) -> Time
     e2e = time.perf_counter() - start
     if not done and stream.error is None:
         stream.error = "the stream ended without data: [DONE]"
+    elif stream.finish is None and stream.error is None:  # llama.cpp's interrupted requests
+        stream.error = "the stream ended without a finish_reason"
     answer = stream.answer()
     usage = stream.usage or {}
     completion = usage.get("completion_tokens")

@@ -62,7 +62,8 @@ def markdown(report: dict[str, Any], *, plots: list[str] = ()) -> str:
     if report["cold_vs_warm"]:
         parts += ["", "## Grammar cold (first request for the schema) and warm", "",
                   _cold(report["cold_vs_warm"])]
-    counted = {k: v for k, v in report["engine_counters"].items() if v}
+    counted = {k: v for k, v in report["engine_counters"].items()
+               if any(c in v for c in COUNTERS)}
     if counted:
         parts += ["", "## Engine counters over the run (StrictCall's /health)", "",
                   _counters(counted)]

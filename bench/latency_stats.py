@@ -98,7 +98,7 @@ def _row(setting: Setting, got: list[Sample], seconds: float | None) -> dict[str
             "ms_per_token_overall": (1000 * sum(e2e) / tokens) if tokens else None,
             "e2e_s_p50": percentile(e2e, 50), "e2e_s_p90": percentile(e2e, 90),
             "e2e_s_p99": percentile(e2e, 99),
-            "requests_per_s": len(got) / seconds if seconds else None,
+            "requests_per_s": len(timed) / seconds if seconds else None,
             "tokens_per_s": tokens / seconds if seconds else None,
             "tokens_from": sorted({s.tokens_from for s in timed})}
 

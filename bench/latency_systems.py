@@ -107,7 +107,8 @@ def launch_for(name: str, where: Where) -> Launch:
             str(where.llamacpp_python), "-m", "llama_cpp.server", "--model", str(where.gguf),
             "--model_alias", MODEL, "--host", "127.0.0.1", "--port", "{port}",
             "--n_threads", str(where.threads), "--n_threads_batch", str(where.threads),
-            "--n_ctx", "2048"))
+            # Queued, not cut short: by default a new request interrupts the running one.
+            "--n_ctx", "2048", "--interrupt_requests", "False"))
     if name == "vllm-server":
         _require(where.vllm_python, "vllm", VLLM_INSTALL)
         return Launch(name, "openai", True, (
@@ -115,7 +116,10 @@ def launch_for(name: str, where: Where) -> Launch:
             "--model", str(where.model_dir), "--served-model-name", MODEL,
             "--host", "127.0.0.1", "--port", "{port}", "--dtype", "bfloat16",
             "--max-model-len", "2048", "--enforce-eager",
-            "--distributed-executor-backend", "uni"), env=vllm_env(where.threads))
+            "--distributed-executor-backend", "uni",
+            # A named tool_choice needs a parser set (the arguments are constrained by the
+            # function's schema either way); hermes loads with this model's tokenizer.
+            "--tool-call-parser", "hermes"), env=vllm_env(where.threads))
     raise SystemExit(f"unknown system {name!r}; use one of {', '.join(SYSTEMS)} or all")
 
 

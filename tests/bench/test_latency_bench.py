@@ -112,6 +112,15 @@ def test_a_streamed_tool_call_is_assembled_and_counted_from_usage():
     assert check(PROMPT, "forced", timed.answer) == "valid"
 
 
+def test_a_name_repeated_in_every_chunk_is_one_name():
+    """llama-cpp-python's server sends the whole function name with every fragment."""
+    events = [{"choices": [{"delta": {"tool_calls": [
+        {"index": 0, "function": {"name": "get_weather", "arguments": part}}]}}]}
+        for part in ('{"city":', '"Oslo","days":3}')]
+    events.append({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]})
+    assert _timed(_sse(events)).answer.tool_calls == (("get_weather", GOOD),)
+
+
 def test_without_usage_tokens_are_the_chunks_that_carried_output():
     events = [{"choices": [{"delta": {"content": p}}]} for p in ('{"city"', ':"Oslo",',
                                                                  '"days":3}')]
@@ -124,6 +133,7 @@ def test_without_usage_tokens_are_the_chunks_that_carried_output():
 @pytest.mark.parametrize(("content", "status", "error"), [
     (b'{"detail": "boom"}', 500, "HTTP 500"),
     (_sse([{"choices": [{"delta": {"content": "{"}}]}], done=False), 200, "without data"),
+    (_sse([{"choices": [{"delta": {"role": "assistant"}}]}]), 200, "without a finish_reason"),
     (_sse([{"choices": [{"delta": {"content": "{"}}]}, {"status": 503, "detail": "gone"}]),
      200, "stream error event"),
 ])
@@ -158,7 +168,8 @@ def test_summary_counts_outcomes_and_throughput_from_wave_time():
     assert (row["n"], row["valid"], row["cut_off"], row["invalid"], row["error"]) == (
         4, 1, 1, 1, 1)
     assert row["e2e_s_p50"] == 2.0 and row["e2e_s_p99"] == 3.0  # the error is not timed
-    assert row["requests_per_s"] == 0.5 and row["tokens_per_s"] == pytest.approx(33 / 8)
+    # answers per second: a refused request is not throughput
+    assert row["requests_per_s"] == 3 / 8 and row["tokens_per_s"] == pytest.approx(33 / 8)
     assert row["ms_per_token_overall"] == pytest.approx(1000 * 6 / 33)
     assert row["prompt_tokens_p50"] == 50
 
