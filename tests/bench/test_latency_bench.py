@@ -257,3 +257,27 @@ def test_find_gguf_prefers_the_embedded_model(tmp_path):
     (tmp_path / "models" / "x" / "other.gguf").write_bytes(b"")
     (tmp_path / "models" / "x" / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"")
     assert find_gguf(tmp_path).name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.mark.slow
+def test_a_real_run_against_a_torch_server(tmp_path, capsys):
+    """The whole bench, for real: a `strictcall serve` process on the embedded model, two
+    BFCL questions, concurrency 1; llama.cpp's server beside it where it is installed
+    (otherwise reported as skipped)."""
+    from bench.latency import main
+
+    assert main(["--systems", "strictcall-torch,llamacpp-server", "--limit", "2",
+                 "--kinds", "forced,json", "--concurrency", "1", "--max-tokens", "24",
+                 "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "latency.json").read_text())
+    status = {s["name"]: s["status"] for s in report["systems"]}
+    assert status["strictcall-torch"] == "ran" and "llamacpp-server" in status
+    ours = [r for r in report["settings"] if r["system"] == "strictcall-torch"]
+    assert {(r["kind"], r["pass"]) for r in ours} == {(k, p) for k in ("forced", "json")
+                                                      for p in ("cold", "warm")}
+    for row in ours:
+        assert row["n"] == 2 and row["error"] == 0
+        assert row["valid"] + row["cut_off"] == 2  # the grammar: nothing else is possible
+        assert row["prompt_tokens_p50"] > 0 and row["e2e_s_p50"] > 0
+    assert (tmp_path / "latency.png").exists() and (tmp_path / "throughput.png").exists()
+    assert "## Per setting" in capsys.readouterr().out
