@@ -38,8 +38,8 @@ import httpx
 from bench.latency_client import timed_request
 from bench.latency_report import build_report, print_ratios, write_report
 from bench.latency_stats import Sample, Wave
-from bench.latency_systems import (PEERS, SYSTEMS, Launch, RunningServer, Skipped, Where,
-                                   find_gguf, launch_for)
+from bench.latency_systems import (PEERS, ROOT, SYSTEMS, Launch, RunningServer, Skipped,
+                                   Where, find_gguf, launch_for)
 from bench.latency_workload import (DIALECT_KINDS, KINDS, MODEL, Dialect, Kind, Prompt,
                                     check, load_prompts, request_body)
 from server.model_store import default_cache_dir, embedded_model_dir
@@ -111,11 +111,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, help="compute threads per server")
     p.add_argument("--server-args", default="", help="more `strictcall serve` flags")
     p.add_argument("--gguf", type=Path, help="the model's GGUF (default: found in the cache)")
-    p.add_argument("--vllm-python", type=Path, default=Path(".venv-vllm/bin/python"))
-    p.add_argument("--llamacpp-python", type=Path, default=Path(sys.executable))
+    p.add_argument("--vllm-python", type=Path, default=ROOT / ".venv-vllm/bin/python",
+                   help="a Python with vllm (default: .venv-vllm, `make setup-vllm`)")
+    p.add_argument("--llamacpp-python", type=Path, default=_llamacpp_python(),
+                   help="a Python with llama-cpp-python[server] (default: .venv-llamacpp "
+                        "where it exists, else this Python)")
     p.add_argument("--startup-s", type=float, default=300)
     p.add_argument("--out", type=Path, default=Path("bench/results/latency"))
     return p
+
+
+def _llamacpp_python() -> Path:
+    own = ROOT / ".venv-llamacpp/bin/python"
+    return own if own.exists() else Path(sys.executable)
 
 
 def _kind(name: str) -> Kind:

