@@ -57,9 +57,11 @@ class Prompt:
     def function(self, name: str) -> dict[str, Any]:
         return next(f for f in self.functions if f["name"] == name)
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return [{"type": "function", "function": f} for f in self.functions]
+    def tools(self, dialect: Dialect) -> list[dict[str, Any]]:
+        """The functions as `tools`; vLLM's server constrains a call's arguments only for
+        a function marked `"strict": true` (unmarked, its named calls loop to max_tokens)."""
+        mark = {"strict": True} if dialect == "openai" else {}
+        return [{"type": "function", "function": {**f, **mark}} for f in self.functions]
 
 
 def load_prompts(categories: list[str], limit: int) -> list[Prompt]:
@@ -89,7 +91,7 @@ def request_body(prompt: Prompt, kind: Kind, *, dialect: Dialect,
                             "stream_options": {"include_usage": True}}
     if kind in ("forced", "auto"):
         body["messages"] = list(prompt.messages)
-        body["tools"] = prompt.tools
+        body["tools"] = prompt.tools(dialect)
         body["tool_choice"] = "auto" if kind == "auto" else {
             "type": "function", "function": {"name": prompt.target}}
         return body
