@@ -8,6 +8,8 @@ command line does not import `bench`; this one hands each benchmark its own flag
     strictcall-bench cpu-variants [--rounds 3] [--variants fp32,int8,compile,llamacpp]
     strictcall-bench tool-selection [--ks 3,5,10]
     strictcall-bench vllm-engine     (in .venv-vllm)
+    strictcall-bench latency [--systems strictcall-torch,llamacpp-server] [--concurrency 1,4]
+    strictcall-bench gpu-decode [--tiny]
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
               "schema-prompt": "bench.schema_prompt", "decode-speed": "bench.decode_speed",
               "vllm-engine": "bench.vllm_engine", "contract-repair": "bench.contract_repair",
               "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl", "load": "bench.load",
-              "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection"}
+              "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection",
+              "latency": "bench.latency", "gpu-decode": "bench.gpu_decode"}
 
 
 def main(argv: list[str] | None = None) -> int:

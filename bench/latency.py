@@ -1,0 +1,341 @@
+"""Latency of tool calls and JSON answers, StrictCall beside its peers, in one run.
+
+    strictcall-bench latency [--systems strictcall-torch,llamacpp-server] [--limit 8]
+        [--kinds forced,json,free] [--concurrency 1,4] [--max-tokens 200]
+        [--url URL] [--gguf PATH] [--vllm-python PATH] [--llamacpp-python PATH]
+        [--out bench/results/latency]
+
+Every system is a real server process on 127.0.0.1 started by the run (or, with --url, a
+StrictCall server already running), the same model, one compute thread each. The workload is
+BFCL questions with their functions (bench/latency_workload.py): forced tool calls, auto
+tool calls, json_schema answers, and the same json question unconstrained ("free"); greedy,
+streamed, the same max_tokens for all. Requests alternate between systems, one wave of
+`concurrency` requests at a time, the systems' order rotating from wave to wave, so that
+noise on this machine hits every system alike. A cold pass (concurrency 1, the first time
+each server sees each grammar) comes before the warm passes.
+
+Per setting: outcomes (valid, invalid, cut off at max_tokens, no call, error), median prompt
+and completion tokens, TTFT, time per output token, end-to-end p50/p90/p99, requests/s and
+tokens/s; ratios between systems as the median per-prompt ratio over prompts both answered
+validly (bench/latency_stats.py). Output under --out: latency.json, latency.md and PNG
+plots (bench/latency_report.py). Timings are for comparing in one run, not absolute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.latency_client import timed_request
+from bench.latency_report import build_report, print_ratios, write_report
+from bench.latency_stats import Sample, Wave
+from bench.latency_systems import (PEERS, ROOT, SYSTEMS, Launch, RunningServer, Skipped,
+                                   Where, find_gguf, launch_for)
+from bench.latency_workload import (DIALECT_KINDS, KINDS, MODEL, Dialect, Kind, Prompt,
+                                    check, load_prompts, request_body)
+from server.model_store import default_cache_dir, embedded_model_dir
+
+GRAMMAR_KINDS = ("forced", "auto", "json")  # the kinds a cold pass measures
+
+
+@dataclass(frozen=True)
+class LiveSystem:
+    name: str
+    dialect: Dialect
+    peer: bool
+    base_url: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    prompts: list[Prompt]
+    kinds: list[Kind]
+    concurrencies: list[int]
+    max_tokens: int
+    cold_pass: bool
+
+    def passes(self) -> list[tuple[str, int, list[Kind]]]:
+        """(pass, concurrency, kinds) in the order they run."""
+        cold = [k for k in self.kinds if k in GRAMMAR_KINDS]
+        first = [("cold", 1, cold)] if self.cold_pass and cold else []
+        return first + [("warm", c, self.kinds) for c in self.concurrencies]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    plan = Plan(load_prompts(args.categories.split(","), args.limit),
+                [_kind(k) for k in args.kinds.split(",")],
+                [int(c) for c in args.concurrency.split(",")], args.max_tokens,
+                args.cold_pass)
+    if not plan.prompts:
+        raise SystemExit("no BFCL questions found (is ../shared/evaldata there?)")
+    statuses: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="strictcall-latency-") as scratch, \
+            contextlib.ExitStack() as servers:
+        live = _start(args, servers, Path(scratch), statuses)
+        if not live:
+            print("no system could start: " + "; ".join(
+                f"{s['name']}: {s['reason']}" for s in statuses), file=sys.stderr)
+            return 1
+        samples, waves, counters = asyncio.run(measure(live, plan))
+    report = build_report(vars(args), statuses, samples, waves, counters)
+    paths = write_report(report, args.out)
+    print(paths["markdown"].read_text())
+    print_ratios(report)
+    print(f"report: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="strictcall-bench latency", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--systems", default="strictcall-torch,llamacpp-server",
+                   help=f"comma-separated, of {', '.join(SYSTEMS)}; or all")
+    p.add_argument("--url", help="also measure the StrictCall server already at this URL")
+    p.add_argument("--limit", type=int, default=8, help="BFCL questions")
+    p.add_argument("--categories", default="simple_python")
+    p.add_argument("--kinds", default="forced,json,free", help=f"of {', '.join(KINDS)}")
+    p.add_argument("--concurrency", default="1,4", help="e.g. 1,4,16")
+    p.add_argument("--max-tokens", type=int, default=200)
+    p.add_argument("--cold-pass", action=argparse.BooleanOptionalAction, default=True,
+                   help="a concurrency-1 pass on fresh grammars before the warm passes")
+    p.add_argument("--threads", type=int, default=1, help="compute threads per server")
+    p.add_argument("--server-args", default="", help="more `strictcall serve` flags")
+    p.add_argument("--gguf", type=Path, help="the model's GGUF (default: found in the cache)")
+    p.add_argument("--vllm-python", type=Path, default=ROOT / ".venv-vllm/bin/python",
+                   help="a Python with vllm (default: .venv-vllm, `make setup-vllm`)")
+    p.add_argument("--llamacpp-python", type=Path, default=_llamacpp_python(),
+                   help="a Python with llama-cpp-python[server] (default: .venv-llamacpp "
+                        "where it exists, else this Python)")
+    p.add_argument("--startup-s", type=float, default=300)
+    p.add_argument("--out", type=Path, default=Path("bench/results/latency"))
+    return p
+
+
+def _llamacpp_python() -> Path:
+    own = ROOT / ".venv-llamacpp/bin/python"
+    return own if own.exists() else Path(sys.executable)
+
+
+def _kind(name: str) -> Kind:
+    if name not in KINDS:
+        raise SystemExit(f"unknown kind {name!r}; use {', '.join(KINDS)}")
+    return name  # type: ignore[return-value]
+
+
+def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Path,
+           statuses: list[dict[str, Any]]) -> list[LiveSystem]:
+    """Start every system asked for; record each one's status (ran, or skipped and why)."""
+    import shlex
+
+    cache = default_cache_dir()
+    where = Where(model_dir=embedded_model_dir(cache), gguf=args.gguf or find_gguf(cache),
+                  vllm_python=args.vllm_python.absolute(),
+                  llamacpp_python=args.llamacpp_python.absolute(), threads=args.threads,
+                  server_args=tuple(shlex.split(args.server_args)))
+    names = list(SYSTEMS) if args.systems == "all" else [n for n in args.systems.split(",")
+                                                           if n]
+    live = []
+    if args.url:
+        live.append(LiveSystem("strictcall@url", "strictcall", False, args.url.rstrip("/")))
+        statuses.append({"name": "strictcall@url", "status": "ran", "command": args.url})
+    for name in names:
+        launch: Launch | None = None
+        try:
+            launch = launch_for(name, where)
+            print(f"starting {name} ...", file=sys.stderr)
+            server = servers.enter_context(RunningServer(launch, startup_s=args.startup_s,
+                                                         scratch=scratch))
+        except Skipped as skip:
+            statuses.append({"name": name, "status": "skipped", "reason": skip.reason,
+                             "install": skip.install,
+                             "command": launch.shown() if launch else ""})
+            print(f"skipped {name}: {skip.reason}", file=sys.stderr)
+            continue
+        live.append(LiveSystem(name, launch.dialect, launch.peer, server.base_url))
+        statuses.append({"name": name, "status": "ran", "peer": name in PEERS,
+                         "command": launch.shown()})
+    return live
+
+
+async def measure(systems: list[LiveSystem], plan: Plan
+                  ) -> tuple[list[Sample], list[Wave], dict[str, dict[str, Any]]]:
+    """Run the plan's passes against every system, interleaved wave by wave; returns the
+    samples, the waves' wall times and each StrictCall server's engine counters over the
+    run (the deltas of /health's numbers)."""
+    widest = max(plan.concurrencies + [1])
+    limits = httpx.Limits(max_connections=widest, max_keepalive_connections=widest)
+    clients = {s.name: httpx.AsyncClient(base_url=s.base_url, limits=limits,
+                                         timeout=httpx.Timeout(900, connect=10))
+               for s in systems}
+    samples: list[Sample] = []
+    waves: list[Wave] = []
+    progress = Progress(_planned(systems, plan))
+    try:
+        await _warm_up(systems, clients)
+        before = {s.name: await _counters(clients[s.name]) for s in systems}
+        for pass_, c, kinds in plan.passes():
+            for w, wave in enumerate(_waves(plan.prompts, c)):
+                for kind in kinds:
+                    for system in _rotated(systems, w):
+                        got = await _wave(clients[system.name], system, kind, wave, c,
+                                          pass_, plan.max_tokens)
+                        if got is not None:
+                            samples.extend(got[0])
+                            waves.append(got[1])
+                            progress.update(len(got[0]))
+        after = {s.name: await _counters(clients[s.name]) for s in systems}
+        samples = await _with_prompt_tokens(samples, systems, clients, plan)
+    finally:
+        progress.close()
+        for client in clients.values():
+            await client.aclose()
+    return samples, waves, {name: _delta(before[name], after[name]) for name in after}
+
+
+def _planned(systems: list[LiveSystem], plan: Plan) -> int:
+    return sum(len(wave) for _, c, kinds in plan.passes()
+               for wave in _waves(plan.prompts, c) for kind in kinds
+               for s in systems if kind in DIALECT_KINDS[s.dialect])
+
+
+def _waves(prompts: list[Prompt], concurrency: int) -> list[list[tuple[Prompt, int]]]:
+    """The prompts in waves of `concurrency`, each with its occurrence (how many times the
+    same prompt came before in this setting); too few prompts are repeated to fill a wave."""
+    expanded = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
+    seen: dict[str, int] = {}
+    tagged = []
+    for prompt in expanded:
+        tagged.append((prompt, seen.get(prompt.id, 0)))
+        seen[prompt.id] = seen.get(prompt.id, 0) + 1
+    return [tagged[i:i + concurrency] for i in range(0, len(tagged), concurrency)]
+
+
+def _rotated(systems: list[LiveSystem], wave: int) -> list[LiveSystem]:
+    shift = wave % len(systems)
+    return systems[shift:] + systems[:shift]
+
+
+async def _wave(client: httpx.AsyncClient, system: LiveSystem, kind: Kind,
+                wave: list[tuple[Prompt, int]], concurrency: int, pass_: str,
+                max_tokens: int) -> tuple[list[Sample], Wave] | None:
+    bodies = [request_body(p, kind, dialect=system.dialect, max_tokens=max_tokens)
+              for p, _ in wave]
+    if any(b is None for b in bodies):
+        return None
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    timed = await asyncio.gather(*(timed_request(client, b) for b in bodies if b))
+    seconds = loop.time() - start
+    samples = [Sample(system=system.name, kind=kind, concurrency=concurrency, pass_=pass_,
+                      prompt_id=p.id, occurrence=occurrence,
+                      outcome=check(p, kind, t.answer), e2e_s=t.e2e_s, ttft_s=t.ttft_s,
+                      tpot_s=t.tpot_s, prompt_tokens=t.prompt_tokens,
+                      completion_tokens=t.completion_tokens, tokens_from=t.tokens_from,
+                      finish_reason=t.answer.finish_reason, error=t.answer.error,
+                      text=_shown(t.answer)[:300])
+               for (p, occurrence), t in zip(wave, timed)]
+    return samples, Wave(system.name, kind, concurrency, pass_, len(wave), seconds)
+
+
+async def _with_prompt_tokens(samples: list[Sample], systems: list[LiveSystem],
+                              clients: dict[str, httpx.AsyncClient], plan: Plan
+                              ) -> list[Sample]:
+    """Prompt lengths for servers that stream no usage (llama-cpp-python): each (kind,
+    prompt) asked once more, not streamed, for one token, and its usage read."""
+    by_id = {p.id: p for p in plan.prompts}
+    dialects = {s.name: s.dialect for s in systems}
+    known: dict[tuple[str, str, str], int | None] = {}
+    out = []
+    for sample in samples:
+        key = (sample.system, sample.kind, sample.prompt_id)
+        if sample.prompt_tokens is None and sample.error is None:
+            if key not in known:
+                known[key] = await _prompt_tokens(clients[sample.system], request_body(
+                    by_id[sample.prompt_id], sample.kind,  # type: ignore[arg-type]
+                    dialect=dialects[sample.system], max_tokens=1))
+            sample = dataclasses.replace(sample, prompt_tokens=known[key])
+        out.append(sample)
+    return out
+
+
+async def _prompt_tokens(client: httpx.AsyncClient, body: dict[str, Any] | None
+                         ) -> int | None:
+    if body is None:
+        return None
+    body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    try:
+        resp = await client.post("/v1/chat/completions", json=body)
+        return int(resp.json()["usage"]["prompt_tokens"])
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _shown(answer: Any) -> str:
+    if answer.tool_calls:
+        return "; ".join(f"{name}({arguments})" for name, arguments in answer.tool_calls)
+    return answer.content
+
+
+async def _warm_up(systems: list[LiveSystem], clients: dict[str, httpx.AsyncClient]) -> None:
+    """One short unconstrained request each, not measured: first-request costs (buffers,
+    lazy imports) are not what this measures, grammar compiles are (no grammar here)."""
+    body = {"model": MODEL, "max_tokens": 8, "temperature": 0, "stream": True,
+            "messages": [{"role": "user", "content": "Say hello."}]}
+    for system in systems:
+        await timed_request(clients[system.name], body)
+
+
+async def _counters(client: httpx.AsyncClient) -> dict[str, Any]:
+    """The engine counters a StrictCall server's /health reports; {} for other servers."""
+    try:
+        resp = await client.get("/health")
+        engine = resp.json().get("engine", {}) if resp.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return {}
+    return {k: v for k, v in engine.items() if isinstance(v, int | float)} \
+        if isinstance(engine, dict) else {}
+
+
+def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    return {k: v - before.get(k, 0) for k, v in after.items()
+            if k not in ("running", "queued")}
+
+
+class Progress:
+    """tqdm's bar where tqdm is installed; else a count on one line of stderr."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            self._bar = None
+        else:
+            self._bar = tqdm(total=total, desc="requests", file=sys.stderr)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(n)
+        else:
+            print(f"\rrequests {self.done}/{self.total}", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            print(file=sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,189 @@
+"""The latency benchmark's report: one JSON document, a markdown rendering of it, and two
+PNG plots (end-to-end latency per system; tokens/s against concurrency)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.latency_stats import (Sample, Wave, cold_vs_warm, kind_ratios, paired_ratios,
+                                 summarize)
+
+# The engine counters worth a column (those a server reports; others are left out).
+COUNTERS = ("decode_steps", "prefill_tokens", "jump_forward_tokens", "prefix_hits",
+            "prefix_reused_tokens")
+
+
+def build_report(args: dict[str, Any], statuses: list[dict[str, Any]],
+                 samples: list[Sample], waves: list[Wave],
+                 counters: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    rows = summarize(samples, waves)
+    ran = [s["name"] for s in statuses if s["status"] == "ran"]
+    ours = [s["name"] for s in statuses if s["status"] == "ran" and not s.get("peer")]
+    ratios = [r for a in ours for b in ran if b != a for r in paired_ratios(samples, a, b)]
+    constrained = [r for name in ran for kind in ("json", "forced")
+                   for r in kind_ratios(samples, name, kind, "free")]
+    return {"args": {k: str(v) if isinstance(v, Path) else v for k, v in args.items()},
+            "systems": statuses, "settings": rows, "ratios": ratios,
+            "constrained_vs_free": constrained, "cold_vs_warm": cold_vs_warm(rows),
+            "engine_counters": counters,
+            "samples": [s.as_dict() for s in samples],
+            "waves": [w.__dict__ for w in waves]}
+
+
+def write_report(report: dict[str, Any], out: Path) -> dict[str, Path]:
+    """latency.json, latency.md and the plots under `out`; their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "latency.json", "markdown": out / "latency.md"}
+    paths["json"].write_text(json.dumps(report, indent=1))
+    paths.update(plot(report, out))
+    paths["markdown"].write_text(markdown(report, plots=[p.name for k, p in paths.items()
+                                                         if k.startswith("plot")]))
+    return paths
+
+
+def markdown(report: dict[str, Any], *, plots: list[str] = ()) -> str:
+    args = report["args"]
+    parts = ["# Latency: StrictCall and its peers, one run", "",
+             f"`strictcall-bench latency {_flags(args)}`", "", "## Systems", "",
+             _systems(report["systems"]), "", "## Per setting", "",
+             "Latency columns cover every finished answer (valid or not); `valid` counts "
+             "answers that match the schema; `cut off` ended at max_tokens. ms/token p50: "
+             "(end to end - TTFT) / (tokens - 1), per request (a tool call's first chunk "
+             "comes once its name is decoded); overall: all time / all output tokens.", "",
+             _settings(report["settings"])]
+    if report["ratios"]:
+        parts += ["", "## Ratios (median over prompts both answered validly; < 1: the "
+                  "first system is faster)", "", _ratios(report["ratios"])]
+    if report["constrained_vs_free"]:
+        parts += ["", "## Constrained against unconstrained, same prompts (any finished "
+                  "answer)", "", _ratios(report["constrained_vs_free"])]
+    if report["cold_vs_warm"]:
+        parts += ["", "## Grammar cold (first request for the schema) and warm", "",
+                  _cold(report["cold_vs_warm"])]
+    counted = {k: v for k, v in report["engine_counters"].items()
+               if any(c in v for c in COUNTERS)}
+    if counted:
+        parts += ["", "## Engine counters over the run (StrictCall's /health)", "",
+                  _counters(counted)]
+    parts += ["", *[f"![{name}]({name})" for name in plots]]
+    return "\n".join(parts) + "\n"
+
+
+def _flags(args: dict[str, Any]) -> str:
+    shown = ("systems", "url", "limit", "categories", "kinds", "concurrency", "max_tokens")
+    return " ".join(f"--{k.replace('_', '-')} {args[k]}" for k in shown
+                    if args.get(k) not in (None, ""))
+
+
+def _table(header: list[str], lines: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_cell(v) for v in line) + " |" for line in lines]
+    return "\n".join(out)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value).replace("|", "\\|")
+
+
+def _systems(statuses: list[dict[str, Any]]) -> str:
+    return _table(["system", "status", "command or reason"], [
+        [s["name"], s["status"], f"`{s['command']}`" if s["status"] == "ran"
+         else f"{s['reason']}" + (f" (install: `{s['install']}`)" if s.get("install") else "")]
+        for s in statuses])
+
+
+def _settings(rows: list[dict[str, Any]]) -> str:
+    return _table(["system", "kind", "conc.", "pass", "n", "valid", "cut off", "invalid",
+                   "no call", "errors", "prompt tok p50", "out tok p50", "TTFT s p50",
+                   "ms/token p50", "ms/token overall", "e2e s p50", "p90", "p99", "req/s", "tok/s"], [
+        [r["system"], r["kind"], r["concurrency"], r["pass"], r["n"], r["valid"],
+         r["cut_off"], r["invalid"], r["no_call"], r["error"], r["prompt_tokens_p50"],
+         r["completion_tokens_p50"], r["ttft_s_p50"], r["tpot_ms_p50"],
+         r["ms_per_token_overall"], r["e2e_s_p50"],
+         r["e2e_s_p90"], r["e2e_s_p99"], r["requests_per_s"], r["tokens_per_s"]]
+        for r in rows])
+
+
+def _ratios(rows: list[dict[str, Any]]) -> str:
+    return _table(["system", "against", "kind", "conc.", "prompts", "e2e ratio",
+                   "TTFT ratio", "per-token ratio"], [
+        [r["ours"], r["other"], r["kind"], r["concurrency"], r["pairs"], r["e2e_ratio"],
+         r["ttft_ratio"], r["tpot_ratio"]] for r in rows])
+
+
+def _cold(rows: list[dict[str, Any]]) -> str:
+    return _table(["system", "kind", "conc.", "TTFT s cold", "TTFT s warm", "e2e s cold",
+                   "e2e s warm"], [
+        [r["system"], r["kind"], r["concurrency"], r["cold_ttft_s_p50"],
+         r["warm_ttft_s_p50"], r["cold_e2e_s_p50"], r["warm_e2e_s_p50"]] for r in rows])
+
+
+def _counters(counters: dict[str, dict[str, Any]]) -> str:
+    keys = [k for k in COUNTERS if any(k in c for c in counters.values())]
+    return _table(["system", *keys], [[name, *(c.get(k) for k in keys)]
+                                      for name, c in counters.items()])
+
+
+def print_ratios(report: dict[str, Any]) -> None:
+    """One line per ratio against a peer (and between StrictCall's own systems)."""
+    for r in report["ratios"]:
+        print(f"{r['ours']} / {r['other']}, {r['kind']} at concurrency {r['concurrency']}: "
+              f"end to end {_x(r['e2e_ratio'])}, per token {_x(r['tpot_ratio'])}, first "
+              f"token {_x(r['ttft_ratio'])} (median over {r['pairs']} prompts)")
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def plot(report: dict[str, Any], out: Path) -> dict[str, Path]:
+    """plot_latency: end to end per system and kind at the lowest concurrency (box plots);
+    plot_throughput: output tokens/s against concurrency, one line per system and kind."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; must come before pyplot
+    import matplotlib.pyplot as plt
+
+    warm = [s for s in report["samples"] if s["pass_"] == "warm" and s["e2e_s"] is not None]
+    paths: dict[str, Path] = {}
+    if warm:
+        lowest = min(s["concurrency"] for s in warm)
+        groups: dict[str, list[float]] = {}
+        for s in warm:
+            if s["concurrency"] == lowest:
+                groups.setdefault(f"{s['system']}\n{s['kind']}", []).append(s["e2e_s"])
+        fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(groups)), 4.5))
+        ax.boxplot(list(groups.values()), tick_labels=list(groups))
+        ax.set_ylabel("end to end, s")
+        ax.set_title(f"Latency per system (concurrency {lowest})")
+        ax.tick_params(axis="x", labelsize=7)
+        paths["plot_latency"] = _save(fig, out / "latency.png", plt)
+    rows = [r for r in report["settings"] if r["pass"] == "warm" and r["tokens_per_s"]]
+    if rows:
+        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        for key in dict.fromkeys((r["system"], r["kind"]) for r in rows):
+            line = sorted((r["concurrency"], r["tokens_per_s"]) for r in rows
+                          if (r["system"], r["kind"]) == key)
+            ax.plot(*zip(*line), marker="o", label=f"{key[0]} {key[1]}")
+        levels = sorted({r["concurrency"] for r in rows})
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel("output tokens/s")
+        ax.set_title("Throughput against concurrency")
+        ax.legend(fontsize=7)
+        paths["plot_throughput"] = _save(fig, out / "throughput.png", plt)
+    return paths
+
+
+def _save(fig: Any, path: Path, plt: Any) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

