@@ -72,8 +72,9 @@ def _engine(name: str, model_dir, threads: int):
         return LlamaCppEngine(model_dir, threads=threads, max_batch=1, prefix_cache_bytes=0)
     from server.engines.torch_engine import TorchEngine
 
+    # torch.compile's first steps compile for minutes: not a hung step here.
     engine = TorchEngine(model_dir, device="cpu", threads=threads, max_batch=1,
-                         prefix_cache_bytes=0)
+                         prefix_cache_bytes=0, step_timeout_s=1800)
     if name == "int8":
         engine.model = torch.ao.quantization.quantize_dynamic(
             engine.model, {torch.nn.Linear}, dtype=torch.qint8)
