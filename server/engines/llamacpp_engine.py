@@ -36,8 +36,10 @@ class LlamaCppConfigError(Exception):
 
 def _to_logging(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     """llama.cpp's own log lines, into Python logging (so `--log-format json` holds):
-    errors as errors, the rest (load progress, context notes) at debug level."""
-    if level == 3:  # GGML_LOG_LEVEL_ERROR
+    errors as errors, the rest at debug level: load progress, and warnings such as
+    "n_ctx_seq > n_ctx_train", which the unified KV cache (one context for all rows and
+    parked prefixes) always triggers and which limits no request (`max_context` does)."""
+    if level == 4:  # GGML_LOG_LEVEL_ERROR (ggml.h: NONE 0, DEBUG 1, INFO 2, WARN 3)
         log.error("llama.cpp: %s", text.decode(errors="replace").rstrip())
     elif log.isEnabledFor(logging.DEBUG):
         log.debug("llama.cpp: %s", text.decode(errors="replace").rstrip())
