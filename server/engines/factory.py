@@ -106,18 +106,7 @@ def _check_llamacpp(settings: Settings) -> None:
 def build_engine(settings: Settings) -> Engine:
     model_dir = resolve_model(settings.model, settings.cache_dir)
     engine = resolve_engine(settings)
-    if engine == "llamacpp":
-        from server.engines.llamacpp_engine import LlamaCppEngine
-
-        return LlamaCppEngine(model_dir, threads=settings.threads, max_batch=settings.max_batch,
-                              max_context=settings.max_model_len,
-                              model_name=settings.served_model_name or model_dir.name,
-                              grammar_backend=BRIDGE if bridged(settings)
-                              else settings.grammar_backend,
-                              step_timeout_s=settings.step_timeout_s,
-                              jump_forward=settings.jump_forward,
-                              prefix_cache_bytes=settings.prefix_cache_mb * 2**20)
-    if settings.engine == "vllm":
+    if engine == "vllm":
         from server.engines.vllm_engine import VllmEngine, VllmOptions
 
         options = VllmOptions(
@@ -128,13 +117,17 @@ def build_engine(settings: Settings) -> Engine:
             enable_prefix_caching=settings.enable_prefix_caching)
         return VllmEngine(model_dir, options=options, cache_dir=settings.cache_dir or default_cache_dir(),
                           model_name=settings.served_model_name or model_dir.name)
+    # The engines that step the model themselves (engines/loop.py) take the same options.
+    stepped = {"threads": settings.threads, "max_batch": settings.max_batch,
+               "model_name": settings.served_model_name or model_dir.name,
+               "grammar_backend": BRIDGE if bridged(settings) else settings.grammar_backend,
+               "step_timeout_s": settings.step_timeout_s,
+               "jump_forward": settings.jump_forward,
+               "prefix_cache_bytes": settings.prefix_cache_mb * 2**20}
+    if engine == "llamacpp":
+        from server.engines.llamacpp_engine import LlamaCppEngine
+
+        return LlamaCppEngine(model_dir, max_context=settings.max_model_len, **stepped)
     from server.engines.torch_engine import TorchEngine
 
-    return TorchEngine(model_dir, device=settings.device, threads=settings.threads,
-                       max_batch=settings.max_batch,
-                       model_name=settings.served_model_name or model_dir.name,
-                       grammar_backend=BRIDGE if bridged(settings)
-                       else settings.grammar_backend,
-                       step_timeout_s=settings.step_timeout_s,
-                       jump_forward=settings.jump_forward,
-                       prefix_cache_bytes=settings.prefix_cache_mb * 2**20)
+    return TorchEngine(model_dir, device=settings.device, **stepped)
