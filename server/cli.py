@@ -150,7 +150,7 @@ def _limit_arguments(serve: argparse.ArgumentParser) -> None:
                         help="with --api-keys, each key's prompt+completion tokens per "
                              "minute unless its entry sets its own (default: no limit)")
     access.add_argument("--step-timeout-s", dest="step_timeout_s", type=float,
-                        help="torch engine watchdog: a decode step running longer fails "
+                        help="torch and llamacpp engine watchdog: a step running longer fails "
                              "its requests (503) and marks /health degraded (default 60)")
     tools = serve.add_argument_group("the execution layer (README: The execution layer)")
     tools.add_argument("--policy", type=Path, metavar="FILE",
