@@ -111,8 +111,9 @@ class _Settings(BaseSettings):
     # limit. Only with API keys: without them there is no one to count against.
     requests_per_minute: int | None = Field(None, ge=1)
     tokens_per_minute: int | None = Field(None, ge=1)
-    # Torch and llama.cpp engine watchdog (engines/loop.py): one prefill or decode step running longer than this fails the
-    # requests it holds (503) and /health reports the engine unhealthy until it returns.
+    # The torch and llama.cpp engines' watchdog (engines/loop.py): one prefill or decode step
+    # running longer than this fails the requests it holds (503) and /health reports the
+    # engine unhealthy until it returns.
     step_timeout_s: float = Field(60.0, gt=0, le=3600)
     # Records: log lines as text or one JSON object per line; an audit log (JSONL) of every
     # tool-call decision, rotated at a size, keeping that many older files.
