@@ -5,34 +5,47 @@ its masks lazily and compiles in 1-2 ms. Bridged, a request whose schema is not 
 does not wait: it decodes under llguidance's mask while xgrammar compiles in the background,
 and later requests use xgrammar's cached grammar.
 
-Honest only where the two enforce the same thing: a spec is bridged when every keyword
-xgrammar's mask enforces in it is enforced by llguidance's mask too (its keyword table puts
-each in the grammar tier, and drops nothing), so the request's enforcement report, made with
-xgrammar's table, holds under either mask. Anything else (structural tags, keywords
-llguidance approximates or refuses) waits for xgrammar, as without the bridge. Masks share
-one bitmask layout; xgrammar's kernel applies both.
+Honest about what it enforces: llguidance's keyword table reads the schema xgrammar would
+compile, and a keyword xgrammar's mask would enforce but llguidance's leaves to the validator
+(`oneOf` whose branches may overlap, `minProperties`, ...) is compiled out and reported as
+validator tier for the bridged request (`reported`): the validator checks every answer
+against the client's schema either way. Not bridged, so they wait for xgrammar as without
+the bridge: structural tags, a schema llguidance's table refuses or its compiler fails on,
+and a string with both `format` and `pattern` (measured: llguidance's mask refused valid
+URIs there, which the validator cannot undo). Masks share one bitmask layout; xgrammar's
+kernel applies both.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from grammars._walk import iter_schema_nodes
 from grammars.backend_types import CompiledGrammar, GrammarMatcher, MaskingBackend
 from grammars.errors import GrammarError
+from grammars.keywords import EnforcementReport, KeywordUse
 from grammars.specs import (GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec, ToolCallsSpec,
-                            check_schema)
+                            ToolSpec, check_schema)
 
 if TYPE_CHECKING:
     import torch
 
 
+DEMOTED_NOTE = ("served under llguidance's mask while xgrammar compiled (cold-compile "
+                "bridge), which leaves this to the validator")
+
+
 @dataclass(frozen=True)
 class _Bridged:
-    """The handle of a grammar llguidance compiled for the bridge."""
+    """The handle of a grammar llguidance compiled for the bridge, with the keywords its
+    mask leaves to the validator where xgrammar's would not (pointers as in the request's
+    report: a tool's prefixed `name#`)."""
 
     inner: CompiledGrammar
+    demoted: tuple[KeywordUse, ...] = ()
 
 
 class BridgedBackend(MaskingBackend):
@@ -70,36 +83,48 @@ class BridgedBackend(MaskingBackend):
 
     # -- the bridge -----------------------------------------------------------------------
     def bridge(self, spec: GrammarSpec) -> CompiledGrammar | None:
-        """llguidance's grammar for `spec`, or None where it would not enforce the same."""
-        if not self.bridgeable(spec):
-            return None
+        """llguidance's grammar for `spec`, or None where it is not bridged (module doc)."""
         try:
-            inner = self.fast.compile(spec)
-        except GrammarError:
+            fast_spec, demoted = self._fast_spec(spec)
+            inner = self.fast.compile(fast_spec)
+        except (GrammarError, _NotBridged):
             return None
-        return CompiledGrammar(spec, _Bridged(inner), inner.compile_seconds, inner.size_bytes)
+        return CompiledGrammar(spec, _Bridged(inner, demoted), inner.compile_seconds,
+                               inner.size_bytes)
 
     def bridgeable(self, spec: GrammarSpec) -> bool:
-        if isinstance(spec, JsonSchemaSpec):
-            schemas: list[Any] = [spec.json_schema()]
-        elif isinstance(spec, ToolCallsSpec | TextOrToolCallsSpec):
-            calls = spec.calls if isinstance(spec, TextOrToolCallsSpec) else spec
-            schemas = [calls.json_schema()]
-        else:
-            return False  # structural tags: xgrammar's only
-        return all(self._same_enforcement(s) for s in schemas)
-
-    def _same_enforcement(self, schema: Any) -> bool:
-        # Measured (strictcall-bench cold-compile): a string with both `format` and `pattern`
-        # is read differently by the two masks (llguidance refused valid URIs): not bridged.
-        if any("format" in node and "pattern" in node for node, _ in iter_schema_nodes(schema)):
-            return False
+        """Whether `spec` may be bridged, before compiling it (llguidance may still fail)."""
         try:
-            analysis = check_schema(schema, table=self.fast.keywords)
-        except GrammarError:
+            self._fast_spec(spec)
+        except (GrammarError, _NotBridged):
             return False
-        tiers = {use.tier for use in analysis.report.uses}
-        return tiers <= {"grammar", "annotation"} and analysis.grammar_schema == schema
+        return True
+
+    def _fast_spec(self, spec: GrammarSpec) -> tuple[GrammarSpec, tuple[KeywordUse, ...]]:
+        """`spec` as llguidance's table reads it, and the keywords it leaves to the validator."""
+        if isinstance(spec, JsonSchemaSpec):
+            schema, demoted = self._read(spec.json_schema(), "")
+            return JsonSchemaSpec.from_analysis(schema), demoted
+        if isinstance(spec, ToolCallsSpec | TextOrToolCallsSpec):
+            calls = spec.calls if isinstance(spec, TextOrToolCallsSpec) else spec
+            tools, demoted = [], ()
+            for tool in calls.tools:
+                analysis, lost = self._read(json.loads(tool.parameters_json), f"{tool.name}#")
+                tools.append(ToolSpec.from_analysis(tool.name, analysis))
+                demoted += lost
+            read = dataclasses.replace(calls, tools=tuple(tools))
+            if isinstance(spec, TextOrToolCallsSpec):
+                read = dataclasses.replace(spec, calls=read)
+            return read, demoted
+        raise _NotBridged  # structural tags: xgrammar's only
+
+    def _read(self, schema: Any, prefix: str) -> tuple[Any, tuple[KeywordUse, ...]]:
+        if any("format" in node and "pattern" in node for node, _ in iter_schema_nodes(schema)):
+            raise _NotBridged
+        analysis = check_schema(schema, table=self.fast.keywords)  # GrammarError: not bridged
+        demoted = tuple(dataclasses.replace(u, pointer=prefix + u.pointer, note=DEMOTED_NOTE)
+                        for u in analysis.report.of("validator"))
+        return analysis, demoted
 
     # -- masks --------------------------------------------------------------------------
     def matcher(self, compiled: CompiledGrammar) -> GrammarMatcher:
@@ -120,5 +145,25 @@ class BridgedBackend(MaskingBackend):
         return self.primary.accepts(compiled, text)
 
 
+class _NotBridged(Exception):
+    """A spec the bridge leaves to xgrammar."""
+
+
 def is_bridged(compiled: CompiledGrammar) -> bool:
     return isinstance(compiled.handle, _Bridged)
+
+
+def demoted(compiled: CompiledGrammar) -> tuple[KeywordUse, ...]:
+    """What a bridged grammar's mask leaves to the validator where xgrammar's would not."""
+    return compiled.handle.demoted if isinstance(compiled.handle, _Bridged) else ()
+
+
+def reported(compiled: CompiledGrammar, report: EnforcementReport) -> EnforcementReport:
+    """The request's enforcement report under the mask it decoded with: xgrammar's report,
+    with what a bridged llguidance mask left to the validator moved to that tier."""
+    left = {(u.pointer, u.keyword): u for u in demoted(compiled)}
+    if not left:
+        return report
+    uses = [left.pop((u.pointer, u.keyword), u) if u.tier == "grammar" else u
+            for u in report.uses]
+    return EnforcementReport(report.backend, (*uses, *left.values()))

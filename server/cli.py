@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
                        choices=["auto", "wait", "bridge"],
                        help="a schema not compiled yet: wait for xgrammar, or decode under "
                             "llguidance's mask meanwhile where both enforce the same "
-                            "(default auto: bridge on the torch engine with xgrammar)")
+                            "(default auto: bridge in the embedded engines with xgrammar)")
     serve.add_argument("--grammar-backend", dest="grammar_backend",
                        choices=["xgrammar", "llguidance", "outlines"],
                        help="token masks from xgrammar (default), llguidance (compiles in "
@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--schema-prompt", dest="schema_prompt",
                        choices=["raw", "compact", "none"],
                        help="how a JSON answer's schema is written into the prompt")
+    serve.add_argument("--tool-prompt", dest="tool_prompt", choices=["full", "compact", "none"],
+                       help="how tools are written into the prompt for a required or forced "
+                            "call (generic format)")
     serve.add_argument("--model-format", dest="model_format", metavar="auto|NAME",
                        help="the model's tool-call and thinking syntax: auto (detect from "
                             "the chat template) or a family name (README, Model formats)")

@@ -12,7 +12,7 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 
-from grammars import EnforcementReport, Lookup
+from grammars import EnforcementReport, Lookup, reported
 from server.errors import RequestTimeout, ServiceError, Unavailable
 from server.identity import Caller
 from server.pipeline.chat import ChatPipeline
@@ -34,6 +34,8 @@ def grammar_headers(lookup: Lookup | None,
     headers = {"X-StrictCall-Grammar-Cache": lookup.state,
                "X-StrictCall-Grammar-Ms": f"{lookup.seconds * 1000:.3f}"}
     if enforcement is not None:  # the full report: POST /v1/grammars/compile
+        # A cold compile bridged by llguidance: what its mask left to the validator says so.
+        enforcement = reported(lookup.grammar, enforcement)
         headers["X-StrictCall-Enforcement"] = _latin1(enforcement.summary())
     return headers
 

@@ -67,7 +67,7 @@ def check_config(settings: Settings) -> None:
     if settings.cold_compile == "bridge" and (settings.engine == "vllm"
                                               or settings.grammar_backend != "xgrammar"):
         raise EngineConfigError("--cold-compile bridge bridges xgrammar's compiles with "
-                                "llguidance in the torch engine; use --grammar-backend "
+                                "llguidance in the embedded engines; use --grammar-backend "
                                 "xgrammar without --engine vllm (vLLM compiles its own)")
     if settings.model_format != "auto":
         from server.formats.families import GENERIC, UnsupportedFormat, get_format
