@@ -15,11 +15,13 @@ Settings (alternating per question, same server):
 - constrained: the question's functions as `tools`, tool_choice="required".
 - reasoning-N (one per budget): constrained, plus the `reasoning_budget` strictcall option of
   N tokens. A server that answers 400 for the option is recorded as "unsupported".
+- tool-prompt-STYLE (full, compact or none): constrained, with the tools written into the
+  prompt that way (the `tool_prompt` strictcall option; `--tool-prompt` on the server).
 
 Per category and setting: BFCL AST accuracy, valid-call rate (unconstrained: the parsed calls
 name the question's functions and validate against their schemas; constrained: finish_reason
-"tool_calls"), cut-off rate, mean latency (s, end to end), mean completion tokens and, where
-the server reports them, mean reasoning tokens.
+"tool_calls"), cut-off rate, mean latency (s, end to end), median prompt tokens, mean
+completion tokens and, where the server reports them, mean reasoning tokens.
 """
 
 from __future__ import annotations
@@ -88,8 +90,11 @@ def settings_from(names: str, budgets: str) -> dict[str, dict[str, Any] | None]:
         elif name == "reasoning":
             out.update({f"reasoning-{int(n)}": {"reasoning_budget": int(n)}
                         for n in budgets.split(",")})
+        elif name in ("tool-prompt-full", "tool-prompt-compact", "tool-prompt-none"):
+            out[name] = {"tool_prompt": name.removeprefix("tool-prompt-")}
         else:
-            raise SystemExit(f"unknown setting {name!r}: use {', '.join(SETTINGS)}")
+            raise SystemExit(f"unknown setting {name!r}: use {', '.join(SETTINGS)} or "
+                             "tool-prompt-full|compact|none")
     return out
 
 
@@ -163,6 +168,7 @@ def _ask(client: openai.OpenAI, question: dict, answer: dict,
             "valid": conforms if options is None else choice.finish_reason == "tool_calls",
             "schema_valid": conforms, "correct": calls is not None and check(calls, answer),
             "seconds": seconds, "tokens": resp.usage.completion_tokens if resp.usage else 0,
+            "prompt_tokens": resp.usage.prompt_tokens if resp.usage else None,
             "reasoning_tokens": getattr(details, "reasoning_tokens", None),
             "reasoning_content": getattr(choice.message, "reasoning_content", None) is not None,
             "text": text[:500]}
@@ -268,6 +274,9 @@ def _summary(category: str, setting: str, samples: list[dict[str, Any]]) -> dict
             "cut_off": sum(s.get("finish") == "length" for s in samples) / n,
             "mean_s": statistics.mean(s["seconds"] for s in ok) if ok else None,
             "mean_tokens": statistics.mean(s["tokens"] for s in ok) if ok else None,
+            "prompt_tokens": statistics.median(s["prompt_tokens"] for s in ok
+                                               if s.get("prompt_tokens") is not None)
+            if any(s.get("prompt_tokens") is not None for s in ok) else None,
             "mean_reasoning_tokens": statistics.mean(reasoning) if reasoning else None,
             "reasoning_content": sum(s["reasoning_content"] for s in ok) / n}
 
@@ -279,14 +288,16 @@ def _unsupported(category: str, setting: str, message: str) -> dict[str, Any]:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = ["| category | setting | n | AST accuracy | valid calls | cut off | mean s | "
-             "mean tokens | mean reasoning tokens |", "|---|---|---|---|---|---|---|---|---|"]
+             "prompt tokens (median) | mean tokens | mean reasoning tokens |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["status"] == "unsupported":
-            lines.append(f"| {r['category']} | {r['setting']} | - | unsupported | | | | | |")
+            lines.append(f"| {r['category']} | {r['setting']} | - | unsupported | | | | | | |")
             continue
         lines.append(f"| {r['category']} | {r['setting']} | {r['n']} | "
                      f"{r['ast_accuracy']:.0%} | {r['valid']:.0%} | {r['cut_off']:.0%} | "
-                     f"{_num(r['mean_s'], '.2f')} | {_num(r['mean_tokens'], '.1f')} | "
+                     f"{_num(r['mean_s'], '.2f')} | {_num(r.get('prompt_tokens'), '.0f')} | "
+                     f"{_num(r['mean_tokens'], '.1f')} | "
                      f"{_num(r['mean_reasoning_tokens'], '.1f')} |")
     return "\n".join(lines)
 

@@ -83,6 +83,11 @@ class _Settings(BaseSettings):
     # compact TypeScript-like shape, or nothing beyond the grammar (default: measured no less
     # accurate and faster to the first token; bench/schema_prompt.py, README).
     schema_prompt: Literal["raw", "compact", "none"] = "none"
+    # How tools are written into the prompt for a required or forced call, in the generic
+    # format (families with their own template render tools in it): JSON lines with their
+    # JSON Schema ("full"), a TypeScript-like argument shape ("compact"), or names and
+    # descriptions only ("none"; the grammar writes every key). bench/bfcl.py, README.
+    tool_prompt: Literal["full", "compact", "none"] = "full"
     # The model's tool-call and thinking syntax (server/formats): "auto" detects it from the
     # chat template and config; a name forces one (README, "Model formats").
     model_format: str = "auto"

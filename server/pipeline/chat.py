@@ -154,6 +154,7 @@ class ChatPipeline:
                 budget=self.settings.budget, policy=self.policy,
                 max_calls=self.settings.max_calls,
                 schema_prompt=self._option(req, "schema_prompt", "schema_prompt"),
+                tool_prompt=self._option(req, "tool_prompt", "tool_prompt"),
                 fmt=self.format, reasoning=self._reasoning(req))
             prep = await self._prepare(req, plan, caller)
         except ServiceError as exc:

@@ -16,7 +16,7 @@ from server.errors import InvalidRequest, UnsupportedFeature
 from server.formats.families import GenericFormat, ModelFormat, UnsupportedFormat
 from server.pipeline.modes import ListReader, Mode, Reader
 from server.pipeline.schema_text import SchemaPrompt
-from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, auto_instructions,
+from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, ToolPrompt, auto_instructions,
                                     decide_instructions, json_instructions, tools_instructions)
 
 
@@ -53,9 +53,10 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
                  auto_tools: Literal["decide", "trigger"], budget: Budget,
                  policy: GrammarPolicy, max_calls: int | None,
                  schema_prompt: SchemaPrompt, fmt: ModelFormat = GENERIC_FORMAT,
-                 reasoning: int = 0) -> Plan:
+                 reasoning: int = 0, tool_prompt: ToolPrompt = "full") -> Plan:
     """`max_calls`: the server's limit on calls per response (None: none);
-    `schema_prompt`: how a JSON answer's schema is written into the prompt; `fmt`: the
+    `schema_prompt`: how a JSON answer's schema is written into the prompt; `tool_prompt`:
+    how tools are, for a required or forced call; `fmt`: the
     model's format, which adapts the plan to its syntax; `reasoning`: the free-reasoning
     budget in tokens (0: none)."""
     if reasoning > 0 and req.stop and not req.tools and req.response_format is None:
@@ -64,7 +65,7 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
                              param="stop")
     plan = _plan(req, registry, auto_tools="trigger" if reasoning > 0 else auto_tools,
                  budget=budget, policy=policy, max_calls=max_calls,
-                 schema_prompt=schema_prompt)
+                 schema_prompt=schema_prompt, tool_prompt=tool_prompt)
     try:
         return fmt.adapt(plan, reasoning=reasoning)
     except UnsupportedFormat as exc:
@@ -73,7 +74,8 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
 
 def _plan(req: ChatCompletionRequest, registry: ContractRegistry, *,
           auto_tools: Literal["decide", "trigger"], budget: Budget, policy: GrammarPolicy,
-          max_calls: int | None, schema_prompt: SchemaPrompt) -> Plan:
+          max_calls: int | None, schema_prompt: SchemaPrompt,
+          tool_prompt: ToolPrompt = "full") -> Plan:
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
@@ -101,8 +103,8 @@ def _plan(req: ChatCompletionRequest, registry: ContractRegistry, *,
                                  f"the request's tools are {sorted(tools)}",
                                  param="tool_choice.function.name")
         chosen = {choice.function.name: tools[choice.function.name]}
-        return _plan_tools(chosen, min_calls=1, max_calls=1)
-    return _plan_tools(tools, min_calls=1, max_calls=max_calls)
+        return _plan_tools(chosen, min_calls=1, max_calls=1, style=tool_prompt)
+    return _plan_tools(tools, min_calls=1, max_calls=max_calls, style=tool_prompt)
 
 
 # Fields that would change the output and that this server does not implement: refused by
@@ -194,7 +196,7 @@ def _described(tools: dict[str, _Tool]) -> list[dict[str, Any]]:
 
 
 def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | None,
-                auto: bool = False) -> Plan:
+                auto: bool = False, style: ToolPrompt = "full") -> Plan:
     described = _described(tools)
     calls = ToolCallsSpec(tuple(t.spec for t in tools.values()), min_calls=min_calls,
                           max_calls=max_calls)
@@ -207,8 +209,8 @@ def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | Non
         spec = TextOrToolCallsSpec(calls, begin=CALL_OPEN, end=CALL_CLOSE)
         return Plan("auto", spec, auto_instructions(described), "", schemas, contracts,
                     enforcement=report, descriptions=descriptions)
-    return Plan("tools", calls, tools_instructions(described), CALL_OPEN, schemas, contracts,
-                enforcement=report, descriptions=descriptions)
+    return Plan("tools", calls, tools_instructions(described, style), CALL_OPEN, schemas,
+                contracts, enforcement=report, descriptions=descriptions)
 
 
 def _plan_format(req: ChatCompletionRequest, budget: Budget, policy: GrammarPolicy,

@@ -4,9 +4,9 @@ system prompt (SmolLM2's template does not render `tools`)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
-from server.pipeline.schema_text import SchemaPrompt, render
+from server.pipeline.schema_text import SchemaPrompt, compact, render
 from server.protocol import AssistantMessage, Content, Message, ToolMessage
 
 # The call syntax SmolLM2-Instruct saw in its function-calling data; the grammar produces
@@ -22,6 +22,18 @@ taken from the question.
 </tools>
 Answer only with the calls, as a JSON list inside tags:
 <tool_call>[{{"name": "tool_name", "arguments": {{"argument": "value"}}}}]</tool_call>"""
+
+# A required or forced call written with less prompt (`--tool-prompt`): the grammar writes
+# the tag, the tool's name once chosen, and every key, so the prompt only has to say what
+# the tools are for and where the values come from.
+SHORT_TOOLS_INSTRUCTIONS = """Call the tool that answers the question, with argument values \
+taken from the question. Tools:
+{tools}"""
+
+# How tools are written into the prompt for a required or forced call: each as a JSON line
+# with its JSON Schema ("full"), as a line with a TypeScript-like argument shape
+# ("compact"), or as its name and description only ("none"). Measured: bench/bfcl.py.
+ToolPrompt = Literal["full", "compact", "none"]
 
 AUTO_INSTRUCTIONS = """You are an expert in composing functions. You are given a question \
 and a set of possible functions. Based on the question, you will need to make one or more \
@@ -56,8 +68,16 @@ def _tool_lines(tools: list[dict[str, Any]]) -> str:
     return "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
 
 
-def tools_instructions(tools: list[dict[str, Any]]) -> str:
-    return TOOLS_INSTRUCTIONS.format(tools=_tool_lines(tools))
+def tools_instructions(tools: list[dict[str, Any]], style: ToolPrompt = "full") -> str:
+    if style == "full":
+        return TOOLS_INSTRUCTIONS.format(tools=_tool_lines(tools))
+    lines = []
+    for tool in tools:
+        about = f": {tool['description']}" if tool.get("description") else ""
+        lines.append(f"- {tool['name']}{about}")
+        if style == "compact":
+            lines.append(f"  arguments: {compact(tool['parameters'], tool['parameters'])}")
+    return SHORT_TOOLS_INSTRUCTIONS.format(tools="\n".join(lines))
 
 
 def auto_instructions(tools: list[dict[str, Any]]) -> str:

@@ -103,6 +103,30 @@ def test_tools_are_described_in_the_prompt(client, replies, model_dir):
     assert prompt.endswith("<|im_start|>assistant\n<tool_call>")
 
 
+@pytest.mark.parametrize(("style", "present", "absent"), [
+    ("compact", ["- get_weather: Weather for a city", "arguments: {city: string, days?: integer}"],
+     ['"type": "object"']),
+    ("none", ["- get_weather: Weather for a city"], ["arguments:", '"type"', "days"]),
+])
+def test_tool_prompt_writes_tools_shorter_for_a_required_call(client, replies, style, present,
+                                                              absent):
+    replies.text = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
+    engine = client.app.state.pipeline.engine
+    full = chat(client, tools=[TOOL], tool_choice="required")
+    long_prompt = engine.prompts[-1]
+    short = chat(client, tools=[TOOL], tool_choice="required",
+                 strictcall={"tool_prompt": style})
+    prompt = engine.prompts[-1]
+    assert full.status_code == short.status_code == 200
+    assert all(text in prompt for text in present), prompt
+    assert not any(text in prompt for text in absent), prompt
+    assert prompt.endswith("<|im_start|>assistant\n<tool_call>")
+    assert short.json()["usage"]["prompt_tokens"] < full.json()["usage"]["prompt_tokens"]
+    assert len(prompt) < len(long_prompt)
+    assert_problem(chat(client, tools=[TOOL], tool_choice="required",
+                        strictcall={"tool_prompt": "tiny"}), 400)
+
+
 def test_parallel_calls_allowed_unless_disabled(client, replies):
     two = ('[{"name":"get_weather","arguments":{"city":"A"}},'
            '{"name":"get_weather","arguments":{"city":"B"}}]')
