@@ -9,7 +9,8 @@ budget, each on the same questions against one real server on the embedded model
 
 Settings (alternating per question, same server):
 - unconstrained: no `tools` (nothing is constrained) and, as the system turn, the prompt the
-  server writes for tool_choice="required"; the calls are parsed from the text leniently:
+  server writes for tool_choice="required" with `--tool-prompt full` (it shows the call
+  syntax, which the grammar writes otherwise); the calls are parsed from the text leniently:
   the JSON list inside <tool_call>...</tool_call> (the closing tag optional), or a bare JSON
   list or object; anything else is no valid call.
 - constrained: the question's functions as `tools`, tool_choice="required".

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from grammars import (BRIDGE, GrammarCache, GrammarError, GrammarPolicy, JsonSchemaSpec,
-                      is_bridged, make_backend)
-from grammars.bridge import demoted
+                      bridge_demoted, is_bridged, make_backend)
 from server.pipeline.decode import compiled
 
 
@@ -82,7 +81,7 @@ def _one(spec: JsonSchemaSpec, tests: list[dict[str, Any]], backend: Any, wait_s
     except (concurrent.futures.TimeoutError, GrammarError, Exception):  # noqa: BLE001
         xgrammar_ms = None
     checks = []  # (valid?, xgrammar's verdict, the bridged mask's) per test instance
-    left = len(demoted(lookup.grammar)) if lookup is not None else 0
+    left = len(bridge_demoted(lookup.grammar)) if lookup is not None else 0
     if lookup is not None and is_bridged(lookup.grammar) and xgrammar_ms is not None:
         final = primary.result().grammar
         for test in tests:

@@ -4,7 +4,8 @@ free port, one compute thread, the same model (the embedded SmolLM2-135M-Instruc
 - StrictCall, one per engine and setting (`strictcall serve ...` from this checkout):
   strictcall-torch, -torch-jf-on/-jf-off (--jump-forward / --no-jump-forward),
   -torch-prefix-on/-prefix-off (--prefix-cache-mb 256 / 0), strictcall-llamacpp (and
-  -llamacpp-jf-off, -llamacpp-prefix-off),
+  -llamacpp-jf-off, -llamacpp-prefix-off, -llamacpp-tools-full/-compact/-none for
+  --tool-prompt),
   strictcall-vllm (in the vLLM Python).
 - Peers: llamacpp-server (llama-cpp-python's own OpenAI server on the model's GGUF) and
   vllm-server (vLLM's own OpenAI server on the converted safetensors).
@@ -40,6 +41,8 @@ STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {
     "strictcall-llamacpp": ("--engine", "llamacpp"),
     "strictcall-llamacpp-jf-off": ("--engine", "llamacpp", "--no-jump-forward"),
     "strictcall-llamacpp-prefix-off": ("--engine", "llamacpp", "--prefix-cache-mb", "0"),
+    **{f"strictcall-llamacpp-tools-{style}": ("--engine", "llamacpp", "--tool-prompt", style)
+       for style in ("full", "compact", "none")},
     "strictcall-vllm": ("--engine", "vllm"),
 }
 PEERS: dict[str, Dialect] = {"llamacpp-server": "llamacpp", "vllm-server": "openai"}

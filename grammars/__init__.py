@@ -8,7 +8,7 @@ from typing import Any
 from grammars.budgets import Budget, BudgetExceeded
 from grammars.backend import XgrammarBackend, XgrammarMatcher, tokenizer_fingerprint
 from grammars.backend_types import CompiledGrammar, GrammarBackend, GrammarMatcher, MaskingBackend
-from grammars.bridge import BridgedBackend, is_bridged, reported
+from grammars.bridge import BridgedBackend, bridge_demoted, is_bridged, reported
 from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
 from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
@@ -55,7 +55,7 @@ __all__ = [
     "DEFAULT_POLICIES", "JSON_SCHEMA_READING", "POLICY_FLAGS", "TIERS", "VLLM_XGRAMMAR_KEYWORDS",
     "Analysis", "DiskStore", "EnforcementReport", "GrammarPolicy", "KeywordTable", "PolicyFlag",
     "departures", "iter_schema_nodes", "validator_for", "with_policies",
-    "BRIDGE", "BridgedBackend", "is_bridged", "reported",
+    "BRIDGE", "BridgedBackend", "bridge_demoted", "is_bridged", "reported",
     "Budget", "BudgetExceeded", "CacheKey", "CacheStats", "CompiledGrammar", "GrammarBackend",
     "GrammarCache", "GrammarError", "GrammarMatcher", "GrammarSpec", "InvalidSchemaError",
     "JsonSchemaSpec", "Lookup", "MaskingBackend", "StructuralTagSpec", "TaggedSpec",

@@ -153,7 +153,7 @@ def is_bridged(compiled: CompiledGrammar) -> bool:
     return isinstance(compiled.handle, _Bridged)
 
 
-def demoted(compiled: CompiledGrammar) -> tuple[KeywordUse, ...]:
+def bridge_demoted(compiled: CompiledGrammar) -> tuple[KeywordUse, ...]:
     """What a bridged grammar's mask leaves to the validator where xgrammar's would not."""
     return compiled.handle.demoted if isinstance(compiled.handle, _Bridged) else ()
 
@@ -161,7 +161,7 @@ def demoted(compiled: CompiledGrammar) -> tuple[KeywordUse, ...]:
 def reported(compiled: CompiledGrammar, report: EnforcementReport) -> EnforcementReport:
     """The request's enforcement report under the mask it decoded with: xgrammar's report,
     with what a bridged llguidance mask left to the validator moved to that tier."""
-    left = {(u.pointer, u.keyword): u for u in demoted(compiled)}
+    left = {(u.pointer, u.keyword): u for u in bridge_demoted(compiled)}
     if not left:
         return report
     uses = [left.pop((u.pointer, u.keyword), u) if u.tier == "grammar" else u

@@ -97,7 +97,7 @@ def test_required_tool_call(client, replies):
 def test_tools_are_described_in_the_prompt(client, replies, model_dir):
     replies.text = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
     engine = client.app.state.pipeline.engine
-    chat(client, tools=[TOOL], tool_choice="required")
+    chat(client, tools=[TOOL], tool_choice="required", strictcall={"tool_prompt": "full"})
     prompt = engine.prompts[-1]
     assert '"name": "get_weather"' in prompt and '"type": "object"' in prompt
     assert prompt.endswith("<|im_start|>assistant\n<tool_call>")
@@ -110,9 +110,10 @@ def test_tools_are_described_in_the_prompt(client, replies, model_dir):
 ])
 def test_tool_prompt_writes_tools_shorter_for_a_required_call(client, replies, style, present,
                                                               absent):
+    """"none" is the default (measured: README, "What goes into the prompt for a tool call")."""
     replies.text = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
     engine = client.app.state.pipeline.engine
-    full = chat(client, tools=[TOOL], tool_choice="required")
+    full = chat(client, tools=[TOOL], tool_choice="required", strictcall={"tool_prompt": "full"})
     long_prompt = engine.prompts[-1]
     short = chat(client, tools=[TOOL], tool_choice="required",
                  strictcall={"tool_prompt": style})
@@ -125,6 +126,9 @@ def test_tool_prompt_writes_tools_shorter_for_a_required_call(client, replies, s
     assert len(prompt) < len(long_prompt)
     assert_problem(chat(client, tools=[TOOL], tool_choice="required",
                         strictcall={"tool_prompt": "tiny"}), 400)
+    if style == "none":
+        chat(client, tools=[TOOL], tool_choice="required")  # the server's default
+        assert engine.prompts[-1] == prompt
 
 
 def test_parallel_calls_allowed_unless_disabled(client, replies):
