@@ -94,9 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--schema-prompt", dest="schema_prompt",
                        choices=["raw", "compact", "none"],
                        help="how a JSON answer's schema is written into the prompt")
-    serve.add_argument("--tool-prompt", dest="tool_prompt", choices=["full", "compact", "none"],
+    serve.add_argument("--tool-prompt", dest="tool_prompt",
+                       choices=["auto", "full", "compact", "none"],
                        help="how tools are written into the prompt for a required or forced "
-                            "call (generic format)")
+                            "call (generic format; default auto: none when forced to a named "
+                            "tool, else full)")
     serve.add_argument("--model-format", dest="model_format", metavar="auto|NAME",
                        help="the model's tool-call and thinking syntax: auto (detect from "
                             "the chat template) or a family name (README, Model formats)")

@@ -118,7 +118,7 @@ class StrictCallOptions(_Wire):
     # How a JSON answer's schema is written into the prompt (server default: --schema-prompt).
     schema_prompt: Literal["raw", "compact", "none"] | None = None
     # How tools are written into the prompt for a required or forced call (--tool-prompt).
-    tool_prompt: Literal["full", "compact", "none"] | None = None
+    tool_prompt: Literal["auto", "full", "compact", "none"] | None = None
     # The free-reasoning pass: at most this many tokens of free thinking before the answer
     # (0: none; server default: --reasoning). Wins over reasoning_effort.
     reasoning_budget: int | None = Field(None, ge=0, le=32768)

@@ -86,9 +86,10 @@ class _Settings(BaseSettings):
     # How tools are written into the prompt for a required or forced call, in the generic
     # format (families with their own template render tools in it): JSON lines with their
     # JSON Schema ("full"), a TypeScript-like argument shape ("compact"), or names and
-    # descriptions only ("none"; the grammar writes every key). Default by measurement:
-    # no less accurate on BFCL, a third of the prompt (bench/bfcl.py, README).
-    tool_prompt: Literal["full", "compact", "none"] = "none"
+    # descriptions only ("none"; the grammar writes every key). "auto": none for a call
+    # forced to a named tool (a third of the prompt, as accurate on BFCL), full where the
+    # model chooses the tool (an agent loop needs it). bench/bfcl.py, README.
+    tool_prompt: Literal["auto", "full", "compact", "none"] = "auto"
     # The model's tool-call and thinking syntax (server/formats): "auto" detects it from the
     # chat template and config; a name forces one (README, "Model formats").
     model_format: str = "auto"

@@ -53,7 +53,7 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
                  auto_tools: Literal["decide", "trigger"], budget: Budget,
                  policy: GrammarPolicy, max_calls: int | None,
                  schema_prompt: SchemaPrompt, fmt: ModelFormat = GENERIC_FORMAT,
-                 reasoning: int = 0, tool_prompt: ToolPrompt = "full") -> Plan:
+                 reasoning: int = 0, tool_prompt: ToolPrompt = "auto") -> Plan:
     """`max_calls`: the server's limit on calls per response (None: none);
     `schema_prompt`: how a JSON answer's schema is written into the prompt; `tool_prompt`:
     how tools are, for a required or forced call; `fmt`: the
@@ -75,7 +75,7 @@ def plan_request(req: ChatCompletionRequest, registry: ContractRegistry, *,
 def _plan(req: ChatCompletionRequest, registry: ContractRegistry, *,
           auto_tools: Literal["decide", "trigger"], budget: Budget, policy: GrammarPolicy,
           max_calls: int | None, schema_prompt: SchemaPrompt,
-          tool_prompt: ToolPrompt = "full") -> Plan:
+          tool_prompt: ToolPrompt = "auto") -> Plan:
     _refuse_unsupported(req)
     choice = req.tool_choice
     if not req.tools:
@@ -103,8 +103,11 @@ def _plan(req: ChatCompletionRequest, registry: ContractRegistry, *,
                                  f"the request's tools are {sorted(tools)}",
                                  param="tool_choice.function.name")
         chosen = {choice.function.name: tools[choice.function.name]}
-        return _plan_tools(chosen, min_calls=1, max_calls=1, style=tool_prompt)
-    return _plan_tools(tools, min_calls=1, max_calls=max_calls, style=tool_prompt)
+        # Forced: the model writes values only, so the tool's name and purpose suffice.
+        return _plan_tools(chosen, min_calls=1, max_calls=1,
+                           style="none" if tool_prompt == "auto" else tool_prompt)
+    return _plan_tools(tools, min_calls=1, max_calls=max_calls,
+                       style="full" if tool_prompt == "auto" else tool_prompt)
 
 
 # Fields that would change the output and that this server does not implement: refused by

@@ -32,8 +32,9 @@ taken from the question. Tools:
 
 # How tools are written into the prompt for a required or forced call: each as a JSON line
 # with its JSON Schema ("full"), as a line with a TypeScript-like argument shape
-# ("compact"), or as its name and description only ("none"). Measured: bench/bfcl.py.
-ToolPrompt = Literal["full", "compact", "none"]
+# ("compact"), or as its name and description only ("none"). "auto": none for a call
+# forced to a named tool, full where the model chooses. Measured: bench/bfcl.py, README.
+ToolPrompt = Literal["auto", "full", "compact", "none"]
 
 AUTO_INSTRUCTIONS = """You are an expert in composing functions. You are given a question \
 and a set of possible functions. Based on the question, you will need to make one or more \
@@ -69,7 +70,7 @@ def _tool_lines(tools: list[dict[str, Any]]) -> str:
 
 
 def tools_instructions(tools: list[dict[str, Any]], style: ToolPrompt = "full") -> str:
-    if style == "full":
+    if style in ("full", "auto"):
         return TOOLS_INSTRUCTIONS.format(tools=_tool_lines(tools))
     lines = []
     for tool in tools:

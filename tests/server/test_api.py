@@ -97,7 +97,7 @@ def test_required_tool_call(client, replies):
 def test_tools_are_described_in_the_prompt(client, replies, model_dir):
     replies.text = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
     engine = client.app.state.pipeline.engine
-    chat(client, tools=[TOOL], tool_choice="required", strictcall={"tool_prompt": "full"})
+    chat(client, tools=[TOOL], tool_choice="required")
     prompt = engine.prompts[-1]
     assert '"name": "get_weather"' in prompt and '"type": "object"' in prompt
     assert prompt.endswith("<|im_start|>assistant\n<tool_call>")
@@ -110,7 +110,8 @@ def test_tools_are_described_in_the_prompt(client, replies, model_dir):
 ])
 def test_tool_prompt_writes_tools_shorter_for_a_required_call(client, replies, style, present,
                                                               absent):
-    """"none" is the default (measured: README, "What goes into the prompt for a tool call")."""
+    """The default, auto, is none for a call forced to a named tool and full for "required"
+    (measured: README, "What goes into the prompt for a tool call")."""
     replies.text = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
     engine = client.app.state.pipeline.engine
     full = chat(client, tools=[TOOL], tool_choice="required", strictcall={"tool_prompt": "full"})
@@ -127,8 +128,11 @@ def test_tool_prompt_writes_tools_shorter_for_a_required_call(client, replies, s
     assert_problem(chat(client, tools=[TOOL], tool_choice="required",
                         strictcall={"tool_prompt": "tiny"}), 400)
     if style == "none":
-        chat(client, tools=[TOOL], tool_choice="required")  # the server's default
+        named = {"type": "function", "function": {"name": "get_weather"}}
+        chat(client, tools=[TOOL, OTHER], tool_choice=named)  # the server's default: auto
         assert engine.prompts[-1] == prompt
+        chat(client, tools=[TOOL], tool_choice="required")
+        assert engine.prompts[-1] == long_prompt
 
 
 def test_parallel_calls_allowed_unless_disabled(client, replies):
