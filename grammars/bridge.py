@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from grammars._walk import iter_schema_nodes
 from grammars.backend_types import CompiledGrammar, GrammarMatcher, MaskingBackend
 from grammars.errors import GrammarError
-from grammars.keywords import EnforcementReport, KeywordUse
+from grammars.keywords import Analysis, EnforcementReport, KeywordUse
 from grammars.specs import (GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec, ToolCallsSpec,
                             ToolSpec, check_schema)
 
@@ -103,8 +103,8 @@ class BridgedBackend(MaskingBackend):
     def _fast_spec(self, spec: GrammarSpec) -> tuple[GrammarSpec, tuple[KeywordUse, ...]]:
         """`spec` as llguidance's table reads it, and the keywords it leaves to the validator."""
         if isinstance(spec, JsonSchemaSpec):
-            schema, demoted = self._read(spec.json_schema(), "")
-            return JsonSchemaSpec.from_analysis(schema), demoted
+            analysis, demoted = self._read(spec.json_schema(), "")
+            return JsonSchemaSpec.from_analysis(analysis), demoted
         if isinstance(spec, ToolCallsSpec | TextOrToolCallsSpec):
             calls = spec.calls if isinstance(spec, TextOrToolCallsSpec) else spec
             tools, demoted = [], ()
@@ -118,7 +118,7 @@ class BridgedBackend(MaskingBackend):
             return read, demoted
         raise _NotBridged  # structural tags: xgrammar's only
 
-    def _read(self, schema: Any, prefix: str) -> tuple[Any, tuple[KeywordUse, ...]]:
+    def _read(self, schema: Any, prefix: str) -> tuple[Analysis, tuple[KeywordUse, ...]]:
         if any("format" in node and "pattern" in node for node, _ in iter_schema_nodes(schema)):
             raise _NotBridged
         analysis = check_schema(schema, table=self.fast.keywords)  # GrammarError: not bridged
