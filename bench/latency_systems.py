@@ -5,7 +5,7 @@ free port, one compute thread, the same model (the embedded SmolLM2-135M-Instruc
   strictcall-torch, -torch-jf-on/-jf-off (--jump-forward / --no-jump-forward),
   -torch-prefix-on/-prefix-off (--prefix-cache-mb 256 / 0), strictcall-llamacpp (and
   -llamacpp-jf-off, -llamacpp-prefix-off, -llamacpp-tools-full/-compact/-none for
-  --tool-prompt),
+  --tool-prompt, -llamacpp-batch-1 for --max-batch 1: one request at a time),
   strictcall-vllm (in the vLLM Python).
 - Peers: llamacpp-server (llama-cpp-python's own OpenAI server on the model's GGUF) and
   vllm-server (vLLM's own OpenAI server on the converted safetensors).
@@ -43,6 +43,7 @@ STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {
     "strictcall-llamacpp-prefix-off": ("--engine", "llamacpp", "--prefix-cache-mb", "0"),
     **{f"strictcall-llamacpp-tools-{style}": ("--engine", "llamacpp", "--tool-prompt", style)
        for style in ("full", "compact", "none")},
+    "strictcall-llamacpp-batch-1": ("--engine", "llamacpp", "--max-batch", "1"),
     "strictcall-vllm": ("--engine", "vllm"),
 }
 PEERS: dict[str, Dialect] = {"llamacpp-server": "llamacpp", "vllm-server": "openai"}
