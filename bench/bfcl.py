@@ -34,14 +34,14 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import jsonschema
 import openai
 
 from bench.bfcl_ast import check, load
 from grammars import bfcl_to_json_schema
-from server.pipeline.prompt import CALL_CLOSE, CALL_OPEN, tools_instructions
+from server.pipeline.prompt import CALL_CLOSE, CALL_OPEN, ToolStyle, tools_instructions
 from server.process import ServerProcess
 
 CATEGORIES = ("simple_python", "multiple", "parallel")
@@ -91,7 +91,7 @@ def settings_from(names: str, budgets: str) -> dict[str, dict[str, Any] | None]:
         elif name == "reasoning":
             out.update({f"reasoning-{int(n)}": {"reasoning_budget": int(n)}
                         for n in budgets.split(",")})
-        elif name in ("tool-prompt-full", "tool-prompt-compact", "tool-prompt-none"):
+        elif name.removeprefix("tool-prompt-") in get_args(ToolStyle):
             out[name] = {"tool_prompt": name.removeprefix("tool-prompt-")}
         else:
             raise SystemExit(f"unknown setting {name!r}: use {', '.join(SETTINGS)} or "
@@ -267,6 +267,7 @@ def _summary(category: str, setting: str, samples: list[dict[str, Any]]) -> dict
     n = len(samples)
     ok = [s for s in samples if s["status"] == "ok"]
     reasoning = [s["reasoning_tokens"] for s in ok if s["reasoning_tokens"] is not None]
+    prompts = [s["prompt_tokens"] for s in ok if s.get("prompt_tokens") is not None]
     return {"category": category, "setting": setting, "status": "ok", "n": n,
             "errors": n - len(ok),
             "ast_accuracy": sum(s["correct"] for s in samples) / n,
@@ -275,9 +276,7 @@ def _summary(category: str, setting: str, samples: list[dict[str, Any]]) -> dict
             "cut_off": sum(s.get("finish") == "length" for s in samples) / n,
             "mean_s": statistics.mean(s["seconds"] for s in ok) if ok else None,
             "mean_tokens": statistics.mean(s["tokens"] for s in ok) if ok else None,
-            "prompt_tokens": statistics.median(s["prompt_tokens"] for s in ok
-                                               if s.get("prompt_tokens") is not None)
-            if any(s.get("prompt_tokens") is not None for s in ok) else None,
+            "prompt_tokens": statistics.median(prompts) if prompts else None,
             "mean_reasoning_tokens": statistics.mean(reasoning) if reasoning else None,
             "reasoning_content": sum(s["reasoning_content"] for s in ok) / n}
 

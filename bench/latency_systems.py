@@ -26,10 +26,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 import httpx
 
 from bench.latency_workload import MODEL, Dialect
+from server.pipeline.prompt import ToolStyle
 
 ROOT = Path(__file__).resolve().parents[1]
 STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {
@@ -42,7 +44,7 @@ STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {
     "strictcall-llamacpp-jf-off": ("--engine", "llamacpp", "--no-jump-forward"),
     "strictcall-llamacpp-prefix-off": ("--engine", "llamacpp", "--prefix-cache-mb", "0"),
     **{f"strictcall-llamacpp-tools-{style}": ("--engine", "llamacpp", "--tool-prompt", style)
-       for style in ("full", "compact", "none")},
+       for style in get_args(ToolStyle)},
     "strictcall-llamacpp-batch-1": ("--engine", "llamacpp", "--max-batch", "1"),
     "strictcall-vllm": ("--engine", "vllm"),
 }

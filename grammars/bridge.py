@@ -92,14 +92,6 @@ class BridgedBackend(MaskingBackend):
         return CompiledGrammar(spec, _Bridged(inner, demoted), inner.compile_seconds,
                                inner.size_bytes)
 
-    def bridgeable(self, spec: GrammarSpec) -> bool:
-        """Whether `spec` may be bridged, before compiling it (llguidance may still fail)."""
-        try:
-            self._fast_spec(spec)
-        except (GrammarError, _NotBridged):
-            return False
-        return True
-
     def _fast_spec(self, spec: GrammarSpec) -> tuple[GrammarSpec, tuple[KeywordUse, ...]]:
         """`spec` as llguidance's table reads it, and the keywords it leaves to the validator."""
         if isinstance(spec, JsonSchemaSpec):

@@ -16,8 +16,9 @@ from server.errors import InvalidRequest, UnsupportedFeature
 from server.formats.families import GenericFormat, ModelFormat, UnsupportedFormat
 from server.pipeline.modes import ListReader, Mode, Reader
 from server.pipeline.schema_text import SchemaPrompt
-from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, ToolPrompt, auto_instructions,
-                                    decide_instructions, json_instructions, tools_instructions)
+from server.pipeline.prompt import (CALL_CLOSE, CALL_OPEN, ToolPrompt, ToolStyle,
+                                    auto_instructions, decide_instructions, json_instructions,
+                                    tools_instructions)
 
 
 GENERIC_FORMAT = GenericFormat()
@@ -199,7 +200,7 @@ def _described(tools: dict[str, _Tool]) -> list[dict[str, Any]]:
 
 
 def _plan_tools(tools: dict[str, _Tool], *, min_calls: int, max_calls: int | None,
-                auto: bool = False, style: ToolPrompt = "full") -> Plan:
+                auto: bool = False, style: ToolStyle = "full") -> Plan:
     described = _described(tools)
     calls = ToolCallsSpec(tuple(t.spec for t in tools.values()), min_calls=min_calls,
                           max_calls=max_calls)

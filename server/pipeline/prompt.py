@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from server.pipeline.schema_text import SchemaPrompt, compact, render
+from server.pipeline.schema_text import SchemaPrompt, render
 from server.protocol import AssistantMessage, Content, Message, ToolMessage
 
 # The call syntax SmolLM2-Instruct saw in its function-calling data; the grammar produces
@@ -32,9 +32,11 @@ taken from the question. Tools:
 
 # How tools are written into the prompt for a required or forced call: each as a JSON line
 # with its JSON Schema ("full"), as a line with a TypeScript-like argument shape
-# ("compact"), or as its name and description only ("none"). "auto": none for a call
-# forced to a named tool, full where the model chooses. Measured: bench/bfcl.py, README.
-ToolPrompt = Literal["auto", "full", "compact", "none"]
+# ("compact"), or as its name and description only ("none"). The setting adds "auto": none
+# for a call forced to a named tool, full where the model chooses (server/pipeline/plan.py).
+# Measured: bench/bfcl.py, README.
+ToolStyle = Literal["full", "compact", "none"]
+ToolPrompt = Literal["auto", ToolStyle]
 
 AUTO_INSTRUCTIONS = """You are an expert in composing functions. You are given a question \
 and a set of possible functions. Based on the question, you will need to make one or more \
@@ -69,15 +71,15 @@ def _tool_lines(tools: list[dict[str, Any]]) -> str:
     return "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
 
 
-def tools_instructions(tools: list[dict[str, Any]], style: ToolPrompt = "full") -> str:
-    if style in ("full", "auto"):
+def tools_instructions(tools: list[dict[str, Any]], style: ToolStyle = "full") -> str:
+    if style == "full":
         return TOOLS_INSTRUCTIONS.format(tools=_tool_lines(tools))
     lines = []
     for tool in tools:
         about = f": {tool['description']}" if tool.get("description") else ""
         lines.append(f"- {tool['name']}{about}")
         if style == "compact":
-            lines.append(f"  arguments: {compact(tool['parameters'], tool['parameters'])}")
+            lines.append(f"  arguments: {render(tool['parameters'], 'compact')}")
     return SHORT_TOOLS_INSTRUCTIONS.format(tools="\n".join(lines))
 
 
