@@ -41,7 +41,8 @@ import openai
 
 from bench.bfcl_ast import check, load
 from grammars import bfcl_to_json_schema
-from server.pipeline.prompt import CALL_CLOSE, CALL_OPEN, ToolStyle, tools_instructions
+from server.formats.smollm2 import CALL_CLOSE, CALL_OPEN, tools_instructions
+from server.options import ToolStyle
 from server.process import ServerProcess
 
 CATEGORIES = ("simple_python", "multiple", "parallel")

@@ -31,7 +31,7 @@ from typing import get_args
 import httpx
 
 from bench.latency_workload import MODEL, Dialect
-from server.pipeline.prompt import ToolStyle
+from server.options import ToolStyle
 
 ROOT = Path(__file__).resolve().parents[1]
 STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {

@@ -5,27 +5,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Request, Response
-from fastapi.responses import StreamingResponse
 import httpx
+from fastapi import Body, FastAPI, Request, Response
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.trace import TracerProvider
 
 from contracts import ContractRegistry
 from grammars import CompiledGrammar, DiskStore, GrammarCache, GrammarPolicy, ToolCallsSpec
-from server.api import errors, messages, tools
+from server.api import errors, tools
 from server.api.admission import Admission
-from server.api.deps import (ClientGone, PipelineDep, caller_of, grammar_headers,
-                             overdue_check, until_disconnect)
+from server.api.chat.route import chat_completions
+from server.api.deps import PipelineDep
 from server.api.gate import Gate
-from server.api.responses import create_response
+from server.api.messages.route import create_message
+from server.api.responses.route import create_response
 from server.engines.base import Engine
-from server.errors import ServiceError
 from server.formats.detect import resolve as resolve_format
 from server.identity import KeyRing
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -34,13 +33,11 @@ from server.model_store import default_cache_dir
 from server.execution import (Events, Runner, SqliteStore, ToolPolicy, file_provider,
                               load_policy)
 from server.execution.service import ToolService
-from server.pipeline.chat import ChatPipeline
+from server.pipeline.chat import ChatPipeline, Parts
 from server.pipeline.decode import compiled
 from server.pipeline.plan import plan_schema
-from server.pipeline.stream import ChunkStream
 from server.ratelimit import RateLimiter
 from server.records import AuditLog
-from server.protocol import ChatCompletionRequest
 from server.settings import Settings
 
 log = logging.getLogger("strictcall.api")
@@ -127,10 +124,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         provider, trace_out = (file_provider(settings.trace_file) if settings.trace_file
                                and tracer_provider is None else (tracer_provider, None))
         events = Events(provider)
-        app.state.pipeline = ChatPipeline(engine, cache, settings, policy=policy,
-                                          registry=registry, metrics=metrics, fmt=fmt,
-                                          rate_limits=rate_limits, audit=audit,
-                                          tool_policy=tool_policy, events=events)
+        app.state.pipeline = ChatPipeline(engine, cache, settings, Parts(
+            policy, registry=registry, metrics=metrics, fmt=fmt, rate_limits=rate_limits,
+            audit=audit, tool_policy=tool_policy, events=events))
         store = SqliteStore(settings.tools_db or
                             (settings.cache_dir or default_cache_dir()) / "tools.sqlite3")
         http = httpx.AsyncClient(timeout=None)  # each attempt's limit is the contract's
@@ -147,6 +143,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
             await http.aclose()
             store.close()
             if trace_out is not None:
+                assert isinstance(provider, SdkTracerProvider)  # file_provider's
                 provider.shutdown()
                 trace_out.close()
             if audit is not None:
@@ -164,7 +161,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.get("/v1/models")(list_models)
     app.get("/metrics")(metrics_text)
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
-    app.post("/v1/messages", response_model=None)(messages.create_message)
+    app.post("/v1/messages", response_model=None)(create_message)
     app.post("/v1/responses", response_model=None)(create_response)
     app.post("/v1/grammars/compile")(compile_grammar)
     app.get("/v1/contracts")(tools.list_contracts)
@@ -197,39 +194,6 @@ async def list_models(pipeline: PipelineDep, request: Request) -> dict:
     return {"object": "list", "data": [{"id": pipeline.model_name, "object": "model",
                                         "created": int(request.app.state.started),
                                         "owned_by": "strictcall"}]}
-
-
-async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
-                           request: Request, response: Response) -> dict | Response:
-    if body.stream:
-        # Request errors (400s) are answered before the stream starts, as plain problems.
-        prep = await pipeline.prepare(body, caller_of(request))
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        stream = ChunkStream(pipeline, prep, include_usage=include_usage,
-                             overdue=overdue_check(request))
-        return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
-                                 headers={**grammar_headers(prep.lookup, prep.plan.enforcement),
-                                          **prep.headers()})
-    try:
-        done = await until_disconnect(request, pipeline.complete(body, caller_of(request)))
-    except ClientGone:
-        return Response(status_code=499)  # nobody is listening; the decode was stopped
-    response.headers.update({**grammar_headers(done.grammar, done.enforcement),
-                             **done.headers})
-    return done.response.model_dump(exclude_none=False)
-
-
-async def _sse(stream: ChunkStream, request: Request) -> AsyncIterator[str]:
-    try:
-        async for chunk in stream.events():
-            yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
-    except ServiceError as exc:  # after the stream started: a final error event
-        yield f"data: {json.dumps(exc.problem(request.url.path), ensure_ascii=False)}\n\n"
-    except Exception:  # noqa: BLE001 - never a broken connection without a word
-        log.exception("stream failed")
-        error = ServiceError("internal error while streaming; the server log has the details")
-        yield f"data: {json.dumps(error.problem(request.url.path))}\n\n"
-    yield "data: [DONE]\n\n"
 
 
 async def compile_grammar(schema: Annotated[Any, Body()], pipeline: PipelineDep) -> dict:

@@ -11,6 +11,8 @@ from typing import Any, Literal
 from grammars import CompiledGrammar, GrammarBackend
 
 FinishReason = Literal["stop", "length", "cancelled"]
+# Called with each output token id as it is chosen (from the engine's thread).
+TokenCallback = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -28,8 +30,8 @@ class GenerationRequest:
     prompt_ids: tuple[int, ...]
     sampling: SamplingParams
     grammar: CompiledGrammar | None = None
-    # Called with each output token id as it is chosen (from the engine's thread): streaming.
-    on_token: Callable[[int], None] | None = field(default=None, compare=False)
+    # Streaming and the runaway guards watch the tokens as they come.
+    on_token: TokenCallback | None = field(default=None, compare=False)
     # Given the output so far, token ids the next choice should avoid (from the engine's
     # thread). Engines with `steers` honor it (never leaving no token); others ignore it.
     steer: Callable[[Sequence[int]], Collection[int]] | None = field(default=None,

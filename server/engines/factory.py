@@ -69,16 +69,6 @@ def check_config(settings: Settings) -> None:
         raise EngineConfigError("--cold-compile bridge bridges xgrammar's compiles with "
                                 "llguidance in the embedded engines; use --grammar-backend "
                                 "xgrammar without --engine vllm (vLLM compiles its own)")
-    if settings.model_format != "auto":
-        from server.formats.families import GENERIC, UnsupportedFormat, get_format
-
-        try:
-            get_format(settings.model_format)
-        except UnsupportedFormat as exc:
-            raise EngineConfigError(f"--model-format: {exc}") from None
-        if settings.model_format != GENERIC and settings.grammar_backend != "xgrammar":
-            raise EngineConfigError(f"--model-format {settings.model_format} needs "
-                                    "--grammar-backend xgrammar (its structural tags)")
     if settings.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         raise EngineConfigError("--engine vllm: vLLM is not installed in this Python "
                                 f"({sys.prefix}); run `make setup-vllm` and start "

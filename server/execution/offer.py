@@ -10,7 +10,7 @@ the request's tools any more, and error messages list visible tools only)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from contracts import Contract, ContractRegistry
@@ -18,13 +18,12 @@ from server.errors import Forbidden, InvalidRequest
 from server.execution.events import RequestTrace
 from server.execution.policy import Principal, ToolPolicy, Verdict
 from server.execution.selection import Selection, select, tool_words
-from server.protocol import (ChatCompletionRequest, FunctionDef, NamedToolChoice, Tool,
-                             UserMessage)
+from server.task import NamedTool, Task, ToolDef, user_text
 
 
 @dataclass(frozen=True)
 class Offer:
-    request: ChatCompletionRequest  # the request with only the visible tools
+    task: Task  # the task with only the visible tools
     visible: tuple[str, ...]
     verdicts: Mapping[str, Verdict]  # of the visible tools: allow or approval_required
     principal: Principal
@@ -59,12 +58,14 @@ class ToolOffers:
     select_k: int
     selection: bool = True  # False: over the budget is a 400, as without this layer
 
-    def offer(self, req: ChatCompletionRequest, principal: Principal, trace: RequestTrace,
+    def offer(self, task: Task, principal: Principal, trace: RequestTrace,
               *, catalog: str | None = None, k: int | None = None) -> Offer:
-        tools = self._with_catalog(list(req.tools or []), catalog)
-        kept, verdicts, denied = [], {}, []
+        tools = self._with_catalog(list(task.tools), catalog, task)
+        kept: list[ToolDef] = []
+        verdicts: dict[str, Verdict] = {}
+        denied: list[str] = []
         for tool in tools:
-            name = tool.function.name
+            name = tool.name
             contract = self.registry.get(name)
             if contract is not None and contract.catalog.lifecycle == "retired":
                 trace.event("policy_decision", tool=name, decision="retired")
@@ -77,20 +78,20 @@ class ToolOffers:
                 verdicts[name] = verdict
             elif verdict.decision == "deny":
                 denied.append(name)
-        self._refuse_denied_choice(req, principal, kept, denied)
-        chosen = self._select(kept, req, catalog=catalog, k=k)
-        visible = tuple(t.function.name for t in chosen.tools)
+        self._refuse_denied_choice(task, principal, kept, denied)
+        chosen = self._select(kept, task, catalog=catalog, k=k)
+        visible = tuple(t.name for t in chosen.tools)
         trace.event("tool_selection_set_built", visible=visible, offered=len(tools),
                     selection=chosen.selection.as_dict() if chosen.selection else None)
         deprecated = tuple(n for n in visible if (c := self.registry.get(n)) is not None
                            and c.catalog.lifecycle == "deprecated")
-        request = req.model_copy(update={"tools": list(chosen.tools) or None})
         reported = self.policy.source is not None or chosen.selection is not None \
             or len(visible) != len(tools) or bool(deprecated)
-        return Offer(request, visible, {n: verdicts[n] for n in visible}, principal,
+        return Offer(replace(task, tools=chosen.tools), visible, {n: verdicts[n] for n in visible}, principal,
                      deprecated, chosen.selection, reported and bool(tools))
 
-    def _with_catalog(self, tools: list[Tool], catalog: str | None) -> list[Tool]:
+    def _with_catalog(self, tools: list[ToolDef], catalog: str | None,
+                      task: Task) -> list[ToolDef]:
         if catalog is None:
             return tools
         if catalog not in self.policy.catalogs:
@@ -98,24 +99,26 @@ class ToolOffers:
             raise InvalidRequest(
                 f"no catalog named {catalog!r}; this server has {known}" if known else
                 f"no catalog named {catalog!r}; this server has none (declare catalogs in "
-                "the --policy file)", param="strictcall.catalog", code="unknown_catalog")
-        have = {t.function.name for t in tools}
-        return tools + [Tool(type="function", function=FunctionDef(name=name))
-                        for name in self.policy.catalogs[catalog] if name not in have]
+                "the --policy file)", param=f"{task.names.options}.catalog",
+                code="unknown_catalog")
+        have = {t.name for t in tools}
+        return tools + [ToolDef(name) for name in self.policy.catalogs[catalog]
+                        if name not in have]
 
-    def _refuse_denied_choice(self, req: ChatCompletionRequest, principal: Principal,
-                              kept: list[Tool], denied: list[str]) -> None:
-        choice = req.tool_choice
+    def _refuse_denied_choice(self, task: Task, principal: Principal, kept: list[ToolDef],
+                              denied: list[str]) -> None:
+        choice, names = task.tool_choice, task.names
         who = f"tenant {principal.tenant!r}, roles {list(principal.roles)}"
-        if isinstance(choice, NamedToolChoice) and choice.function.name in denied:
-            raise Forbidden(f"the policy denies tool {choice.function.name!r} to this caller "
+        if isinstance(choice, NamedTool) and choice.name in denied:
+            raise Forbidden(f"the policy denies tool {choice.name!r} to this caller "
                             f"({who}); ask for another tool or a key with other roles",
-                            param="tool_choice.function.name", code="tool_denied")
+                            param=names.tool_choice_name, code="tool_denied")
         if choice == "required" and not kept and denied:
             raise Forbidden(f"every tool this request offers is denied to this caller "
-                            f"({who}): {sorted(denied)}", param="tools", code="tool_denied")
+                            f"({who}): {sorted(denied)}", param=names.tools,
+                            code="tool_denied")
 
-    def _select(self, tools: list[Tool], req: ChatCompletionRequest, *, catalog: str | None,
+    def _select(self, tools: list[ToolDef], task: Task, *, catalog: str | None,
                 k: int | None) -> _Chosen:
         over = len(tools) > self.max_tools
         if not self.selection or not (catalog is not None or over) or not tools:
@@ -123,34 +126,21 @@ class ToolOffers:
         k = min(k or self.select_k, self.max_tools)
         if not over and catalog is not None and len(tools) <= k:
             return _Chosen(tuple(tools), None)
-        pinned = [req.tool_choice.function.name] \
-            if isinstance(req.tool_choice, NamedToolChoice) else []
-        by_name = {t.function.name: t for t in tools}
-        picked = select({n: self._words(t) for n, t in by_name.items()}, _conversation(req),
+        pinned = [task.tool_choice.name] if isinstance(task.tool_choice, NamedTool) else []
+        by_name = {t.name: t for t in tools}
+        picked = select({n: self._words(t) for n, t in by_name.items()}, user_text(task.turns),
                         k=k, reason="catalog" if catalog is not None else "over_budget",
                         pinned=pinned)
         return _Chosen(tuple(by_name[n] for n in picked.visible), picked)
 
-    def _words(self, tool: Tool) -> list[str]:
-        contract: Contract | None = self.registry.get(tool.function.name)
+    def _words(self, tool: ToolDef) -> list[str]:
+        contract: Contract | None = self.registry.get(tool.name)
         if contract is not None:
             return tool_words(contract.name, contract.description, contract.schema())
-        fn = tool.function
-        return tool_words(fn.name, fn.description, fn.parameters)
+        return tool_words(tool.name, tool.description, tool.parameters)
 
 
 @dataclass(frozen=True)
 class _Chosen:
-    tools: tuple[Tool, ...]
+    tools: tuple[ToolDef, ...]
     selection: Selection | None
-
-
-def _conversation(req: ChatCompletionRequest) -> str:
-    """What selection matches tools against: the user's turns."""
-    texts = []
-    for message in req.messages:
-        if isinstance(message, UserMessage):
-            content = message.content
-            texts.append(content if isinstance(content, str)
-                         else " ".join(part.text for part in content))
-    return " ".join(texts)

@@ -9,7 +9,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from server.formats.families import GENERIC, SERVED, FamilyFormat, ModelFormat, get_format
+from server.formats.base import ModelFormat, UnsupportedFormat
+from server.formats.families import GENERIC, SERVED, FamilyFormat, get_format
 
 log = logging.getLogger("strictcall.formats")
 
@@ -38,6 +39,20 @@ def detect(template: str | None, model_type: str | None) -> tuple[str, str]:
     if model_type in MODEL_TYPES:
         return MODEL_TYPES[model_type], f"its config's model_type is {model_type!r}"
     return GENERIC, ""
+
+
+def check_setting(name: str, *, grammar_backend: str) -> None:
+    """`--model-format`, checked before anything loads: UnsupportedFormat (one line) for a
+    name no format answers to, or a family whose grammar needs another backend."""
+    if name == "auto":
+        return
+    try:
+        get_format(name)
+    except UnsupportedFormat as exc:
+        raise UnsupportedFormat(f"--model-format: {exc}") from None
+    if name != GENERIC and grammar_backend != "xgrammar":
+        raise UnsupportedFormat(f"--model-format {name} needs --grammar-backend xgrammar "
+                                "(its structural tags)")
 
 
 def resolve(name: str, *, model_dir: Path | None, tokenizer: Any) -> ModelFormat:

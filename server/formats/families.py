@@ -1,45 +1,70 @@
-"""Model formats: how a model family is prompted, what its output grammar is, and how its
-output reads. `smollm2` is StrictCall's own format (tools described in the system turn, calls
-as one JSON list in `<tool_call>`); the others are xgrammar's built-in families, whose
-tool-call and reasoning syntax comes from `xgrammar.get_model_structural_tag`.
-
-A format adapts a request's plan (built for the generic format by `pipeline.plan`): the
-grammar, the prompt's tools and prefill, the reader. The reasoning pass is part of it: the
-family's own thinking block where it has one, StrictCall's `<think>` segment otherwise."""
+"""xgrammar's built-in model families: how each is prompted, what its output grammar is and
+how its output reads, from `xgrammar.get_model_structural_tag` (server/formats/syntax.py).
+The reasoning pass is part of a rendering: the family's own thinking block where it has
+one, StrictCall's `<think>` segment otherwise. The registry of served formats (StrictCall's
+own `smollm2` among them) is at the end."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from grammars import JsonSchemaSpec, StructuralTagSpec, TextOrToolCallsSpec, ToolCallsSpec
-from server.formats.reader import TagReader
-from server.formats.reasoning import (THINK_END, THINK_OPEN, reasoned, think_instructions,
-                                      with_budget)
-from server.formats.syntax import (READ_STYLES, FamilySyntax, family_syntax, function_tool,
-                                   structural_tag)
-from server.pipeline.modes import ListReader, ReasoningMarks
-from server.pipeline.prompt import CALL_OPEN
-
-if TYPE_CHECKING:
-    from server.pipeline.plan import Plan
+from server.task import EarlierCall, Turn
+from grammars import StructuralTagSpec
+from server.formats.base import Ask, ModelFormat, Rendering, UnsupportedFormat
+from server.formats.history import flattened, structured
+from server.formats.instructions import tool_lines
+from server.formats.reader import TagReader, write_call
+from server.formats.reading import Mode
+from server.formats.reasoning import (THINK_END, THINK_OPEN, json_element, reasoned,
+                                      think_instructions, with_budget)
+from server.formats.smollm2 import NAME as GENERIC
+from server.formats.smollm2 import SmolLM2Format
+from server.formats.syntax import (READ_STYLES, CallSyntax, FamilySyntax, family_syntax,
+                                   function_tool, structural_tag)
 
 # xgrammar 0.2.9's built-in families (`xgrammar.builtin_structural_tag`).
 XGRAMMAR_FAMILIES = ("llama", "qwen_3", "qwen_3_5", "qwen_3_coder", "deepseek_r1",
                      "deepseek_v3_1", "deepseek_v3_2", "deepseek_v4", "harmony", "glm_4_7",
                      "gemma_4", "kimi", "kimi_k3", "minimax", "minimax_m3", "cohere",
                      "exaone", "mimo")
-GENERIC = "smollm2"
+# The system turn for a family whose chat template does not render tools: the tools, and
+# how a call is written in the family's own syntax (the grammar enforces that syntax).
+FAMILY_TOOLS_INSTRUCTIONS = """You are given a question and a set of tools. When a tool \
+answers the question, call it with argument values taken from the question.
+Tools:
+{tools}
+Write each call exactly like this example:
+{example}"""
 
 
-class UnsupportedFormat(ValueError):
-    """A format StrictCall cannot serve (its call syntax has no reader here)."""
+def tool_instructions(ask: Ask, syntax: FamilySyntax) -> str:
+    """The tools and an example call in `syntax`, which holds one call syntax per tool."""
+    first = ask.tools[0]
+    properties = first.schema.get("properties") or {}
+    example = {name: _example_value(properties[name])
+               for name in first.schema.get("required") or list(properties)[:1]
+               if name in properties}
+    call = next(c for c in syntax.calls if c.tool == first.name)
+    return FAMILY_TOOLS_INSTRUCTIONS.format(
+        tools=tool_lines([t.described() for t in ask.tools]),
+        example=write_calls(syntax, [(call, example)]))
 
 
-def _json_element(schema: dict[str, Any]) -> dict[str, Any]:
-    # xgrammar requires >= 1: at most one whitespace character in a row
-    return {"type": "json_schema", "json_schema": schema, "max_whitespace_cnt": 1}
+def _example_value(schema: Any) -> Any:
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(schema, dict) and isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    return {"integer": 1, "number": 1.5, "boolean": True, "array": [],
+            "object": {}}.get(kind if isinstance(kind, str) else "", "value")
+
+
+def write_calls(syntax: FamilySyntax, calls: Sequence[tuple[CallSyntax, Any]]) -> str:
+    """An answer of these calls (each call's syntax and arguments) in the family's syntax."""
+    written = syntax.separator.join(write_call(call, arguments) for call, arguments in calls)
+    return f"{syntax.calls_begin}{written}{syntax.calls_end}"
 
 
 def _tight(node: Any) -> Any:
@@ -71,37 +96,6 @@ def _calls_only(node: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class GenericFormat:
-    """StrictCall's own format (SmolLM2's function-calling data)."""
-
-    name: str = GENERIC
-    thinks: bool = False  # no thinking block of its own: the reasoning pass is prompted
-    skip_special_tokens: bool = True
-    renders_tools = False
-
-    def template_kwargs(self, *, reasoning: bool) -> dict[str, Any]:
-        return {}
-
-    def adapt(self, plan: Plan, *, reasoning: int) -> Plan:
-        if reasoning <= 0 or plan.spec is None and plan.mode != "text":
-            return plan
-        then = {"tools": "\n" + CALL_OPEN}.get(plan.mode, "\n")
-        spec = plan.spec
-        if isinstance(spec, ToolCallsSpec | JsonSchemaSpec):
-            answer: dict[str, Any] | None = _json_element(spec.json_schema())
-        elif isinstance(spec, TextOrToolCallsSpec):
-            answer = spec.structural_tag()["format"]
-        else:
-            answer = None  # free text
-        tag = reasoned(answer, end=THINK_END, then=then, budget=reasoning)
-        instructions = think_instructions(plan.instructions)
-        return replace(plan, spec=StructuralTagSpec.of(tag, label=f"{plan.mode}+reasoning"),
-                       instructions=instructions, prefill=THINK_OPEN, thinks=True,
-                       reader=ListReader(plan.mode, ReasoningMarks(THINK_END, then)),
-                       fallback=None)
-
-
-@dataclass(frozen=True)
 class FamilyFormat:
     """One of xgrammar's built-in families."""
 
@@ -110,59 +104,66 @@ class FamilyFormat:
     skip_special_tokens: bool = False  # markers may be special tokens: the reader needs them
     renders_tools: bool = True  # set from the model's chat template at startup
 
-    def adapt(self, plan: Plan, *, reasoning: int) -> Plan:
-        think = reasoning > 0
-        if plan.mode in ("text", "json"):
-            return self._answer(plan, reasoning)
-        calls = plan.spec.calls if isinstance(plan.spec, TextOrToolCallsSpec) else plan.spec
-        assert isinstance(calls, ToolCallsSpec)
-        tools = [(t.name, json.loads(t.parameters_json)) for t in calls.tools]
-        auto = plan.mode == "auto" or calls.min_calls == 0
-        parallel = calls.max_calls is None or calls.max_calls > 1
+    def render(self, ask: Ask) -> Rendering:
+        if ask.mode in ("text", "json"):
+            return self._answer(ask)
+        think = ask.reasoning > 0
+        auto = ask.mode == "auto"
+        tools = [(t.name, t.schema) for t in ask.tools]
         own_think = think and self.thinks
+        parallel = ask.max_calls is None or ask.max_calls > 1
         tag = _tight(structural_tag(self.name, [function_tool(n, s) for n, s in tools],
                                     tool_choice="auto" if auto else "required",
                                     reasoning=own_think, parallel=parallel))
         if not auto:
             tag = _calls_only(tag)
         syntax = self.syntax(tools)
-        instructions = plan.instructions if not self.renders_tools else None
+        instructions = None if self.renders_tools else tool_instructions(ask, syntax)
         prefill = ""
         if own_think:
             tag = with_budget(tag, begin=syntax.think_begin or "",
-                              end=syntax.think_end or THINK_END, budget=reasoning)
+                              end=syntax.think_end or THINK_END, budget=ask.reasoning)
             prefill = self._think_prefill(syntax)
         elif think:  # no thinking block in this family: StrictCall's own, then its syntax
-            tag = reasoned(tag["format"], end=THINK_END, budget=reasoning, then="\n")
+            tag = reasoned(tag["format"], end=THINK_END, budget=ask.reasoning, then="\n")
             syntax = replace(syntax, think_begin="", think_end=THINK_END, think_then="\n")
             prefill = THINK_OPEN
             instructions = think_instructions(instructions)
-        mode = "auto" if auto else "tools"
-        return replace(plan, mode=mode, spec=StructuralTagSpec.of(tag, label=self.name),
-                       instructions=instructions, prefill=prefill, fallback=None,
-                       reader=TagReader(mode, syntax, thinks=think), thinks=think,
-                       template_tools=[function_tool(n, s, plan.descriptions.get(n))
-                                       for n, s in tools] if self.renders_tools else None)
+        mode: Mode = "auto" if auto else "tools"
+        return Rendering(TagReader(mode, syntax, thinks=think),
+                         StructuralTagSpec.of(tag, label=self.name), instructions, prefill,
+                         template_tools=[function_tool(t.name, t.schema, t.description)
+                                         for t in ask.tools] if self.renders_tools else None,
+                         thinks=think)
 
-    def _answer(self, plan: Plan, reasoning: int) -> Plan:
+    def _answer(self, ask: Ask) -> Rendering:
         """Text and JSON answers: the family's reasoning block (or StrictCall's), then the
         answer's own grammar."""
         syntax = self.syntax([])
-        if reasoning <= 0:
-            return replace(plan, reader=TagReader(plan.mode, syntax))
-        answer = _json_element(plan.spec.json_schema()) \
-            if isinstance(plan.spec, JsonSchemaSpec) else None
+        if ask.reasoning <= 0:
+            return Rendering(TagReader(ask.mode, syntax), ask.answer, ask.instructions)
+        answer = json_element(ask.answer.json_schema()) if ask.answer is not None else None
+        instructions = ask.instructions
         if self.thinks and syntax.think_end is not None:
             begin, end, then = syntax.think_begin or "", syntax.think_end, syntax.think_then
-            prefill, instructions = self._think_prefill(syntax), plan.instructions
+            prefill = self._think_prefill(syntax)
         else:
             begin, end, then, prefill = "", THINK_END, "\n", THINK_OPEN
-            instructions = think_instructions(plan.instructions)
+            instructions = think_instructions(instructions)
             syntax = replace(syntax, think_begin="", think_end=end, think_then=then)
-        tag = reasoned(answer, begin=begin, end=end, then=then, budget=reasoning)
-        return replace(plan, spec=StructuralTagSpec.of(tag, label=f"{self.name}+reasoning"),
-                       prefill=prefill, instructions=instructions, thinks=True,
-                       reader=TagReader(plan.mode, syntax, thinks=True))
+        tag = reasoned(answer, begin=begin, end=end, then=then, budget=ask.reasoning)
+        return Rendering(TagReader(ask.mode, syntax, thinks=True),
+                         StructuralTagSpec.of(tag, label=f"{self.name}+reasoning"),
+                         instructions, prefill, thinks=True)
+
+    def messages(self, turns: Sequence[Turn]) -> list[dict[str, Any]]:
+        if self.renders_tools:
+            return structured(turns)
+        return flattened(turns, self._write_calls)
+
+    def _write_calls(self, calls: Sequence[EarlierCall]) -> str:
+        syntax = self.syntax([(c.name, {"type": "object"}) for c in calls])
+        return write_calls(syntax, [(s, c.arguments) for s, c in zip(syntax.calls, calls)])
 
     @staticmethod
     def _think_prefill(syntax: FamilySyntax) -> str:
@@ -186,8 +187,8 @@ class FamilyFormat:
         return {"enable_thinking": reasoning, "thinking": reasoning} if self.thinks else {}
 
 
-def _served() -> dict[str, GenericFormat | FamilyFormat]:
-    formats: dict[str, GenericFormat | FamilyFormat] = {GENERIC: GenericFormat()}
+def _served() -> dict[str, ModelFormat]:
+    formats: dict[str, ModelFormat] = {GENERIC: SmolLM2Format()}
     probe = [("f", {"type": "object", "properties": {"x": {"type": "string"}}})]
     for name in XGRAMMAR_FAMILIES:
         try:
@@ -200,7 +201,6 @@ def _served() -> dict[str, GenericFormat | FamilyFormat]:
 
 
 SERVED = _served()
-ModelFormat = GenericFormat | FamilyFormat
 
 
 def get_format(name: str) -> ModelFormat:

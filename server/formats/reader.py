@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from server.formats.reading import Mode, Reading, ReasoningMarks, partial_suffix, split_reasoning
 from server.formats.syntax import CallSyntax, FamilySyntax
-from server.pipeline.modes import Mode, Reading, ReasoningMarks, partial_suffix, split_reasoning
 
 _DECODER = json.JSONDecoder()
 _QWEN_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
@@ -22,7 +22,6 @@ class TagReader:
     mode: Mode
     syntax: FamilySyntax
     thinks: bool = False  # the decode opens with the family's reasoning block
-    calls_in_text: bool = False
 
     def read(self, text: str, *, complete: bool) -> Reading:
         reasoning, start, thinking = self._reasoning(text)
@@ -34,11 +33,15 @@ class TagReader:
             return Reading(self._text_content(answer) if self.syntax.text_blocks
                            else answer.strip() if self.mode == "json" else answer, None,
                            reasoning=reasoning, answer_from=start)
-        content, calls, ends = self._calls(answer, complete=complete)
+        content, calls, _ = self._calls(answer, complete=complete)
         if self.mode == "tools":
             content = None
-        return Reading(content, calls, reasoning=reasoning, answer_from=start,
-                       call_ends=tuple(start + e for e in ends))
+        return Reading(content, calls, reasoning=reasoning, answer_from=start)
+
+    def cut_after(self, text: str, kept: int) -> str:
+        _, start, _ = self._reasoning(text)
+        _, _, ends = self._calls(text[start:], complete=False)
+        return text[:start + ends[kept - 1]]
 
     @property
     def reasoning_end(self) -> str | None:
@@ -134,6 +137,16 @@ def _arguments(call: CallSyntax, text: str, start: int) -> tuple[str, int | None
         values[name] = raw if properties.get(name, {}).get("type") == "string" \
             else _json_or_text(raw)
     return json.dumps(values, ensure_ascii=False), start + end + len(call.end)
+
+
+def write_call(call: CallSyntax, arguments: Any) -> str:
+    """One call in the family's syntax, as its grammar writes it."""
+    if call.style == "json" or not isinstance(arguments, dict):
+        return f"{call.begin}{json.dumps(arguments, ensure_ascii=False)}{call.end}"
+    params = "".join(  # qwen_xml: strings raw, other values as JSON
+        f"<parameter={name}>\n{value if isinstance(value, str) else json.dumps(value)}\n"
+        "</parameter>\n" for name, value in arguments.items())
+    return f"{call.begin}{params.rstrip()}{call.end}"
 
 
 def _json_or_text(raw: str) -> Any:

@@ -9,12 +9,12 @@ end right after the marker."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-Effort = Literal["none", "minimal", "low", "medium", "high"]
+from server.options import Effort
 
 # reasoning_effort -> token budget (0: no reasoning pass).
-EFFORT_BUDGETS: dict[str, int] = {"none": 0, "minimal": 32, "low": 128, "medium": 512,
+EFFORT_BUDGETS: dict[Effort, int] = {"none": 0, "minimal": 32, "low": 128, "medium": 512,
                                   "high": 2048}
 
 # The reasoning block StrictCall defines for families trained without one (SmolLM2,
@@ -31,12 +31,18 @@ THINK_INSTRUCTIONS = (
 _FIRST_VISIBLE = "[ \\t\\n]*[!-;=-~\\u00a1-\\uffff]"
 
 
+def json_element(schema: dict[str, Any]) -> dict[str, Any]:
+    """A structural-tag element for one JSON value; whitespace bounded to one character in a
+    row (xgrammar's least), so a model cannot loop on whitespace to max_tokens."""
+    return {"type": "json_schema", "json_schema": schema, "max_whitespace_cnt": 1}
+
+
 def think_instructions(instructions: str | None) -> str:
     """The system turn's instructions with StrictCall's prompted reasoning asked for."""
     return f"{instructions}\n\n{THINK_INSTRUCTIONS}" if instructions else THINK_INSTRUCTIONS
 
 
-def budget_for(*, effort: str | None, tokens: int | None, default: int) -> int:
+def budget_for(*, effort: Effort | None, tokens: int | None, default: int) -> int:
     """The reasoning budget in tokens (0: none): the request's explicit budget, else its
     `reasoning_effort`, else the server's default."""
     if tokens is not None:

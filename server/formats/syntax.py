@@ -37,6 +37,11 @@ class FamilySyntax:
     think_then: str = ""
     # Blocks of free text that are content (harmony's final channel): begin -> ends.
     text_blocks: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Around and between the calls of one answer (DeepSeek's call list), where the family
+    # has them: how a whole answer is written.
+    calls_begin: str = ""
+    calls_end: str = ""
+    separator: str = "\n"
 
     @property
     def styles(self) -> set[str]:
@@ -66,6 +71,7 @@ def family_syntax(family: str, tools: list[tuple[str, dict[str, Any]]]) -> Famil
     """The syntax of `family` for these (name, schema) tools, reasoning on."""
     calls: list[CallSyntax] = []
     noise: set[str] = set()
+    wrap = ("", "", "\n")
     for name, schema in tools:
         tag = structural_tag(family, [function_tool(name, schema)], tool_choice="required",
                              reasoning=True, parallel=True)
@@ -76,6 +82,8 @@ def family_syntax(family: str, tools: list[tuple[str, dict[str, Any]]]) -> Famil
                                         content.get("style", "json"), schema))
             elif content.get("type") in ("tags_with_separator", "sequence"):
                 noise.update(s for s in (node["begin"], *_ends(node["end"])) if s)
+                if content.get("type") == "tags_with_separator":
+                    wrap = (node["begin"], _one(node["end"]), content.get("separator", ""))
     probe = structural_tag(family, [], tool_choice="auto", reasoning=True, parallel=True)
     noise.update(_separators(probe["format"]))
     begin, end, then = _reasoning(probe["format"])
@@ -83,7 +91,7 @@ def family_syntax(family: str, tools: list[tuple[str, dict[str, Any]]]) -> Famil
                   if n["content"].get("type") == "any_text" and n["begin"]
                   and n["begin"] != begin)
     return FamilySyntax(tuple(calls), tuple(sorted(noise, key=len, reverse=True)),
-                        begin, end, then, texts)
+                        begin, end, then, texts, *wrap)
 
 
 def _reasoning(fmt: dict[str, Any]) -> tuple[str | None, str | None, str]:

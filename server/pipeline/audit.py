@@ -22,7 +22,7 @@ import datetime as dt
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 from contracts import Contract
@@ -31,7 +31,7 @@ from server.engines.base import GenerationResult
 from server.errors import ServiceError
 from server.execution import Offer
 from server.identity import Caller
-from server.protocol import Choice
+from server.pipeline.answer import Call, Finish
 
 log = logging.getLogger("strictcall.audit")
 Outcome = Literal["valid", "repaired", "rejected", "failed", "cut_off", "no_call"]
@@ -49,8 +49,9 @@ class Decision:
 
     def __init__(self, sink: AuditSink, *, caller: Caller | None, model: str,
                  offered: Iterable[str], lookup: Lookup | None,
-                 contracts: dict[str, Contract], result: GenerationResult,
-                 runaway: str | None) -> None:
+                 contracts: Mapping[str, Contract], result: GenerationResult,
+                 runaway: dict[str, Any] | None) -> None:
+        """`runaway`: what a runaway guard did (its note), if it stopped the decode."""
         self._sink = sink
         self._contracts = contracts
         self._started = time.perf_counter()
@@ -68,7 +69,7 @@ class Decision:
             "grammar": None if lookup is None else {
                 "key": lookup.grammar.spec.key, "cache": lookup.state},
             "calls": [], "contracts": [], "outcome": None, "finish_reason": None,
-            "error": None, "runaway": runaway,
+            "error": None, "runaway": self._unquoted(runaway),
             "timings": {k: round(v, 6) for k, v in result.timings.items()
                         if k.endswith("_s")},
             "tokens": {"prompt": result.prompt_tokens,
@@ -103,14 +104,13 @@ class Decision:
             **(offer.extension() or {}), "principal": offer.principal.as_dict(),
             "policy": {name: v.as_dict() for name, v in offer.verdicts.items()}}
 
-    def finished(self, choice: Choice, *, complete: bool) -> None:
-        calls = choice.message.tool_calls or []
+    def finished(self, calls: tuple[Call, ...], finish: Finish, *, complete: bool) -> None:
         if calls:
             repaired = any(c["repaired"] for c in self.record["contracts"])
             outcome: Outcome = "repaired" if repaired else "valid"
         else:
             outcome = "no_call" if complete else "cut_off"
-        self._write(outcome, choice.finish_reason)
+        self._write(outcome, finish)
 
     def rejected(self, error: ServiceError) -> None:
         problem = {"status": error.status, "type": error.slug,
@@ -135,6 +135,15 @@ class Decision:
             self._sink.write(self.record)
         except Exception:  # noqa: BLE001 - a record lost is logged; the request goes on
             log.exception("could not write the audit record of this decision")
+
+    def _unquoted(self, note: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A runaway note without the looping text where an offered contract redacts a
+        field: the loop was cut before any call could be read, so it may be inside one."""
+        cut = (note or {}).get("loop_cut")
+        if note is None or not isinstance(cut, dict) or "unit" not in cut \
+                or not any(c.redacted for c in self._contracts.values()):
+            return note
+        return {**note, "loop_cut": {**cut, "unit": REDACTED}}
 
     def _hide(self, tool: str, value: Any, at: str) -> Any:
         contract = self._contracts.get(tool)

@@ -6,21 +6,20 @@ a tool the policy puts under `approval_required`, naming the exact fields to app
 from __future__ import annotations
 
 import json
-import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from contracts import Contract
-from grammars import validator_for
-from server.errors import ContractViolation, OutputInvalid, ServiceError
+from server.errors import ContractViolation, ServiceError
 from server.execution import RequestTrace, new_call_key, with_call_key
 from server.execution.policy import Verdict
 from server.metrics import Metrics
+from server.pipeline.answer import Call
 from server.pipeline.audit import Decision
+from server.pipeline.plan import Plan
+from server.pipeline.prepared import CallContext
 from server.pipeline.repair import Repairer
-from server.protocol import Choice, FunctionCall, ResponseMessage, ToolCall
-
-if TYPE_CHECKING:
-    from server.pipeline.chat import Prepared
+from server.pipeline.validation import new_call_id, parse_json, validate
 
 APPROVAL_HEADER = "X-StrictCall-Approval-Required"
 
@@ -30,37 +29,37 @@ class CallChecks:
         self.repairer = repairer
         self.metrics = metrics
 
-    async def choice(self, prep: Prepared, calls_text: str, content: str | None,
-                     audit: Decision | None) -> tuple[Choice, dict[str, Any] | None]:
+    async def check(self, plan: Plan, context: CallContext, calls_text: str,
+                    audit: Decision | None, *, ids: Mapping[int, str]
+                    ) -> tuple[tuple[Call, ...], dict[str, Any] | None]:
+        """The decoded calls, validated (contracts repaired), and the extension that reports
+        the contracts' checks and the execution layer's notes on each call. `ids`: calls
+        that already have one (a stream gave it), by index."""
         calls, reports, notes = [], [], []
-        trace = prep.trace
-        for call in parse_json(calls_text):
+        trace = context.trace
+        for index, call in enumerate(parse_json(calls_text)):
             name, arguments = call["name"], call["arguments"]
-            if trace is not None:
-                trace.event("tool_call_decoded", tool=name)
+            trace.event("tool_call_decoded", tool=name)
             if audit is not None:
                 audit.call(name, arguments)
             try:
-                validate(prep.plan.schemas[name], arguments, where=f"arguments of {name!r}")
+                validate(plan.schemas[name], arguments, where=f"arguments of {name!r}")
             except ServiceError as exc:
                 _rejected(trace, name, exc)
                 raise
-            contract = prep.plan.contracts.get(name)
-            call_id, key = new_call_id(), new_call_key(contract)
+            contract = plan.contracts.get(name)
+            call_id, key = ids.get(index) or new_call_id(), new_call_key(contract)
             if contract is not None:
-                arguments, report = await self._enforce(prep, contract, arguments, audit, key)
+                arguments, report = await self._enforce(context, contract, arguments, audit,
+                                                        key)
                 reports.append(report)
-            elif trace is not None:
+            else:
                 trace.event("validated", tool=name)
-            note = _note(call_id, name, key, arguments,
-                         prep.offer.verdicts.get(name) if prep.offer is not None else None)
+            note = _note(call_id, name, key, arguments, context.offer.verdicts.get(name))
             if note is not None:
                 notes.append(note)
-            calls.append(ToolCall(id=call_id, function=FunctionCall(
-                name=name, arguments=json.dumps(arguments, ensure_ascii=False,
-                                                separators=(",", ":")))))
-        choice = Choice(index=0, message=ResponseMessage(content=content, tool_calls=calls),
-                        finish_reason="tool_calls")
+            calls.append(Call(call_id, name, json.dumps(arguments, ensure_ascii=False,
+                                                        separators=(",", ":"))))
         extension: dict[str, Any] = {}
         if reports:
             extension = {"contracts": reports,
@@ -69,15 +68,15 @@ class CallChecks:
             extension["calls"] = notes
             if audit is not None:
                 audit.record["call_notes"] = notes
-        return choice, extension or None
+        return tuple(calls), extension or None
 
-    async def _enforce(self, prep: Prepared, contract: Contract, arguments: dict[str, Any],
-                       audit: Decision | None,
+    async def _enforce(self, context: CallContext, contract: Contract,
+                       arguments: dict[str, Any], audit: Decision | None,
                        key: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
-        runtime = with_call_key(contract, prep.runtime[contract.name], key,
-                                prep.caller.headers if prep.caller is not None else {})
-        report = await self.repairer.run(contract, arguments, messages=prep.messages,
-                                         runtime=runtime, budget=prep.budget)
+        runtime = with_call_key(contract, dict(context.runtime[contract.name]), key,
+                                context.caller.headers)
+        report = await self.repairer.run(contract, arguments, messages=list(context.messages),
+                                         runtime=runtime, budget=context.repair)
         if audit is not None:
             audit.contract(contract, report.attempts, report.arguments, report.repaired)
         if self.metrics is not None:
@@ -91,11 +90,10 @@ class CallChecks:
                 f"the call to {contract.name!r} broke its contract after "
                 f"{len(report.attempts)} attempt(s): {last[0]['message']}",
                 extensions={"violations": last, "attempts": report.attempts})
-            _rejected(prep.trace, contract.name, error)
+            _rejected(context.trace, contract.name, error)
             raise error
-        if prep.trace is not None:
-            prep.trace.event("repaired" if report.repaired else "validated",
-                             tool=contract.name, attempts=len(report.attempts))
+        context.trace.event("repaired" if report.repaired else "validated",
+                            tool=contract.name, attempts=len(report.attempts))
         return report.arguments, {"tool": contract.name, "repaired": report.repaired,
                                   "attempts": len(report.attempts)}
 
@@ -120,27 +118,5 @@ def approval_header(extension: dict[str, Any] | None) -> dict[str, str]:
     return {APPROVAL_HEADER: ", ".join(waiting)} if waiting else {}
 
 
-def _rejected(trace: RequestTrace | None, tool: str, error: ServiceError) -> None:
-    if trace is not None:
-        trace.event("rejected", tool=tool, status=error.status, detail=error.detail[:300])
-
-
-def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
-
-
-def parse_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:  # the grammar makes this unreachable; say so if not
-        raise OutputInvalid(f"decoded output is not JSON ({exc.msg} at {exc.pos})") from None
-
-
-def validate(schema: dict[str, Any], value: Any, *, where: str) -> None:
-    errors = sorted(validator_for(schema).iter_errors(value),
-                    key=lambda e: list(e.absolute_path))
-    if errors:
-        violations = [{"pointer": "/" + "/".join(str(p) for p in e.absolute_path),
-                       "message": e.message} for e in errors]
-        raise OutputInvalid(f"{where} failed validation: {violations[0]['message']}",
-                            extensions={"violations": violations})
+def _rejected(trace: RequestTrace, tool: str, error: ServiceError) -> None:
+    trace.event("rejected", tool=tool, status=error.status, detail=error.detail[:300])

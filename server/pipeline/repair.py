@@ -16,19 +16,14 @@ from typing import Any
 
 from contracts import Contract, Violation
 from grammars import GrammarCache, GrammarError, GrammarPolicy
+from server.task import EarlierCall, Turn
 from server.engines.base import Engine, GenerationRequest, SamplingParams
 from server.errors import InvalidRequest
+from server.formats.base import ModelFormat
 from server.pipeline.decode import compiled, decode
-from server.pipeline.prompt import CALL_CLOSE, CALL_OPEN
+from server.pipeline.request_options import RepairBudget
 
 REPAIR_MAX_TOKENS = 256
-
-
-@dataclass(frozen=True)
-class RepairBudget:
-    attempts: int
-    seconds: float
-
 
 @dataclass
 class Repair:
@@ -49,15 +44,16 @@ class Repair:
 
 
 class Repairer:
-    def __init__(self, engine: Engine, cache: GrammarCache, policy: GrammarPolicy, *,
-                 compile_timeout_s: float = 10.0) -> None:
+    def __init__(self, engine: Engine, cache: GrammarCache, policy: GrammarPolicy,
+                 fmt: ModelFormat, *, compile_timeout_s: float = 10.0) -> None:
         self.engine = engine
         self.cache = cache
         self.policy = policy  # the server's: a repair grammar follows the same policies
+        self.format = fmt  # the earlier call is written back in the model's own syntax
         self.compile_timeout_s = compile_timeout_s
 
     async def run(self, contract: Contract, arguments: dict[str, Any], *,
-                  messages: list[dict[str, str]], runtime: dict[str, Any], budget: RepairBudget,
+                  messages: list[dict[str, Any]], runtime: dict[str, Any], budget: RepairBudget,
                   today: dt.date | None = None) -> Repair:
         report = Repair()
         outcome = contract.validate(arguments, runtime=runtime, today=today)
@@ -79,7 +75,7 @@ class Repairer:
         return report
 
     async def _attempt(self, contract: Contract, arguments: dict[str, Any],
-                       violations: tuple[Violation, ...], messages: list[dict[str, str]],
+                       violations: tuple[Violation, ...], messages: list[dict[str, Any]],
                        seconds: float) -> dict[str, Any] | None:
         schema = repair_schema(contract.schema(), violations)
         try:
@@ -88,12 +84,12 @@ class Repairer:
                                     timeout_s=min(seconds, self.compile_timeout_s))
         except (GrammarError, InvalidRequest):
             return None  # recorded as an attempt that could not be made
-        prompt = messages + [
-            {"role": "assistant",
-             "content": f"{CALL_OPEN}{json.dumps([{'name': contract.name, 'arguments': arguments}], ensure_ascii=False)}{CALL_CLOSE}"},
-            {"role": "user", "content": feedback(contract.name, violations, schema)},
-        ]
-        ids = self.engine.encode(self.engine.render_chat(prompt))
+        # The call as the model wrote it, in its own syntax, then what is wrong with it.
+        prompt = messages + self.format.messages([
+            Turn("assistant", "", (EarlierCall("call_0", contract.name, arguments),)),
+            Turn("user", feedback(contract.name, violations, schema))])
+        ids = self.engine.encode(self.engine.render_chat(
+            prompt, **self.format.template_kwargs(reasoning=False)))
         request = GenerationRequest(ids, SamplingParams(max_tokens=REPAIR_MAX_TOKENS),
                                     lookup.grammar)
         try:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from server.engines.detokenize import IncrementalDetokenizer
-from server.pipeline.modes import ListReader, Mode, Reader
-from server.pipeline.prompt import CALL_CLOSE
+from server.formats.reading import Reader
+from server.pipeline.request_options import GuardOptions
 
 # A value loops when a unit of 1..MAX_PERIOD tokens repeats back to back so often that the
 # repeats cover at least LOOP_TOKENS tokens (and at least MIN_REPEATS times). Chosen from
@@ -45,19 +45,6 @@ STEER_LIMIT = 8
 _STRUCTURE = frozenset('"{}[],:')
 
 
-LoopGuard = Literal["off", "stop", "steer"]
-
-
-@dataclass(frozen=True)
-class GuardOptions:
-    dedupe_calls: bool = True
-    loop_guard: LoopGuard = "stop"
-
-    @property
-    def active(self) -> bool:
-        return self.dedupe_calls or self.loop_guard != "off"
-
-
 @dataclass(frozen=True)
 class Trip:
     """Why a guard stopped a decode, and the text that stands as its output."""
@@ -68,11 +55,11 @@ class Trip:
 
 
 class RunawayGuard:
-    def __init__(self, mode: Mode | Reader, decode: Callable[[Sequence[int]], str], *,
+    def __init__(self, reader: Reader, decode: Callable[[Sequence[int]], str], *,
                  options: GuardOptions) -> None:
-        """`mode`: the request's mode in the SmolLM2 format, or the format's reader."""
-        self.reader: Reader = ListReader(mode) if isinstance(mode, str) else mode
-        self.mode = self.reader.mode
+        """`reader`: how the decode reads, in the model's format."""
+        self.reader = reader
+        self.mode = reader.mode
         self.options = options
         self._detok = IncrementalDetokenizer(decode)
         self._decode = decode
@@ -119,13 +106,7 @@ class RunawayGuard:
         new, self._fed = reading.calls[self._fed:], len(reading.calls)
         for ended in self._calls.feed(new):
             if ended.value in self._calls.values[:-1]:
-                if self.reader.calls_in_text:  # the SmolLM2 list: cut it and close it
-                    kept = reading.calls[:ended.start].rstrip().rstrip(",")
-                    closed = text[:reading.calls_from] + kept + "]"
-                    if self.mode == "auto":
-                        closed += CALL_CLOSE
-                else:  # a family's syntax: the text up to the end of the last kept call
-                    closed = text[:reading.call_ends[len(self._calls.values) - 2]]
+                closed = self.reader.cut_after(text, len(self._calls.values) - 1)
                 self.trip = Trip("duplicate_call", closed,
                                  {"duplicate_calls_dropped": 1,
                                   "calls_kept": len(self._calls.values) - 1})

@@ -1,74 +1,85 @@
-"""Streaming: one decode turned into OpenAI `chat.completion.chunk` events as tokens arrive.
+"""Streaming: one request's decode told as typed events (server/pipeline/answer.py) as tokens
+arrive.
 
-Text streams as content deltas (holding back what could be the start of a stop string).
-Calls stream as `delta.tool_calls`: the id and name once the name is decoded, then argument
-fragments; a contract call's arguments come in one piece after validation and repair. The
-same post-decode checks as without streaming run at the end; if they fail, the stream ends
-with an error event instead of a finish reason."""
+Text streams as deltas, holding back what could be the start of a stop string. A call
+streams as `CallStarted` once its name is decoded, then argument fragments; a contract
+call's arguments come in one piece after validation and repair. The same post-decode checks
+as without streaming run at the end; if they fail, the stream raises the ServiceError after
+the events it has given (each API ends its stream with its own error event)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Protocol
 
-from server.pipeline.chat import ChatPipeline, Prepared, new_call_id, new_completion_id
+from server.engines.base import Engine, GenerationResult
 from server.engines.detokenize import IncrementalDetokenizer
-from server.pipeline.modes import has_content
-from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
 from server.errors import ServiceError
-from server.protocol import Choice
+from server.pipeline.answer import (Answer, ArgumentsDelta, CallDone, CallStarted, Event,
+                                    Finished, ReasoningDelta, TextDelta)
+from server.pipeline.checks import Checked
+from server.pipeline.prepared import Decode, Prepared
+from server.pipeline.runaway import Trip
+from server.pipeline.toolstream import ArgumentsFragment, CallNamed, CallScanner
+from server.pipeline.validation import new_call_id
+
+# Says why a stream must stop now (its time limit passed, the server is shutting down).
+Overdue = Callable[[], ServiceError | None]
 
 
-class ChunkStream:
-    def __init__(self, pipeline: ChatPipeline, prep: Prepared, *, include_usage: bool,
-                 overdue: Callable[[], ServiceError | None] | None = None) -> None:
+class Stages(Protocol):
+    """The pipeline's stages a stream runs (server/pipeline/chat.py ChatPipeline)."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    async def run(self, step: Decode, prepared: Prepared
+                  ) -> tuple[GenerationResult, Trip | None]: ...
+
+    async def finish(self, prepared: Prepared, step: Decode, result: GenerationResult,
+                     trip: Trip | None, *, call_ids: Mapping[int, str] | None = None
+                     ) -> Checked: ...
+
+    def answered(self, prepared: Prepared, step: Decode, checked: Checked,
+                 results: list[GenerationResult]) -> Answer: ...
+
+
+class EventStream:
+    def __init__(self, pipeline: Stages, prepared: Prepared, *,
+                 overdue: Overdue | None = None) -> None:
         self.pipeline = pipeline
+        self.prepared = prepared
         # Says why the stream must stop now (its time limit, a shutdown), checked between
-        # tokens and at least every quarter second: the stream then ends with that error.
+        # tokens and at least every quarter second: the stream then raises that error.
         self.overdue = overdue or (lambda: None)
-        self.prep = prep
-        self.include_usage = include_usage
-        self.id = new_completion_id()
-        self.created = int(time.time())
-        self.view = _View(prep)
+        self._result: GenerationResult | None = None
+        self._trip: Trip | None = None
 
-    def chunk(self, delta: dict[str, Any] | None, finish: str | None = None,
-              stop_reason: str | None = None, **extra: Any) -> dict[str, Any]:
-        choices = [] if delta is None else [
-            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
-             **({"stop_reason": stop_reason} if finish else {})}]
-        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                "model": self.pipeline.model_name, "choices": choices, **extra}
-
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
-        """Chunks; raises a ServiceError if the post-decode checks fail (after some chunks)."""
-        yield self.chunk({"role": "assistant", "content": self.view.first_content})
-        prep, results = self.prep, []
+    async def events(self) -> AsyncIterator[Event]:
+        step, results = self.prepared.decode, []
+        view = _View(step)
         while True:
-            async for delta in self._pump(prep):
-                yield self.chunk(delta)
+            async for event in self._pump(step, view):
+                yield event
+            assert self._result is not None
             results.append(self._result)
-            following = prep.then(self._result)
+            following = step.then(self._result)
             if following is None:
                 break
-            prep, self.view = following, _View(following)
-        choice, extension = await self.pipeline.finish(prep, results[-1], self._trip)
-        for delta in self.view.close(choice):
-            yield self.chunk(delta)
-        yield self.chunk({}, choice.finish_reason, choice.stop_reason,
-                         **({"strictcall": extension} if extension else {}))
-        if self.include_usage:
-            yield self.chunk(None, usage=self.pipeline.usage(prep, results).model_dump())
+            step, view = following, _View(following)
+        checked = await self.pipeline.finish(self.prepared, step, results[-1], self._trip,
+                                             call_ids=view.ids)
+        for event in view.close(checked):
+            yield event
+        yield Finished(self.pipeline.answered(self.prepared, step, checked, results))
 
-    async def _pump(self, prep: Prepared) -> AsyncIterator[dict[str, Any]]:
-        """Decode `prep`, yielding deltas as tokens arrive; leaves the result in _result."""
+    async def _pump(self, step: Decode, view: _View) -> AsyncIterator[Event]:
+        """Run `step`, yielding events as tokens arrive; leaves the result in _result."""
         loop = asyncio.get_running_loop()
         tokens: asyncio.Queue[int] = asyncio.Queue()
-        prep = self.pipeline.with_token_callback(
-            prep, lambda t: loop.call_soon_threadsafe(tokens.put_nowait, t))
-        task = asyncio.ensure_future(self.pipeline.run(prep))
+        step = step.watched(lambda t: loop.call_soon_threadsafe(tokens.put_nowait, t))
+        task = asyncio.ensure_future(self.pipeline.run(step, self.prepared))
         text = IncrementalDetokenizer(self.pipeline.engine.decode)
         try:
             while not (task.done() and tokens.empty()):
@@ -84,8 +95,8 @@ class ChunkStream:
                 ids = [getter.result()]
                 while not tokens.empty():
                     ids.append(tokens.get_nowait())
-                for delta in self.view.feed(text.add(ids)):
-                    yield delta
+                for event in view.feed(text.add(ids)):
+                    yield event
             self._result, self._trip = task.result()
         finally:
             if not task.done():
@@ -93,14 +104,13 @@ class ChunkStream:
 
 
 class _View:
-    """What the client has been shown so far, and the deltas that extend it."""
+    """What the client has been shown of one decode, and the events that extend it."""
 
-    def __init__(self, prep: Prepared) -> None:
-        self.mode = prep.plan.mode
-        self.reader = prep.plan.read_with()
-        self.contracts = prep.plan.contracts
+    def __init__(self, step: Decode) -> None:
+        self.reader = step.plan.reader
+        self.contracts = step.plan.contracts
         self.thought = ""                # reasoning shown
-        self.holdback = max((len(s) for s in prep.request.sampling.stop), default=1) - 1
+        self.holdback = max((len(s) for s in step.request.sampling.stop), default=1) - 1
         self.shown = ""                  # content shown
         self.scanner: CallScanner | None = None
         self.fed = 0                     # how much of the calls' text the scanner has read
@@ -108,78 +118,65 @@ class _View:
         self.ids: dict[int, str] = {}
         self.streamed: dict[int, str] = {}  # argument text shown, per call
 
-    @property
-    def first_content(self) -> str | None:
-        return "" if has_content(self.mode) else None
-
-    def feed(self, text: str) -> list[dict[str, Any]]:
+    def feed(self, text: str) -> list[Event]:
         if text.endswith("\ufffd"):
             return []  # a character split across tokens: wait for the rest
         reading = self.reader.read(text, complete=False)
-        deltas = self._think(reading.reasoning or "")
+        events = self._think(reading.reasoning or "")
         if reading.thinking:
-            return deltas
+            return events
         if self.scanner is not None:
-            return deltas + self._calls(reading.calls or "")
+            return events + self._calls(reading.calls or "")
         if reading.calls is None:
-            return deltas + self._show(self.reader.showable(text, stop_holdback=self.holdback))
+            return events + self._show(self.reader.showable(text, stop_holdback=self.holdback))
         # The calls began: the text before them is all the content there is.
         self.scanner = CallScanner()
-        return deltas + self._show(reading.content or "") + self._calls(reading.calls)
+        return events + self._show(reading.content or "") + self._calls(reading.calls)
 
-    def _think(self, upto: str) -> list[dict[str, Any]]:
+    def _think(self, upto: str) -> list[Event]:
         if not upto.startswith(self.thought) or len(upto) <= len(self.thought):
             return []
         new, self.thought = upto[len(self.thought):], upto
-        return [{"reasoning_content": new, "reasoning": new}]
+        return [ReasoningDelta(new)]
 
-    def _show(self, upto: str) -> list[dict[str, Any]]:
+    def _show(self, upto: str) -> list[Event]:
         if not upto.startswith(self.shown) or len(upto) <= len(self.shown):
             return []
         new, self.shown = upto[len(self.shown):], upto
-        return [{"content": new}]
+        return [TextDelta(new)]
 
-    def _calls(self, calls_text: str) -> list[dict[str, Any]]:
+    def _calls(self, calls_text: str) -> list[Event]:
         assert self.scanner is not None
-        events = self.scanner.feed(calls_text[self.fed:])
+        found = self.scanner.feed(calls_text[self.fed:])
         self.fed = len(calls_text)
-        deltas = []
-        for event in events:
-            if isinstance(event, CallStarted):
-                self.names[event.index] = event.name
-                self.ids[event.index] = new_call_id()
-                deltas.append(_call_delta(event.index, id=self.ids[event.index],
-                                          name=event.name, arguments=""))
-            elif isinstance(event, ArgumentsDelta) and self.names[event.index] not in \
+        events: list[Event] = []
+        for item in found:
+            if isinstance(item, CallNamed):
+                self.names[item.index] = item.name
+                self.ids[item.index] = new_call_id()
+                events.append(CallStarted(item.index, self.ids[item.index], item.name,
+                                          held=item.name in self.contracts))
+            elif isinstance(item, ArgumentsFragment) and self.names[item.index] not in \
                     self.contracts:  # contract arguments only after validation
-                self.streamed[event.index] = self.streamed.get(event.index, "") + event.text
-                deltas.append(_call_delta(event.index, arguments=event.text))
-        return deltas
+                self.streamed[item.index] = self.streamed.get(item.index, "") + item.text
+                events.append(ArgumentsDelta(item.index, item.text))
+        return events
 
-    def close(self, choice: Choice) -> list[dict[str, Any]]:
-        """The rest, once the final (validated, normalized) choice is known."""
-        message = choice.message
-        deltas = self._think(message.reasoning_content or "")
-        if not message.tool_calls:
-            return deltas + (self._show(message.content or "")
-                             if message.content is not None else [])
-        for index, call in enumerate(message.tool_calls):
+    def close(self, checked: Checked) -> list[Event]:
+        """The rest, once the final (validated, normalized) answer is known."""
+        events = self._think(checked.reasoning or "")
+        if not checked.calls:
+            return events + (self._show(checked.content or "")
+                             if checked.content is not None else [])
+        for index, call in enumerate(checked.calls):
             if index not in self.names:  # decoded all at once (a very short stream)
-                deltas.append(_call_delta(index, id=call.id, name=call.function.name,
-                                          arguments=call.function.arguments))
-            elif call.function.name in self.contracts:
-                deltas.append(_call_delta(index, arguments=call.function.arguments))
+                events += [CallStarted(index, call.id, call.name),
+                           ArgumentsDelta(index, call.arguments)]
+            elif call.name in self.contracts:
+                events.append(ArgumentsDelta(index, call.arguments))
             else:  # what the stream has not shown yet (held back, or cut by a guard)
-                shown, final = self.streamed.get(index, ""), call.function.arguments
+                shown, final = self.streamed.get(index, ""), call.arguments
                 if final.startswith(shown) and len(final) > len(shown):
-                    deltas.append(_call_delta(index, arguments=final[len(shown):]))
-        return deltas
-
-
-def _call_delta(index: int, *, id: str | None = None, name: str | None = None,
-                arguments: str) -> dict[str, Any]:
-    call: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
-    if id is not None:
-        call.update(id=id, type="function")
-        call["function"]["name"] = name
-    return {"tool_calls": [call]}
+                    events.append(ArgumentsDelta(index, final[len(shown):]))
+            events.append(CallDone(index, call))
+        return events

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class CallStarted:
+class CallNamed:
     index: int
     name: str
 
 
 @dataclass(frozen=True)
-class ArgumentsDelta:
+class ArgumentsFragment:
     index: int
     text: str
 
@@ -37,8 +37,8 @@ class CallScanner:
         """The array closed: nothing after it (a closing tag) belongs to the calls."""
         return self._done
 
-    def feed(self, text: str) -> list[CallStarted | ArgumentsDelta]:
-        events: list[CallStarted | ArgumentsDelta] = []
+    def feed(self, text: str) -> list[CallNamed | ArgumentsFragment]:
+        events: list[CallNamed | ArgumentsFragment] = []
         args: list[str] = []
         for ch in text:
             if self._done:
@@ -50,13 +50,13 @@ class CallScanner:
             else:
                 self._structural_char(ch, args)
             if not self._args_active and args:
-                events.append(ArgumentsDelta(self._index, "".join(args)))
+                events.append(ArgumentsFragment(self._index, "".join(args)))
                 args = []
         if args:
-            events.append(ArgumentsDelta(self._index, "".join(args)))
+            events.append(ArgumentsFragment(self._index, "".join(args)))
         return events
 
-    def _string_char(self, ch: str, events: list) -> None:
+    def _string_char(self, ch: str, events: list[CallNamed | ArgumentsFragment]) -> None:
         if self._escape:
             self._escape = False
         elif ch == "\\":
@@ -69,7 +69,7 @@ class CallScanner:
                 if kind == "key":
                     self._key = value
                 elif kind == "name":
-                    events.append(CallStarted(self._index, value))
+                    events.append(CallNamed(self._index, value))
                 return
         if self._capture is not None:
             self._capture.append(ch)

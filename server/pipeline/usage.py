@@ -1,10 +1,12 @@
-"""Token counts of an answer: every decode it took, and the reasoning's share. Apart from
-the chat pipeline so that each stays readable; the pipeline re-exports them."""
+"""Token counts of an answer: every decode it took, and the reasoning's share."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from server.engines.base import Engine, GenerationResult
-from server.protocol import PromptTokensDetails, Usage
+from server.pipeline.answer import Usage
+from server.pipeline.plan import Plan
 
 
 def reasoning_tokens(engine: Engine, ids: tuple[int, ...], end: str) -> int:
@@ -22,11 +24,13 @@ def reasoning_tokens(engine: Engine, ids: tuple[int, ...], end: str) -> int:
     return low
 
 
-def usage_of(*results: GenerationResult) -> Usage:
-    """Tokens of every decode the answer took (two when "auto" decided on no call)."""
-    prompt = sum(r.prompt_tokens for r in results)
-    completion = sum(r.completion_tokens for r in results)
-    cached = sum(int(r.timings.get("prefix_reused_tokens", 0)) for r in results)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion,
-                 total_tokens=prompt + completion,
-                 prompt_tokens_details=PromptTokensDetails(cached_tokens=cached))
+def usage_of(engine: Engine, plan: Plan, results: Sequence[GenerationResult]) -> Usage:
+    """Tokens of every decode the answer took (two when "auto" decided on no call); `plan`:
+    the last decode's, whose reasoning is counted."""
+    end = plan.reader.reasoning_end if plan.rendering.thinks else None
+    reasoning = None if end is None else reasoning_tokens(engine, results[-1].token_ids, end)
+    return Usage(prompt_tokens=sum(r.prompt_tokens for r in results),
+                 completion_tokens=sum(r.completion_tokens for r in results),
+                 cached_tokens=sum(int(r.timings.get("prefix_reused_tokens", 0))
+                                   for r in results),
+                 reasoning_tokens=reasoning)

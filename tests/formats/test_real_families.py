@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-from grammars import GrammarCache, ToolCallsSpec, ToolSpec, make_backend
+from grammars import GrammarCache, ToolSpec, make_backend
 from grammars.keywords import XGRAMMAR_KEYWORDS
+from server.api.chat.translate import to_task
+from server.api.chat.wire import ChatCompletionRequest
+from server.formats.base import Ask, AskedTool
 from server.formats.detect import detect, resolve
 from server.formats.families import FamilyFormat
-from server.pipeline.plan import Plan
-from server.pipeline.prompt import template_messages
-from server.protocol import ChatCompletionRequest
 from tests.formats.families import TEMPLATES, qwen_tokenizer, template
 
 WEATHER = {"type": "object", "properties": {
@@ -49,7 +49,7 @@ def test_tools_history_and_results_rendered_the_qwen_way(qwen):
             "name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees"},
         {"role": "user", "content": "And in Oslo?"}]})
-    messages = template_messages(req.messages, instructions=None, structured=True)
+    messages = FamilyFormat("qwen_3", thinks=True).messages(to_task(req).turns)
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}]
     prompt = qwen.apply_chat_template(messages, tools=tools, tokenize=False,
                                       add_generation_prompt=True, enable_thinking=True)
@@ -62,10 +62,9 @@ def test_tools_history_and_results_rendered_the_qwen_way(qwen):
 def test_qwen_grammar_takes_qwens_own_tokens_and_the_reader_reads_them(qwen):
     backend = make_backend("xgrammar", qwen, vocab_size=len(qwen),
                            stop_token_ids=[qwen.convert_tokens_to_ids("<|im_end|>")])
-    spec = ToolCallsSpec((ToolSpec.from_parameters("get_weather", WEATHER,
-                                                   table=XGRAMMAR_KEYWORDS),))
-    fmt = FamilyFormat("qwen_3", thinks=True)
-    plan = fmt.adapt(Plan("tools", spec, schemas={"get_weather": WEATHER}), reasoning=64)
+    tool = AskedTool("get_weather", WEATHER,
+                     ToolSpec.from_parameters("get_weather", WEATHER, table=XGRAMMAR_KEYWORDS))
+    plan = FamilyFormat("qwen_3", thinks=True).render(Ask("tools", (tool,), reasoning=64))
     assert plan.prefill == "<think>\n"
     text = ('Paris, celsius.</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": '
             '{"city": "Paris", "unit": "celsius"}}\n</tool_call>')
@@ -75,7 +74,7 @@ def test_qwen_grammar_takes_qwens_own_tokens_and_the_reader_reads_them(qwen):
     assert all(matcher.accept_token(t) for t in ids)
     # Decoding keeps Qwen's markers (added, not special), so the reader sees them.
     decoded = qwen.decode(ids, skip_special_tokens=False)
-    reading = plan.read_with().read(decoded, complete=True)
+    reading = plan.reader.read(decoded, complete=True)
     assert reading.reasoning == "Paris, celsius."
     assert json.loads(reading.calls) == [
         {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}]

@@ -11,14 +11,16 @@ from dataclasses import replace
 
 import pytest
 
-from grammars import GrammarCache, JsonSchemaSpec, ToolCallsSpec, ToolSpec, make_backend
+from grammars import GrammarCache, JsonSchemaSpec, ToolSpec, make_backend
 from grammars.keywords import XGRAMMAR_KEYWORDS
+from server.formats.base import Ask, AskedTool, UnsupportedFormat
 from server.formats.detect import detect
-from server.formats.families import SERVED, UnsupportedFormat, get_format
+from server.formats.families import SERVED, FamilyFormat, get_format
+from server.formats.reading import ReasoningMarks
 from server.formats.reasoning import THINK_END, reasoned
-from server.pipeline.modes import ListReader, ReasoningMarks
-from server.pipeline.plan import Plan
-from server.pipeline.toolstream import ArgumentsDelta, CallScanner, CallStarted
+from server.formats.smollm2 import ListReader
+from server.pipeline.toolstream import ArgumentsFragment, CallNamed, CallScanner
+from server.task import EarlierCall, Turn
 
 WEATHER = {"type": "object", "properties": {
     "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
@@ -75,10 +77,11 @@ def backend(model_dir):
                         stop_token_ids=[tokenizer.eos_token_id])
 
 
-def _plan(tools: dict[str, dict], *, mode: str = "tools") -> Plan:
-    specs = tuple(ToolSpec.from_parameters(n, s, table=XGRAMMAR_KEYWORDS)
-                  for n, s in tools.items())
-    return Plan(mode, ToolCallsSpec(specs), schemas=tools)
+def _ask(tools: dict[str, dict], *, reasoning: int = 0) -> Ask:
+    """At least one call to `tools`."""
+    return Ask("tools", tuple(
+        AskedTool(n, s, ToolSpec.from_parameters(n, s, table=XGRAMMAR_KEYWORDS))
+        for n, s in tools.items()), reasoning=reasoning)
 
 
 def _complete(backend, spec, text: str) -> bool:
@@ -97,13 +100,13 @@ def _prefix(backend, spec, text: str) -> bool:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_grammar_reader_and_stream(family, backend):
     fmt = get_format(family)
-    plan = fmt.adapt(_plan({"get_weather": WEATHER, "add": ADD}), reasoning=64 if fmt.thinks
-                     else 0)
+    plan = fmt.render(_ask({"get_weather": WEATHER, "add": ADD},
+                           reasoning=64 if fmt.thinks else 0))
     text = _family_text(family)
     if not fmt.thinks:  # llama: no thinking block of its own
         assert plan.prefill == ""
     assert _complete(backend, plan.spec, text), f"{family} grammar refuses its own syntax"
-    reading = plan.read_with().read(text, complete=True)
+    reading = plan.reader.read(text, complete=True)
     expected = CALLS[:1] if family in ONE_CALL else CALLS
     assert [(c["name"], c["arguments"]) for c in json.loads(reading.calls)] == expected
     if fmt.thinks:
@@ -114,12 +117,12 @@ def test_family_grammar_reader_and_stream(family, backend):
     cut = 0
     while cut < len(text):
         cut = min(len(text), cut + rng.randint(1, 7))
-        calls = plan.read_with().read(text[:cut], complete=cut == len(text)).calls or ""
+        calls = plan.reader.read(text[:cut], complete=cut == len(text)).calls or ""
         assert calls.startswith(calls[:fed])
         for event in scanner.feed(calls[fed:]):
-            if isinstance(event, CallStarted):
+            if isinstance(event, CallNamed):
                 names[event.index] = event.name
-            elif isinstance(event, ArgumentsDelta):
+            elif isinstance(event, ArgumentsFragment):
                 args[event.index] = args.get(event.index, "") + event.text
         fed = len(calls)
     assert [(names[i], json.loads(args[i])) for i in sorted(names)] == expected
@@ -127,18 +130,18 @@ def test_family_grammar_reader_and_stream(family, backend):
 
 @pytest.mark.parametrize("family", ["qwen_3", "llama"])
 def test_a_tool_not_offered_cannot_be_called(family, backend):
-    plan = get_format(family).adapt(_plan({"add": ADD}), reasoning=0)
+    plan = get_format(family).render(_ask({"add": ADD}))
     begin = {"qwen_3": '<tool_call>\n{"name": "', "llama": '{"name": "'}[family]
     assert _prefix(backend, plan.spec, begin + "add")
     assert not _prefix(backend, plan.spec, begin + "delete_everything")
 
 
 def test_generic_reasoning_wraps_the_call_list(backend):
-    plan = SERVED["smollm2"].adapt(_plan({"add": ADD}), reasoning=8)
+    plan = SERVED["smollm2"].render(_ask({"add": ADD}, reasoning=8))
     assert plan.prefill == "<think>\n" and plan.thinks
     text = 'Add them.</think>\n<tool_call>[{"name":"add","arguments":{"a":2,"b":3}}]'
     assert _complete(backend, plan.spec, text)
-    reading = plan.read_with().read(text, complete=True)
+    reading = plan.reader.read(text, complete=True)
     assert reading.reasoning == "Add them." and json.loads(reading.calls)[0]["name"] == "add"
 
 
@@ -150,7 +153,7 @@ def test_reasoning_budget_forces_the_end_marker(backend, model_dir):
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     spec = JsonSchemaSpec.from_schema(ADD, table=XGRAMMAR_KEYWORDS)
-    plan = SERVED["smollm2"].adapt(Plan("json", spec, schemas={"": ADD}), reasoning=2)
+    plan = SERVED["smollm2"].render(Ask("json", answer=spec, reasoning=2))
     matcher = xgrammar.GrammarMatcher(GrammarCache(backend).get(plan.spec).grammar.handle)
     bitmask = xgrammar.allocate_token_bitmask(1, len(tokenizer))
 
@@ -206,5 +209,36 @@ def test_unsupported_families_are_refused_by_name():
 def test_formats_served():
     assert {"smollm2", "llama", "qwen_3", "qwen_3_5", "qwen_3_coder", "deepseek_r1",
             "deepseek_v3_1", "harmony", "exaone", "mimo"} <= set(SERVED)
-    assert replace(SERVED["qwen_3"], renders_tools=False).template_kwargs(reasoning=True) \
+    qwen = SERVED["qwen_3"]
+    assert isinstance(qwen, FamilyFormat)
+    assert replace(qwen, renders_tools=False).template_kwargs(reasoning=True) \
         == {"enable_thinking": True, "thinking": True}
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen_3", "qwen_3_coder", "deepseek_v3_1"])
+def test_a_template_without_tools_is_taught_the_familys_own_syntax(family, backend):
+    """A family whose chat template does not render tools gets them in the system turn,
+    with an example call in ITS syntax (the grammar enforces that), never SmolLM2's list."""
+    fmt = replace(SERVED[family], renders_tools=False)
+    rendering = fmt.render(_ask({"add": ADD}))
+    instructions = rendering.instructions or ""
+    assert '"name": "add"' in instructions  # the tools are listed
+    assert "<tool_call>[" not in instructions and '"arguments": {"argument"' not in \
+        instructions
+    example = instructions.rsplit("example:\n", 1)[1]
+    assert _complete(backend, rendering.spec, example), \
+        f"{family}: the example {example!r} is not a call the grammar takes"
+
+
+def test_earlier_calls_are_written_in_the_familys_syntax():
+    turns = [Turn("user", "add 2 and 3"),
+             Turn("assistant", "", (EarlierCall("call_1", "add", {"a": 2, "b": 3}),))]
+    flat = replace(SERVED["qwen_3"], renders_tools=False).messages(turns)
+    assert flat[1]["content"] == \
+        '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
+    structured = SERVED["qwen_3"].messages(turns)  # its template renders tool_calls
+    assert structured[1]["tool_calls"][0]["function"] == {"name": "add",
+                                                          "arguments": {"a": 2, "b": 3}}
+    smol = SERVED["smollm2"].messages(turns)
+    assert smol[1]["content"] == '<tool_call>[{"name": "add", "arguments": {"a": 2, "b": 3}}]' \
+        '</tool_call>'

@@ -11,12 +11,12 @@ from anthropic.lib.streaming._messages import accumulate_event
 from fastapi.testclient import TestClient
 
 from server.api.app import create_app
-from server.api.messages import to_chat_request
-from server.api.messages_reply import stop_of, to_message
-from server.api.messages_wire import MessagesRequest
+from server.api.messages.render import stop_of, to_message
+from server.api.messages.translate import to_task
+from server.api.messages.wire import MessagesRequest
 from server.engines.scripted import ScriptedEngine
-from server.protocol import (ChatCompletion, Choice, FunctionCall, ResponseMessage, ToolCall,
-                             Usage)
+from server.pipeline.answer import Answer, Call, Usage
+from server.task import NamedTool
 from server.settings import Settings
 
 WEATHER = {"name": "get_weather", "description": "Weather for a city",
@@ -187,29 +187,29 @@ ROUND_TRIP = [
 ]
 
 
-def test_round_trip_translates_to_chat_messages():
-    chat = to_chat_request(MessagesRequest.model_validate({
+def test_round_trip_translates_to_the_task():
+    task = to_task(MessagesRequest.model_validate({
         "model": "m", "max_tokens": 5, "messages": ROUND_TRIP, "tools": [WEATHER],
         "system": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Metric."}],
         "tool_choice": {"type": "tool", "name": "get_weather",
                         "disable_parallel_tool_use": True}}))
-    roles = [m.role for m in chat.messages]
+    roles = [t.role for t in task.turns]
     assert roles == ["system", "user", "assistant", "tool", "user"]
-    assert chat.messages[0].content == "Be brief.\n\nMetric."
-    (call,) = chat.messages[2].tool_calls
-    assert call.id == "toolu_1" and json.loads(call.function.arguments) == {"city": "Paris"}
-    assert chat.messages[3].tool_call_id == "toolu_1" and chat.messages[3].content == "18C, sunny"
-    assert chat.tool_choice.function.name == "get_weather" and chat.parallel_tool_calls is False
-    assert chat.tools[0].function.parameters == WEATHER["input_schema"]
+    assert task.turns[0].text == "Be brief.\n\nMetric."
+    (call,) = task.turns[2].calls
+    assert call.id == "toolu_1" and call.arguments == {"city": "Paris"}
+    assert task.turns[3].call_id == "toolu_1" and task.turns[3].text == "18C, sunny"
+    assert task.tool_choice == NamedTool("get_weather") and task.parallel_tool_calls is False
+    assert task.tools[0].parameters == WEATHER["input_schema"]
 
 
 @pytest.mark.parametrize(("choice", "expected"), [
     ({"type": "auto"}, "auto"), ({"type": "any"}, "required"), ({"type": "none"}, "none")])
 def test_tool_choice_translates(choice, expected):
-    chat = to_chat_request(MessagesRequest.model_validate({
+    task = to_task(MessagesRequest.model_validate({
         "model": "m", "max_tokens": 5, "messages": USER, "tools": [WEATHER],
         "tool_choice": choice}))
-    assert chat.tool_choice == expected and chat.parallel_tool_calls is None
+    assert task.tool_choice == expected and task.parallel_tool_calls is None
 
 
 def test_tool_result_round_trip(client, script):
@@ -223,13 +223,9 @@ def test_tool_result_round_trip(client, script):
 
 
 def test_response_translation():
-    call = ToolCall(id="call_abc", function=FunctionCall(name="f", arguments='{"x":1}'))
-    completion = ChatCompletion(
-        id="chatcmpl-123", created=0, model="m",
-        choices=[Choice(index=0, finish_reason="tool_calls",
-                        message=ResponseMessage(content="Calling.", tool_calls=[call]))],
-        usage=Usage(prompt_tokens=7, completion_tokens=3, total_tokens=10))
-    assert to_message(completion) == {
+    answer = Answer("123", 0, "m", "Calling.", (Call("call_abc", "f", '{"x":1}'),),
+                    "tool_calls", Usage(prompt_tokens=7, completion_tokens=3))
+    assert to_message(answer) == {
         "id": "msg_123", "type": "message", "role": "assistant", "model": "m",
         "content": [{"type": "text", "text": "Calling."},
                     {"type": "tool_use", "id": "toolu_abc", "name": "f", "input": {"x": 1}}],

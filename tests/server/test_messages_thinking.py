@@ -12,8 +12,8 @@ from anthropic.types import Message
 from fastapi.testclient import TestClient
 
 from server.api.app import create_app
-from server.api.messages import to_chat_request
-from server.api.messages_wire import MessagesRequest
+from server.api.messages.translate import to_task
+from server.api.messages.wire import MessagesRequest
 from server.engines.scripted import ScriptedEngine
 from server.settings import Settings
 from tests.server.test_messages_api import (PARIS, ROUND_TRIP, USER, WEATHER, Script,
@@ -66,12 +66,12 @@ def test_thinking_display_omitted_leaves_the_text_out(client, script):
     (None, None, None), (THINK, {"reasoning_budget": 5}, 5),  # the extension wins
     ({"type": "disabled"}, {"max_repair_attempts": 1}, 0)])
 def test_thinking_translates_to_the_reasoning_budget(thinking, strictcall, budget):
-    chat = to_chat_request(MessagesRequest.model_validate({
+    task = to_task(MessagesRequest.model_validate({
         "model": "m", "max_tokens": 64, "messages": USER, "thinking": thinking,
         "strictcall": strictcall}))
-    assert (chat.strictcall.reasoning_budget if chat.strictcall else None) == budget
+    assert task.options.reasoning_budget == budget
     if strictcall:
-        assert chat.strictcall.model_dump(exclude_none=True).items() >= strictcall.items()
+        assert task.options.model_dump(exclude_none=True).items() >= strictcall.items()
 
 
 def test_thinking_by_default_and_disabled(model_dir, script):

@@ -5,12 +5,14 @@ import asyncio
 
 import pytest
 
-from grammars import JsonSchemaSpec, ToolCallsSpec, ToolSpec
-from grammars.keywords import XGRAMMAR_KEYWORDS
+from grammars import GrammarCache, GrammarPolicy
 from server.engines.base import GenerationResult
+from server.engines.scripted import ScriptedEngine
 from server.errors import OutputInvalid
-from server.pipeline.chat import _choice
-from server.pipeline.plan import Plan
+from server.identity import Caller
+from server.pipeline.chat import ChatPipeline, Parts
+from server.settings import Settings
+from server.task import JsonAnswer, Task, ToolDef, Turn
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 5}}}
 
@@ -20,39 +22,39 @@ def _result(text: str) -> GenerationResult:
                             grammar_complete=True)
 
 
-def _json_choice(plan: Plan, text: str):
-    return _choice(plan, _result(text), plan.read_with().read(text, complete=True),
-                   complete=True)
+@pytest.fixture(scope="module")
+def pipeline(model_dir) -> ChatPipeline:
+    engine = ScriptedEngine(model_dir, lambda prompt: "")
+    return ChatPipeline(engine, GrammarCache(engine.grammar_backend), Settings(),
+                        Parts(GrammarPolicy.for_backend(engine.grammar_backend)))
 
 
-def test_json_value_failing_the_schema_is_422_with_violations():
-    spec = JsonSchemaSpec.from_schema(SCHEMA, table=XGRAMMAR_KEYWORDS)
-    plan = Plan("json", spec, schemas={"": SCHEMA})
+def _finish(pipeline: ChatPipeline, task: Task, text: str):
+    """The checks on `text` as if the decode of `task` had written it."""
+    async def run():
+        prepared = await pipeline.prepare(task, Caller({}))
+        return await pipeline.finish(prepared, prepared.decode, _result(text), None)
+    return asyncio.run(run())
+
+
+def _task(**fields) -> Task:
+    return Task(model="scripted", turns=(Turn("user", "hi"),), **fields)
+
+
+def test_json_value_failing_the_schema_is_422_with_violations(pipeline):
     with pytest.raises(OutputInvalid) as info:
-        _json_choice(plan, '{"n":9}')
+        _finish(pipeline, _task(answer=JsonAnswer(SCHEMA)), '{"n":9}')
     assert info.value.status == 422
     assert info.value.extensions["violations"] == [
         {"pointer": "/n", "message": "9 is greater than the maximum of 5"}]
 
 
-def test_tool_arguments_failing_the_schema_are_422(model_dir):
-    from grammars import GrammarCache, GrammarPolicy
-    from server.engines.scripted import ScriptedEngine
-    from server.pipeline.chat import ChatPipeline, Prepared
-    from server.pipeline.repair import RepairBudget
-    from server.settings import Settings
-
-    engine = ScriptedEngine(model_dir, lambda prompt: "")
-    pipeline = ChatPipeline(engine, GrammarCache(engine.grammar_backend), Settings(),
-                            policy=GrammarPolicy.for_backend(engine.grammar_backend))
-    spec = ToolCallsSpec((ToolSpec.from_parameters("f", SCHEMA, table=XGRAMMAR_KEYWORDS),))
-    plan = Plan("tools", spec, schemas={"f": SCHEMA})
-    prep = Prepared(plan, None, [], None, {}, RepairBudget(2, 10))
+def test_tool_arguments_failing_the_schema_are_422(pipeline):
+    task = _task(tools=(ToolDef("f", None, SCHEMA),), tool_choice="required")
     with pytest.raises(OutputInvalid, match="arguments of 'f'"):
-        asyncio.run(pipeline.finish(prep, _result('[{"name":"f","arguments":{"n":"x"}}]')))
+        _finish(pipeline, task, '[{"name":"f","arguments":{"n":"x"}}]')
 
 
-def test_valid_value_passes():
-    spec = JsonSchemaSpec.from_schema(SCHEMA, table=XGRAMMAR_KEYWORDS)
-    plan = Plan("json", spec, schemas={"": SCHEMA})
-    assert _json_choice(plan, '{"n":5}').finish_reason == "stop"
+def test_valid_value_passes(pipeline):
+    checked = _finish(pipeline, _task(answer=JsonAnswer(SCHEMA)), '{"n":5}')
+    assert (checked.finish, checked.content) == ("stop", '{"n":5}')

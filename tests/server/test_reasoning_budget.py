@@ -4,16 +4,21 @@ or "medium" for a family that thinks)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from pydantic import BaseModel
 
 from contracts import ContractRegistry, contract_of, tool
 from grammars import GrammarCache, GrammarPolicy
+from server.api.chat.translate import to_task
+from server.api.chat.wire import ChatCompletionRequest
 from server.engines.scripted import ScriptedEngine
 from server.formats.families import SERVED
-from server.pipeline.chat import ChatPipeline
-from server.protocol import ChatCompletionRequest
+from server.identity import Caller
+from server.pipeline.chat import ChatPipeline, Parts
 from server.settings import Settings
+from server.task import Task
 
 
 @tool(name="plan_route", description="Plan a delivery route", reasoning=64)
@@ -28,15 +33,20 @@ def engine(model_dir):
 
 def _pipeline(engine, *, fmt="smollm2", reasoning=None) -> ChatPipeline:
     return ChatPipeline(engine, GrammarCache(engine.grammar_backend),
-                        Settings(reasoning=reasoning),
-                        policy=GrammarPolicy.for_backend(engine.grammar_backend),
-                        registry=ContractRegistry([contract_of(PlanRoute)]),
-                        fmt=SERVED[fmt])
+                        Settings(reasoning=reasoning), Parts(
+                            GrammarPolicy.for_backend(engine.grammar_backend),
+                            registry=ContractRegistry([contract_of(PlanRoute)]),
+                            fmt=SERVED[fmt]))
 
 
-def _req(**body) -> ChatCompletionRequest:
-    return ChatCompletionRequest.model_validate(
-        {"model": "m", "messages": [{"role": "user", "content": "hi"}], **body})
+def _task(**body) -> Task:
+    return to_task(ChatCompletionRequest.model_validate(
+        {"model": "scripted", "messages": [{"role": "user", "content": "hi"}], **body}))
+
+
+def _budget(pipeline: ChatPipeline, task: Task) -> int:
+    """The reasoning budget the prepared request decodes with."""
+    return asyncio.run(pipeline.prepare(task, Caller({}))).options.reasoning
 
 
 ROUTE = [{"type": "function", "function": {"name": "plan_route"}}]
@@ -56,4 +66,4 @@ OTHER = [{"type": "function", "function": {"name": "other", "parameters": {}}}]
     ({"tools": OTHER}, "smollm2", None, 0),
 ])
 def test_budget_precedence(engine, body, fmt, default, expected):
-    assert _pipeline(engine, fmt=fmt, reasoning=default)._reasoning(_req(**body)) == expected
+    assert _budget(_pipeline(engine, fmt=fmt, reasoning=default), _task(**body)) == expected

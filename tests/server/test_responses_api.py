@@ -11,7 +11,7 @@ from openai.types.responses import Response
 
 from server.api.app import create_app
 from server.api.responses.request import ResponsesRequest
-from server.api.responses.translate import to_chat
+from server.api.responses.translate import to_task
 from server.engines.scripted import ScriptedEngine
 from server.settings import Settings
 from tests.server.test_api import Replies, assert_problem
@@ -254,7 +254,7 @@ def test_no_reasoning_item_without_the_pass(client, replies):
     ("xhigh", "high"), ("max", "high"), ("minimal", "minimal"), (None, None)])
 def test_effort_maps_to_reasoning_effort(effort, served):
     req = ResponsesRequest(model="m", input="hi", reasoning={"effort": effort})
-    assert to_chat(req).reasoning_effort == served
+    assert to_task(req).reasoning_effort == served
 
 
 def test_cut_off_while_thinking(client, replies):

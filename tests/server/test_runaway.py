@@ -11,7 +11,9 @@ from fastapi.testclient import TestClient
 
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
-from server.pipeline.runaway import GuardOptions, RunawayGuard, repeated_unit
+from server.formats.smollm2 import ListReader
+from server.pipeline.request_options import GuardOptions
+from server.pipeline.runaway import RunawayGuard, repeated_unit
 from server.settings import Settings
 from tests.server.test_stream_auto import assemble, events
 
@@ -125,13 +127,13 @@ def test_steering_avoids_the_token_that_completes_a_loop(tokenizer):
     unit = tokenizer.encode("&query_params=", add_special_tokens=False)
     need = max(MIN_REPEATS, -(-LOOP_TOKENS // len(unit)))
     ids = prefix + unit * (need - 1) + unit[:-1]  # one token short of a loop
-    guard = RunawayGuard("json", tokenizer.decode, options=GuardOptions(loop_guard="steer"))
+    guard = RunawayGuard(ListReader("json"), tokenizer.decode, options=GuardOptions(loop_guard="steer"))
     for token in ids:
         guard.see(token)
     assert guard.trip is None
     assert unit[-1] in guard.steer(ids)  # writing it would complete the loop
     # Nothing is avoided in a value that does not repeat.
-    fresh = RunawayGuard("json", tokenizer.decode, options=GuardOptions(loop_guard="steer"))
+    fresh = RunawayGuard(ListReader("json"), tokenizer.decode, options=GuardOptions(loop_guard="steer"))
     plain = tokenizer.encode('{"url":"https://example.org/a', add_special_tokens=False)
     for token in plain:
         fresh.see(token)
@@ -139,7 +141,7 @@ def test_steering_avoids_the_token_that_completes_a_loop(tokenizer):
 
 
 def test_free_text_is_never_cut(tokenizer):
-    guard = RunawayGuard("text", tokenizer.decode, options=GuardOptions())
+    guard = RunawayGuard(ListReader("text"), tokenizer.decode, options=GuardOptions())
     for token in tokenizer.encode("ha " * 60):
         assert guard.see(token)
     assert guard.trip is None

@@ -1,90 +1,88 @@
-"""Streaming: the chat chunk stream of one request, told as Responses API events.
+"""Streaming: the pipeline's events of one request, told as Responses API events.
 
 Reasoning deltas open a `reasoning` item (and its one `reasoning_text` part) and extend it;
-the answer's first delta closes it. Content deltas open a `message` item (and its one
-`output_text` part) and extend it; a call's first delta (id and name) closes the message
-and opens a `function_call` item whose argument fragments follow. Each item is closed with
-its `.done` events once the chat stream finishes, then `response.completed` (or
-`response.incomplete`) carries the whole response. An error after the stream started (a
-contract still broken after repair) ends it with an `error` event. Event shapes follow the
-openai SDK's accumulator (`responses.stream()`)."""
+the answer's first delta closes it. Text deltas open a `message` item (and its one
+`output_text` part) and extend it; a call's start closes the message and opens a
+`function_call` item whose argument fragments follow. Each item is closed with its `.done`
+events once the answer is finished, then `response.completed` (or `response.incomplete`)
+carries the whole response. An error after the stream started (a contract still broken
+after repair) ends it with an `error` event. Event shapes follow the openai SDK's
+accumulator (`responses.stream()`)."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, assert_never
 
 from server.api.responses.output import (FunctionCallOutput, MessageOutput, OutputItem,
                                          OutputTextPart, ReasoningOutput, ReasoningTextPart,
-                                         ResponseUsage, Status, new_item_id,
-                                         new_response_id, now, response_object)
+                                         ResponseUsage, Status, new_item_id, response_id,
+                                         response_object)
 from server.api.responses.request import ResponsesRequest
-from server.api.responses.translate import with_responses_param
+from server.api.sse import Frame
 from server.errors import ServiceError
-from server.protocol import Usage
+from server.pipeline.answer import (Answer, ArgumentsDelta, CallDone, CallStarted,
+                                    Finished, ReasoningDelta, TextDelta)
+from server.pipeline.answer import Event as PipelineEvent
+from server.pipeline.prepared import Prepared
 
-log = logging.getLogger("strictcall.api")
 Event = dict[str, Any]
 
 
 class ResponseEvents:
-    def __init__(self, req: ResponsesRequest, chunks: AsyncIterator[dict[str, Any]], *,
-                 model: str) -> None:
+    def __init__(self, req: ResponsesRequest, prepared: Prepared,
+                 events: AsyncIterator[PipelineEvent], *, model: str) -> None:
         self.req = req
-        self.chunks = chunks
+        self.events = events
         self.model = model
-        self.id = new_response_id()
-        self.created_at = now()
+        self.id = response_id(prepared.id)
+        self.created_at = prepared.created
         self.sequence = 0
         self.items: list[OutputItem] = []
         self.reasoning: ReasoningOutput | None = None  # the open reasoning item
         self.message: MessageOutput | None = None   # the open message item
-        self.calls: dict[int, FunctionCallOutput] = {}  # chat tool call index -> its item
-        self.finish: str | None = None
-        self.usage: Usage | None = None
-        self.extension: dict[str, Any] | None = None
+        self.calls: dict[int, FunctionCallOutput] = {}  # the answer's call index -> its item
+        self.answer: Answer | None = None
 
-    async def events(self) -> AsyncIterator[Event]:
-        yield self._lifecycle("response.created")
-        yield self._lifecycle("response.in_progress")
-        try:
-            async with contextlib.aclosing(self.chunks) as chunks:
-                async for chunk in chunks:
-                    for event in self._chunk(chunk):
-                        yield event
-        except ServiceError as exc:  # after the stream started: an error event ends it
-            exc = with_responses_param(exc)
-            yield self._event("error", code=exc.code or exc.slug, message=exc.detail,
-                              param=exc.param)
-            return
-        except Exception:  # noqa: BLE001 - never a broken connection without a word
-            log.exception("responses stream failed")
-            yield self._event("error", code="internal-error", param=None, message=(
-                "internal error while streaming; the server log has the details"))
-            return
-        status: Status = "incomplete" if self.finish == "length" else "completed"
-        for event in self._close(status):
-            yield event
-        yield self._lifecycle(f"response.{status}", status=status)
+    done = None
 
-    def _chunk(self, chunk: dict[str, Any]) -> list[Event]:
-        if chunk.get("usage"):
-            self.usage = Usage(**chunk["usage"])
-        events: list[Event] = []
-        for choice in chunk["choices"]:
-            delta = choice["delta"]
-            if delta.get("reasoning_content"):
-                events += self._think(delta["reasoning_content"])
-            if delta.get("content"):
-                events += self._text(delta["content"])
-            for call in delta.get("tool_calls") or []:
-                events += self._call(call)
-            if choice["finish_reason"] is not None:
-                self.finish = choice["finish_reason"]
-                self.extension = chunk.get("strictcall")
-        return events
+    async def frames(self) -> AsyncIterator[Frame]:
+        yield self._frame(self._lifecycle("response.created"))
+        yield self._frame(self._lifecycle("response.in_progress"))
+        async for event in self.events:
+            for out in self._of(event):
+                yield self._frame(out)
+        status: Status = "incomplete" if self.answer is not None \
+            and self.answer.finish == "length" else "completed"
+        for out in self._close(status):
+            yield self._frame(out)
+        yield self._frame(self._lifecycle(f"response.{status}", status=status))
+
+    def error(self, error: ServiceError, path: str) -> Frame:
+        return self._frame(self._event("error", code=error.code or error.slug,
+                                       message=error.detail, param=error.param))
+
+    @staticmethod
+    def _frame(event: Event) -> Frame:
+        return Frame(event, event=event["type"])
+
+    def _of(self, event: PipelineEvent) -> list[Event]:
+        match event:
+            case ReasoningDelta(text=text):
+                return self._think(text)
+            case TextDelta(text=text):
+                return self._text(text)
+            case CallStarted(index=index, id=id, name=name):
+                return self._start_call(index, id, name)
+            case ArgumentsDelta(index=index, text=text):
+                return self._arguments(index, text)
+            case CallDone():
+                return []
+            case Finished(answer=answer):
+                self.answer = answer
+                return []
+            case _:
+                assert_never(event)
 
     def _text(self, delta: str) -> list[Event]:
         events = [] if self.message is not None else self._open_message()
@@ -133,22 +131,21 @@ class ResponseEvents:
                                             **self._part_of(self.message),
                                             part=part.model_dump())]
 
-    def _call(self, delta: dict[str, Any]) -> list[Event]:
-        events: list[Event] = []
-        fragment = delta["function"].get("arguments") or ""
-        if "id" in delta:  # a new call: the reasoning and text before it are complete
-            events += self._close_reasoning("completed") + self._close_message("completed")
-            item = FunctionCallOutput(id=new_item_id("fc"), call_id=delta["id"],
-                                      name=delta["function"]["name"], arguments="",
-                                      status="in_progress")
-            self.calls[delta["index"]] = item
-            events.append(self._add(item))
-        item = self.calls[delta["index"]]
-        if fragment:
-            item.arguments += fragment
-            events.append(self._event("response.function_call_arguments.delta", item_id=item.id,
-                                      output_index=self.items.index(item), delta=fragment))
-        return events
+    def _start_call(self, index: int, call_id: str, name: str) -> list[Event]:
+        # A new call: the reasoning and text before it are complete.
+        events = self._close_reasoning("completed") + self._close_message("completed")
+        item = FunctionCallOutput(id=new_item_id("fc"), call_id=call_id, name=name,
+                                  arguments="", status="in_progress")
+        self.calls[index] = item
+        return events + [self._add(item)]
+
+    def _arguments(self, index: int, fragment: str) -> list[Event]:
+        item = self.calls[index]
+        if not fragment:
+            return []
+        item.arguments += fragment
+        return [self._event("response.function_call_arguments.delta", item_id=item.id,
+                            output_index=self.items.index(item), delta=fragment)]
 
     def _close(self, status: Status) -> list[Event]:
         """The `.done` events of the open items, in output order."""
@@ -198,10 +195,12 @@ class ResponseEvents:
             response = response_object(self.req, id=self.id, created_at=self.created_at,
                                        model=self.model, output=[])
         else:
+            answer = self.answer
             response = response_object(
                 self.req, id=self.id, created_at=self.created_at, model=self.model,
-                output=self._final_output(status), status=status, extension=self.extension,
-                usage=ResponseUsage.of(self.usage) if self.usage else None)
+                output=self._final_output(status), status=status,
+                extension=answer.extension if answer else None,
+                usage=ResponseUsage.of(answer.usage) if answer else None)
         return self._event(kind, response=response.model_dump())
 
     def _final_output(self, status: Status) -> list[OutputItem]:

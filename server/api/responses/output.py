@@ -1,4 +1,4 @@
-"""The Responses API `response` object, and the chat completion -> response translation.
+"""The Responses API `response` object, and the pipeline's answer -> response translation.
 
 The object echoes the request's settings (tools, tool_choice, text, ...) as OpenAI does;
 `output_text` is not sent: the SDKs compute it from the output items. The reasoning pass's
@@ -7,7 +7,6 @@ OpenAI's open-weights servers (vLLM, gpt-oss) send it: there is no summarizer he
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any, Literal
 
@@ -15,7 +14,7 @@ from pydantic import BaseModel
 
 from server.api.responses.request import FunctionToolChoice, ResponsesRequest
 from server.api.responses.translate import effort_of
-from server.protocol import ChatCompletion, ResponseMessage, Usage
+from server.pipeline.answer import Answer, Usage
 
 Status = Literal["in_progress", "completed", "incomplete"]
 
@@ -70,13 +69,11 @@ class ResponseUsage(BaseModel):
 
     @classmethod
     def of(cls, usage: Usage) -> ResponseUsage:
-        details = usage.completion_tokens_details
-        cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
         return cls(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens,
                    total_tokens=usage.total_tokens,
-                   input_tokens_details={"cached_tokens": cached, "cache_write_tokens": 0},
-                   output_tokens_details={
-                       "reasoning_tokens": details.reasoning_tokens if details else 0})
+                   input_tokens_details={"cached_tokens": usage.cached_tokens,
+                                         "cache_write_tokens": 0},
+                   output_tokens_details={"reasoning_tokens": usage.reasoning_tokens or 0})
 
 
 class ResponseObject(BaseModel):
@@ -107,8 +104,8 @@ class ResponseObject(BaseModel):
     strictcall: dict[str, Any] | None = None
 
 
-def new_response_id() -> str:
-    return f"resp_{uuid.uuid4().hex}"
+def response_id(answer_id: str) -> str:
+    return f"resp_{answer_id}"
 
 
 def new_item_id(kind: Literal["msg", "fc", "rs"]) -> str:
@@ -144,31 +141,29 @@ def _reasoning_echo(req: ResponsesRequest) -> dict[str, Any] | None:
             "summary": req.reasoning.summary or req.reasoning.generate_summary}
 
 
-def from_completion(completion: ChatCompletion, req: ResponsesRequest) -> ResponseObject:
-    choice = completion.choices[0]
-    status: Status = "incomplete" if choice.finish_reason == "length" else "completed"
-    return response_object(req, id=new_response_id(), created_at=completion.created,
-                           model=completion.model, output=output_of(choice.message, status),
-                           status=status, usage=ResponseUsage.of(completion.usage),
-                           extension=completion.strictcall)
+def from_answer(answer: Answer, req: ResponsesRequest) -> ResponseObject:
+    status: Status = "incomplete" if answer.finish == "length" else "completed"
+    return response_object(req, id=response_id(answer.id), created_at=answer.created,
+                           model=answer.model, output=output_of(answer, status),
+                           status=status, usage=ResponseUsage.of(answer.usage),
+                           extension=answer.extension)
 
 
-def output_of(message: ResponseMessage, status: Status) -> list[OutputItem]:
+def output_of(answer: Answer, status: Status) -> list[OutputItem]:
     """A reasoning item for the reasoning (if any), a message item for the text (if any),
     then one function_call item per call."""
     items: list[OutputItem] = []
-    if message.reasoning:
+    if answer.reasoning:
         # Cut off while thinking (nothing after it): the reasoning is what is incomplete.
-        answered = bool(message.content or message.tool_calls)
-        items.append(reasoning_item(message.reasoning,
-                                    "completed" if answered else status))
-    if message.content or (message.content is not None and not message.tool_calls):
+        answered = bool(answer.content or answer.calls)
+        items.append(reasoning_item(answer.reasoning, "completed" if answered else status))
+    if answer.content or (answer.content is not None and not answer.calls):
         items.append(MessageOutput(id=new_item_id("msg"), status=status,
-                                   content=[OutputTextPart(text=message.content)]))
-    for call in message.tool_calls or []:
+                                   content=[OutputTextPart(text=answer.content)]))
+    for call in answer.calls:
         items.append(FunctionCallOutput(id=new_item_id("fc"), call_id=call.id,
-                                        name=call.function.name,
-                                        arguments=call.function.arguments, status="completed"))
+                                        name=call.name, arguments=call.arguments,
+                                        status="completed"))
     return items
 
 
@@ -176,6 +171,3 @@ def reasoning_item(text: str, status: Status) -> ReasoningOutput:
     return ReasoningOutput(id=new_item_id("rs"), status=status,
                            content=[ReasoningTextPart(text=text)])
 
-
-def now() -> int:
-    return int(time.time())

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from server.protocol import StrictCallOptions
+from server.options import StrictCallOptions
 
 
 class _Wire(BaseModel):

@@ -1,4 +1,4 @@
-"""A Responses request -> the internal chat request the pipeline serves.
+"""A Responses request -> the internal `Task` the pipeline serves.
 
 Everything the Responses API asks for that has a chat equivalent is translated; what would
 change the output and has none here (storage, reasoning summaries, hosted tools, images) is
@@ -6,7 +6,7 @@ refused by name with a 400, before anything is decoded."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from server.api.responses.request import (ContentPart, FunctionCallItem,
@@ -16,21 +16,21 @@ from server.api.responses.request import (ContentPart, FunctionCallItem,
                                           ResponsesRequest, TextFormatJsonObject,
                                           TextFormatJsonSchema, UnsupportedItem,
                                           UnsupportedPart, UnsupportedTool)
-from server.errors import InvalidRequest, ServiceError, UnsupportedFeature
-from server.formats.reasoning import Effort
-from server.protocol import (AssistantMessage, ChatCompletionRequest, FunctionCall,
-                             FunctionDef, JsonSchemaFormat, Message, NamedFunction,
-                             NamedToolChoice, ResponseFormat, ResponseFormatJsonObject,
-                             ResponseFormatJsonSchema, SystemMessage, Tool, ToolCall,
-                             ToolMessage, UserMessage)
+from server.errors import InvalidRequest, UnsupportedFeature
+from server.options import Effort, StrictCallOptions
+from server.task import (EarlierCall, JsonAnswer, NamedTool, Task, ToolChoice, ToolDef, Turn,
+                         WireNames)
 
-ToolChoice = Literal["none", "auto", "required"]
+NAMES = WireNames(api="the OpenAI Responses API", messages="input",
+                  max_tokens="max_output_tokens", tool_name="tools[{i}].name",
+                  tool_parameters="tools[{i}].parameters", tool_choice_name="tool_choice.name",
+                  answer="text.format", answer_schema="text.format.schema")
 _STATELESS = "this server is stateless: it keeps no responses or conversations"
 
 _MEDIA_PARTS = ("input_image", "input_file", "input_audio")
 
 # (field, is it set in a way that matters?, why not and what to do)
-_REFUSED = (
+_REFUSED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("store", lambda v: v is True,
      f"{_STATELESS}; send store=false or leave it out"),
     ("previous_response_id", lambda v: v is not None,
@@ -47,16 +47,16 @@ _REFUSED = (
 )
 
 
-def to_chat(req: ResponsesRequest) -> ChatCompletionRequest:
-    """The chat request that asks for the same output; a 400 naming what cannot be served."""
+def to_task(req: ResponsesRequest) -> Task:
+    """The task that asks for the same output; a 400 naming what cannot be served."""
     _refuse_unsupported(req)
     text = req.text.format if req.text is not None else None
-    return ChatCompletionRequest(
-        model=req.model, messages=_messages(req), tools=_tools(req.tools),
+    return Task(
+        model=req.model, turns=tuple(_turns(req)), tools=_tools(req.tools),
         tool_choice=_tool_choice(req.tool_choice), parallel_tool_calls=req.parallel_tool_calls,
-        response_format=_response_format(text), max_tokens=req.max_output_tokens,
-        temperature=req.temperature, top_p=req.top_p, user=req.user, metadata=req.metadata,
-        reasoning_effort=effort_of(req.reasoning), strictcall=req.strictcall)
+        answer=_answer(text), max_tokens=req.max_output_tokens, temperature=req.temperature,
+        top_p=req.top_p, reasoning_effort=effort_of(req.reasoning),
+        options=req.strictcall or StrictCallOptions(), names=NAMES)
 
 
 def effort_of(reasoning: ReasoningConfig | None) -> Effort | None:
@@ -90,35 +90,35 @@ def _refuse_unsupported(req: ResponsesRequest) -> None:
                              param="stream_options")
 
 
-def _messages(req: ResponsesRequest) -> list[Message]:
-    messages: list[Message] = []
+def _turns(req: ResponsesRequest) -> list[Turn]:
+    turns: list[Turn] = []
     if req.instructions:
-        messages.append(SystemMessage(role="system", content=req.instructions))
+        turns.append(Turn("system", req.instructions))
     if isinstance(req.input, str):
-        return [*messages, UserMessage(role="user", content=req.input)]
+        return [*turns, Turn("user", req.input)]
     if not req.input:
         raise InvalidRequest("input is empty; send a string or at least one item",
                              param="input")
     for i, item in enumerate(req.input):
-        _append_item(messages, item, where=f"input[{i}]")
-    return messages
+        _append_item(turns, item, where=f"input[{i}]")
+    return turns
 
 
-def _append_item(messages: list[Message], item: InputItem, *, where: str) -> None:
+def _append_item(turns: list[Turn], item: InputItem, *, where: str) -> None:
     if isinstance(item, MessageItem):
-        messages.append(_message(item, where=where))
+        role = "system" if item.role == "developer" else item.role
+        turns.append(Turn(role, _text(item.content, where=f"{where}.content")))
     elif isinstance(item, FunctionCallItem):
-        call = ToolCall(id=item.call_id, function=FunctionCall(name=item.name,
-                                                               arguments=item.arguments))
-        last = messages[-1] if messages else None
+        call = EarlierCall.of(item.call_id, item.name, item.arguments)
+        last = turns[-1] if turns else None
         # One assistant turn: its text and every call it made (items arrive one per call).
-        if isinstance(last, AssistantMessage):
-            last.tool_calls = [*(last.tool_calls or []), call]
+        if last is not None and last.role == "assistant":
+            turns[-1] = Turn("assistant", last.text, (*last.calls, call))
         else:
-            messages.append(AssistantMessage(role="assistant", content=None, tool_calls=[call]))
+            turns.append(Turn("assistant", "", (call,)))
     elif isinstance(item, FunctionCallOutputItem):
-        messages.append(ToolMessage(role="tool", tool_call_id=item.call_id,
-                                    content=_text(item.output, where=f"{where}.output")))
+        turns.append(Turn("tool", _text(item.output, where=f"{where}.output"),
+                          call_id=item.call_id))
     elif isinstance(item, ReasoningItem):
         pass  # earlier reasoning is not shown to the model again (request.ReasoningItem)
     elif isinstance(item, UnsupportedItem):
@@ -127,15 +127,6 @@ def _append_item(messages: list[Message], item: InputItem, *, where: str) -> Non
             "function_call_output and reasoning items", param=f"{where}.type")
     else:  # pragma: no cover - the discriminator admits nothing else
         raise AssertionError(item)
-
-
-def _message(item: MessageItem, *, where: str) -> Message:
-    content = _text(item.content, where=f"{where}.content")
-    if item.role == "user":
-        return UserMessage(role="user", content=content)
-    if item.role == "assistant":
-        return AssistantMessage(role="assistant", content=content)
-    return SystemMessage(role=item.role, content=content)
 
 
 def _text(content: str | list[ContentPart], *, where: str) -> str:
@@ -152,11 +143,9 @@ def _text(content: str | list[ContentPart], *, where: str) -> str:
     return "".join(texts)
 
 
-def _tools(tools: list[FunctionTool | UnsupportedTool] | None) -> list[Tool] | None:
-    if tools is None:
-        return None
-    out = []
-    for i, tool in enumerate(tools):
+def _tools(tools: list[FunctionTool | UnsupportedTool] | None) -> tuple[ToolDef, ...]:
+    out: list[ToolDef] = []
+    for i, tool in enumerate(tools or ()):
         if isinstance(tool, UnsupportedTool):
             raise UnsupportedFeature(f"tool type {tool.type!r} is not supported: this server "
                                      "serves function tools only", param=f"tools[{i}].type")
@@ -167,42 +156,20 @@ def _tools(tools: list[FunctionTool | UnsupportedTool] | None) -> list[Tool] | N
         if tool.allowed_callers is not None and "direct" not in tool.allowed_callers:
             raise UnsupportedFeature("only direct calls are served; add 'direct' to "
                                      "allowed_callers", param=f"tools[{i}].allowed_callers")
-        out.append(Tool(type="function", function=FunctionDef(
-            name=tool.name, description=tool.description, parameters=tool.parameters,
-            strict=tool.strict)))
-    return out
+        out.append(ToolDef(tool.name, tool.description, tool.parameters))
+    return tuple(out)
 
 
-def _tool_choice(choice: ToolChoice | FunctionToolChoice | None
-                 ) -> ToolChoice | NamedToolChoice | None:
+def _tool_choice(choice: Literal["none", "auto", "required"] | FunctionToolChoice | None
+                 ) -> ToolChoice | None:
     if isinstance(choice, FunctionToolChoice):
-        return NamedToolChoice(type="function", function=NamedFunction(name=choice.name))
+        return NamedTool(choice.name)
     return choice
 
 
-def _response_format(fmt: Any) -> ResponseFormat | None:
+def _answer(fmt: Any) -> JsonAnswer | None:
     if isinstance(fmt, TextFormatJsonSchema):
-        return ResponseFormatJsonSchema(type="json_schema", json_schema=JsonSchemaFormat(
-            name=fmt.name, description=fmt.description, schema=fmt.schema_, strict=fmt.strict))
+        return JsonAnswer(fmt.schema_)
     if isinstance(fmt, TextFormatJsonObject):
-        return ResponseFormatJsonObject(type="json_object")
+        return JsonAnswer({"type": "object"})
     return None  # text: free text
-
-
-# The pipeline names chat fields in its errors; a Responses client sent these instead.
-_PARAM_NAMES = (
-    (re.compile(r"^messages\b"), "input"),
-    (re.compile(r"^max_(completion_)?tokens$"), "max_output_tokens"),
-    (re.compile(r"^response_format\.json_schema\.schema"), "text.format.schema"),
-    (re.compile(r"^response_format\b"), "text.format"),
-    (re.compile(r"^(tools\[\d+\])\.function\."), r"\1."),
-    (re.compile(r"^tool_choice\.function\."), "tool_choice."),
-)
-
-
-def with_responses_param(error: ServiceError) -> ServiceError:
-    """`error`, its `param` renamed to the Responses field the client sent."""
-    if error.param:
-        for pattern, replacement in _PARAM_NAMES:
-            error.param = pattern.sub(replacement, error.param)
-    return error

@@ -1,10 +1,12 @@
-"""OpenAI chat-completions wire format (the subset StrictCall serves)."""
+"""OpenAI Chat Completions wire format (the subset StrictCall serves)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from server.options import Effort, StrictCallOptions
 
 
 class _Wire(BaseModel):
@@ -107,27 +109,6 @@ ResponseFormat = Annotated[ResponseFormatJsonSchema | ResponseFormatJsonObject |
                            ResponseFormatText, Field(discriminator="type")]
 
 
-class StrictCallOptions(_Wire):
-    """Per-request options, sent as `extra_body={"strictcall": {...}}` with the openai SDK."""
-
-    max_repair_attempts: int | None = Field(None, ge=0, le=5)
-    repair_timeout_s: float | None = Field(None, gt=0, le=120)
-    # Runaway guards (server defaults: --dedupe-calls, --loop-guard).
-    dedupe_calls: bool | None = None
-    loop_guard: Literal["off", "stop", "steer"] | None = None
-    # How a JSON answer's schema is written into the prompt (server default: --schema-prompt).
-    schema_prompt: Literal["raw", "compact", "none"] | None = None
-    # How tools are written into the prompt for a required or forced call (--tool-prompt).
-    tool_prompt: Literal["auto", "full", "compact", "none"] | None = None
-    # The free-reasoning pass: at most this many tokens of free thinking before the answer
-    # (0: none; server default: --reasoning). Wins over reasoning_effort.
-    reasoning_budget: int | None = Field(None, ge=0, le=32768)
-    # Tool selection: offer the tools of this registered catalog (the --policy file's
-    # `catalogs`), and at most `select_k` tools when selecting (server default: --select-k).
-    catalog: str | None = Field(None, min_length=1, max_length=64)
-    select_k: int | None = Field(None, ge=1, le=64)
-
-
 class StreamOptions(_Wire):
     include_usage: bool | None = None
 
@@ -148,7 +129,7 @@ class ChatCompletionRequest(_Wire):
     stream: bool | None = None
     stream_options: StreamOptions | None = None
     n: int | None = Field(None, ge=1)
-    # Refused with a 400 that names them when they would change the output (see plan.py).
+    # Refused with a 400 that names them when they would change the output (translate.py).
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
@@ -159,8 +140,8 @@ class ChatCompletionRequest(_Wire):
     prediction: Any = None
     modalities: list[str] | None = None
     audio: Any = None
-    # The reasoning pass's budget by name (reasoning.EFFORT_BUDGETS).
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    # The reasoning pass's budget by name (server/formats/reasoning.py EFFORT_BUDGETS).
+    reasoning_effort: Effort | None = None
     web_search_options: Any = None
     # Accepted and ignored: they do not change what is generated.
     user: str | None = None

@@ -11,9 +11,10 @@ only has to tell the model what to write. Three renderings, measured against eac
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
-SchemaPrompt = Literal["raw", "compact", "none"]
+from server.options import SchemaPrompt
+
 _MAX_DEPTH = 4
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from server.protocol import StrictCallOptions
+from server.options import StrictCallOptions
 
 
 class _Wire(BaseModel):

@@ -1,77 +1,41 @@
-"""POST /v1/messages: the Anthropic Messages API as an adapter over the chat pipeline.
-
-A Messages request is translated here into the one internal request
-(`ChatCompletionRequest`); the chat pipeline answers it (grammar, validation, contract
-repair); messages_reply.py translates the answer into a Message or Anthropic's events. Nothing here
+"""A Messages request -> the internal `Task`, or a 400 naming what is refused. Nothing here
 decodes, validates or repairs: the guarantees are the pipeline's."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, assert_never
 
-from fastapi import Request, Response
-from fastapi.responses import StreamingResponse
-from pydantic import ValidationError
-
-from server.api.deps import (ClientGone, PipelineDep, caller_of, grammar_headers,
-                             overdue_check, until_disconnect)
-from server.api.messages_reply import MessageEvents, sse, to_message
-from server.api.messages_wire import (Block, CustomTool, InputMessage, MessagesRequest,
+from server.api.messages.wire import (Block, CustomTool, InputMessage, MessagesRequest,
                                       OtherBlock, OtherThinking, ServerTool, TextBlock,
                                       ThinkingDisabled, ThinkingEnabled, ToolChoiceAny,
                                       ToolChoiceAuto, ToolChoiceNone, ToolChoiceTool,
                                       ToolResultBlock, ToolUseBlock)
 from server.errors import InvalidRequest, UnsupportedFeature
-from server.pipeline.stream import ChunkStream
-from server.protocol import ChatCompletionRequest, StrictCallOptions
+from server.options import StrictCallOptions
+from server.task import EarlierCall, NamedTool, Task, ToolChoice, ToolDef, Turn, WireNames
+
+NAMES = WireNames(api="the Anthropic Messages API", stop="stop_sequences",
+                  tool_name="tools[{i}].name", tool_parameters="tools[{i}].input_schema",
+                  tool_choice_name="tool_choice.name", answer="output_format",
+                  answer_schema="output_format.schema")
 
 # Blocks of an earlier turn's thinking, sent back as returned: dropped, since the prompt is
 # built from earlier turns' text and calls only; each turn's reasoning pass starts afresh.
 _THOUGHTS = ("thinking", "redacted_thinking")
 
 
-async def create_message(body: MessagesRequest, pipeline: PipelineDep, request: Request,
-                         response: Response) -> dict | Response:
-    chat = to_chat_request(body)
-    caller = caller_of(request)
-    if body.stream:
-        # Request errors (400s) are answered before the stream starts, as plain errors.
-        prep = await pipeline.prepare(chat, caller)
-        chunks = ChunkStream(pipeline, prep, include_usage=True,
-                             overdue=overdue_check(request))
-        events = MessageEvents(chunks, input_tokens=len(prep.request.prompt_ids),
-                               show_thinking=_shows_thinking(body))
-        return StreamingResponse(sse(events, request), media_type="text/event-stream",
-                                 headers={**grammar_headers(prep.lookup, prep.plan.enforcement),
-                                          **prep.headers()})
-    try:
-        done = await until_disconnect(request, pipeline.complete(chat, caller))
-    except ClientGone:
-        return Response(status_code=499)  # nobody is listening; the decode was stopped
-    response.headers.update({**grammar_headers(done.grammar, done.enforcement),
-                             **done.headers})
-    return to_message(done.response, show_thinking=_shows_thinking(body))
-
-
-# -- Messages request -> the internal request -------------------------------------------
-
-def to_chat_request(body: MessagesRequest) -> ChatCompletionRequest:
-    """The chat request that asks for the same answer, or a 400 naming what is refused."""
+def to_task(body: MessagesRequest) -> Task:
+    """The task that asks for the same answer, or a 400 naming what is refused."""
     _refuse_unsupported(body)
-    chat: dict[str, Any] = {
-        "model": body.model, "messages": _chat_messages(body), "max_tokens": body.max_tokens,
-        "temperature": body.temperature, "top_p": body.top_p, "stop": body.stop_sequences,
-        "strictcall": _strictcall(body), **_chat_tools(body)}
-    try:
-        return ChatCompletionRequest.model_validate(chat)
-    except ValidationError as exc:  # the wire models should make this unreachable
-        first = exc.errors()[0]
-        raise InvalidRequest(f"the request cannot be served as a chat request: "
-                             f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    choice, parallel = _tool_choice(body)
+    return Task(
+        model=body.model, turns=tuple(_turns(body)), tools=_tools(body),
+        tool_choice=choice, parallel_tool_calls=parallel, max_tokens=body.max_tokens,
+        temperature=body.temperature, top_p=body.top_p, stop=tuple(body.stop_sequences or ()),
+        options=_strictcall(body), names=NAMES)
 
 
-def _strictcall(body: MessagesRequest) -> StrictCallOptions | None:
+def _strictcall(body: MessagesRequest) -> StrictCallOptions:
     """The strictcall options with `thinking` as the reasoning budget: enabled, its
     budget_tokens; disabled, 0 (also where the server thinks by default); adaptive or
     absent, the server's default. strictcall.reasoning_budget, if sent, wins."""
@@ -82,15 +46,10 @@ def _strictcall(body: MessagesRequest) -> StrictCallOptions | None:
             budget = 0
         case _:
             budget = None
-    options = body.strictcall
-    if budget is None or (options is not None and options.reasoning_budget is not None):
+    options = body.strictcall or StrictCallOptions()
+    if budget is None or options.reasoning_budget is not None:
         return options
-    return (options or StrictCallOptions()).model_copy(update={"reasoning_budget": budget})
-
-
-def _shows_thinking(body: MessagesRequest) -> bool:
-    """display "omitted": the thinking block comes, its text left out."""
-    return getattr(body.thinking, "display", None) != "omitted"
+    return options.model_copy(update={"reasoning_budget": budget})
 
 
 def _refuse_unsupported(body: MessagesRequest) -> None:
@@ -115,16 +74,16 @@ def _refuse_unsupported(body: MessagesRequest) -> None:
             param=f"messages[{len(body.messages) - 1}]")
 
 
-def _chat_messages(body: MessagesRequest) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _turns(body: MessagesRequest) -> list[Turn]:
+    out: list[Turn] = []
     if body.system:
         system = body.system if isinstance(body.system, str) else \
             "\n\n".join(block.text for block in body.system)
-        out.append({"role": "system", "content": system})
+        out.append(Turn("system", system))
     calls_seen: set[str] = set()  # tool_use ids so far: each tool_result must answer one
     for i, message in enumerate(body.messages):
         if isinstance(message.content, str):
-            out.append({"role": message.role, "content": message.content})
+            out.append(Turn(message.role, message.content))
         elif message.role == "assistant":
             out.append(_assistant_turn(message, f"messages[{i}]", calls_seen))
         else:
@@ -132,39 +91,37 @@ def _chat_messages(body: MessagesRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant_turn(message: InputMessage, where: str, calls_seen: set[str]) -> dict[str, Any]:
+def _assistant_turn(message: InputMessage, where: str, calls_seen: set[str]) -> Turn:
     texts, calls = [], []
     for j, block in enumerate(_blocks(message)):
         if isinstance(block, TextBlock):
             texts.append(block.text)
         elif isinstance(block, ToolUseBlock):
             calls_seen.add(block.id)
-            calls.append({"id": block.id, "type": "function", "function": {
-                "name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
+            calls.append(EarlierCall(block.id, block.name, block.input))
         elif block.type in _THOUGHTS:
             continue
         else:
             raise _refused_block(block, f"{where}.content[{j}]", "assistant")
-    return {"role": "assistant", "content": "".join(texts) or None, "tool_calls": calls or None}
+    return Turn("assistant", "".join(texts), tuple(calls))
 
 
-def _user_turn(message: InputMessage, where: str,
-               calls_seen: set[str]) -> list[dict[str, Any]]:
-    """Tool results become tool messages; the text around them, user messages, in order."""
-    out: list[dict[str, Any]] = []
+def _user_turn(message: InputMessage, where: str, calls_seen: set[str]) -> list[Turn]:
+    """Tool results become tool turns; the text around them, user turns, in order."""
+    out: list[Turn] = []
     texts: list[str] = []
     for j, block in enumerate(_blocks(message)):
         if isinstance(block, TextBlock):
             texts.append(block.text)
         elif isinstance(block, ToolResultBlock):
             if texts:
-                out.append({"role": "user", "content": "".join(texts)})
+                out.append(Turn("user", "".join(texts)))
                 texts = []
-            out.append(_tool_message(block, f"{where}.content[{j}]", calls_seen))
+            out.append(_tool_turn(block, f"{where}.content[{j}]", calls_seen))
         else:
             raise _refused_block(block, f"{where}.content[{j}]", "user")
     if texts:
-        out.append({"role": "user", "content": "".join(texts)})
+        out.append(Turn("user", "".join(texts)))
     return out
 
 
@@ -173,7 +130,7 @@ def _blocks(message: InputMessage) -> list[Block]:
     return message.content
 
 
-def _tool_message(block: ToolResultBlock, where: str, calls_seen: set[str]) -> dict[str, Any]:
+def _tool_turn(block: ToolResultBlock, where: str, calls_seen: set[str]) -> Turn:
     if block.tool_use_id not in calls_seen:
         raise InvalidRequest(f"{where}.tool_use_id {block.tool_use_id!r} answers no tool_use "
                              f"block before it; send the assistant turn with that tool_use "
@@ -186,8 +143,8 @@ def _tool_message(block: ToolResultBlock, where: str, calls_seen: set[str]) -> d
             raise _refused_block(part, f"{where}.content[{k}]", "tool_result")
         texts.append(part if isinstance(part, str) else part.text)
     text = "".join(texts)
-    return {"role": "tool", "tool_call_id": block.tool_use_id,
-            "content": f"Error: {text}" if block.is_error else text}
+    return Turn("tool", f"Error: {text}" if block.is_error else text,
+                call_id=block.tool_use_id)
 
 
 def _refused_block(block: Any, where: str, inside: str) -> UnsupportedFeature:
@@ -199,7 +156,7 @@ def _refused_block(block: Any, where: str, inside: str) -> UnsupportedFeature:
         param=where)
 
 
-def _chat_tools(body: MessagesRequest) -> dict[str, Any]:
+def _tools(body: MessagesRequest) -> tuple[ToolDef, ...]:
     tools = []
     for i, tool in enumerate(body.tools or []):
         if isinstance(tool, ServerTool):
@@ -207,31 +164,29 @@ def _chat_tools(body: MessagesRequest) -> dict[str, Any]:
                 f"tools[{i}] is a server tool of type {tool.type!r}: this server runs no tools "
                 f"itself; declare a client tool with name, description and input_schema",
                 param=f"tools[{i}].type")
-        tools.append(_chat_tool(tool))
-    return {"tools": tools or None, **_chat_tool_choice(body)}
+        tools.append(_tool(tool))
+    return tuple(tools)
 
 
-def _chat_tool(tool: CustomTool) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": tool.name, "description": tool.description, "parameters": tool.input_schema,
-        "strict": tool.strict}}
+def _tool(tool: CustomTool) -> ToolDef:
+    return ToolDef(tool.name, tool.description, tool.input_schema)
 
 
-def _chat_tool_choice(body: MessagesRequest) -> dict[str, Any]:
+def _tool_choice(body: MessagesRequest) -> tuple[ToolChoice | None, bool | None]:
+    """(the tool choice, parallel calls allowed); None: "auto" when tools are given, the
+    default of both APIs."""
     choice = body.tool_choice
     if choice is None:
-        return {}  # "auto" when tools are given: the default of both APIs
-    serial = {"parallel_tool_calls": False} if getattr(
-        choice, "disable_parallel_tool_use", None) else {}
+        return None, None
+    serial = False if getattr(choice, "disable_parallel_tool_use", None) else None
     match choice:
         case ToolChoiceAuto():
-            return {"tool_choice": "auto", **serial}
+            return "auto", serial
         case ToolChoiceAny():
-            return {"tool_choice": "required", **serial}
+            return "required", serial
         case ToolChoiceTool():
-            return {"tool_choice": {"type": "function", "function": {"name": choice.name}},
-                    **serial}
+            return NamedTool(choice.name), serial
         case ToolChoiceNone():
-            return {"tool_choice": "none"}
+            return "none", None
         case _:
             assert_never(choice)

@@ -1,0 +1,119 @@
+"""Post-decode checks on a finished decode, shared by the plain and the streaming paths:
+the decoded text read in the model's format, calls validated (contracts repaired), a JSON
+answer validated, a cut-off never passed off as complete, and the audit record written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, assert_never
+
+from server.engines.base import Engine, GenerationResult
+from server.errors import OutputInvalid, ServiceError
+from server.formats.reading import Reading
+from server.pipeline.answer import Call, Finish
+from server.pipeline.audit import AuditSink, Decision
+from server.pipeline.calls import CallChecks, approval_header
+from server.pipeline.plan import Plan
+from server.pipeline.prepared import Decode, Prepared
+from server.pipeline.runaway import Trip
+from server.pipeline.validation import parse_json, validate
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A decode's answer, checked."""
+
+    content: str | None
+    calls: tuple[Call, ...]
+    finish: Finish
+    reasoning: str | None = None
+    stop_string: str | None = None
+    # The `strictcall` extension: the contracts' checks, the execution layer's notes on
+    # each call, the tools the request could see, what a runaway guard did.
+    extension: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Finisher:
+    def __init__(self, engine: Engine, calls: CallChecks, audit: AuditSink | None, *,
+                 model: str) -> None:
+        self.engine = engine
+        self.calls = calls
+        self.audit = audit
+        self.model = model
+
+    async def finish(self, prepared: Prepared, step: Decode, result: GenerationResult,
+                     trip: Trip | None, *, call_ids: Mapping[int, str] | None = None
+                     ) -> Checked:
+        plan, context = step.plan, prepared.context
+        complete = result.grammar_complete or plan.spec is None
+        audit = self._decision(prepared, step, result, trip)
+        try:
+            reading = plan.reader.read(result.text, complete=complete)
+            if complete and reading.calls is not None:
+                calls, extension = await self.calls.check(plan, context, reading.calls, audit,
+                                                           ids=call_ids or {})
+                checked = Checked(reading.content, calls, "tool_calls", extension=extension)
+            else:
+                checked = self._answer(plan, step, result, reading, complete=complete)
+        except ServiceError as exc:  # a 422, or a failed repair decode (503)
+            if audit is not None:
+                audit.rejected(exc)
+            context.trace.end(error=exc.slug)
+            raise
+        extension = dict(checked.extension or {})
+        tools = context.offer.extension()
+        if tools is not None:
+            extension["tools"] = tools
+        if trip is not None:
+            extension["runaway"] = trip.note
+        if audit is not None:
+            audit.tool_set(context.offer)
+            audit.finished(checked.calls, checked.finish, complete=complete)
+        context.trace.end()
+        return replace(checked, reasoning=reading.reasoning, extension=extension or None,
+                       headers=approval_header(extension))
+
+    def _decision(self, prepared: Prepared, step: Decode, result: GenerationResult,
+                  trip: Trip | None) -> Decision | None:
+        if self.audit is None or not prepared.task.tools:
+            return None
+        return Decision(self.audit, caller=prepared.context.caller, model=self.model,
+                        offered=prepared.task.tool_names(),
+                        lookup=step.decided_by or step.lookup, contracts=step.plan.contracts,
+                        result=result, runaway=trip.note if trip is not None else None)
+
+    def _answer(self, plan: Plan, step: Decode, result: GenerationResult, reading: Reading,
+                *, complete: bool) -> Checked:
+        """Text, JSON, and every cut-off output."""
+        if not complete:
+            # A cut-off constrained output is returned as text with finish_reason "length":
+            # never as a call, never with a "stop" that would suggest it is complete. (What
+            # follows the reasoning, if the reasoning ended; the reasoning is its own field.)
+            return Checked(result.text[reading.answer_from:], (), "length")
+        content = reading.content if reading.content is not None else ""
+        match plan.mode:
+            case "text" | "auto":
+                if result.finish_reason == "length":
+                    return Checked(content, (), "length")
+                return Checked(content, (), "stop",
+                               stop_string=self._stop_string(step, result, content))
+            case "json":
+                validate(plan.schemas[""], parse_json(content), where="the response")
+                return Checked(content, (), "stop")
+            case "tools":  # a complete call array always reads as calls
+                raise OutputInvalid("the decode completed the call grammar but no call was "
+                                    "read")
+            case _:
+                assert_never(plan.mode)
+
+    def _stop_string(self, step: Decode, result: GenerationResult,
+                     content: str) -> str | None:
+        """Which stop string ended the text, if one did. Engines cut the text before it but
+        keep its tokens, so it starts what the tokens say beyond the text."""
+        stops = step.request.sampling.stop
+        if not stops or result.text != content:
+            return None
+        rest = self.engine.decode(result.token_ids)[len(result.text):]
+        return next((stop for stop in stops if rest.startswith(stop)), None)

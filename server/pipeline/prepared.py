@@ -1,0 +1,86 @@
+"""The stages after the plan, as values: a `Decode` ready to run (the prompt's ids, the grammar,
+the sampling and the guards), and the narrow `CallContext` that validation, repair and the
+audit need of the request. `Prepared` holds both, for one request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from grammars import Lookup
+from server.engines.base import Engine, GenerationRequest, GenerationResult, TokenCallback
+from server.execution import Offer, RequestTrace
+from server.identity import Caller
+from server.pipeline.validation import parse_json
+from server.pipeline.plan import Plan
+from server.pipeline.request_options import GuardOptions, RepairBudget, RequestOptions
+from server.pipeline.runaway import RunawayGuard
+from server.task import Task
+
+
+@dataclass(frozen=True)
+class Decode:
+    plan: Plan
+    lookup: Lookup | None  # the compiled grammar (None: unconstrained)
+    request: GenerationRequest
+    guards: GuardOptions
+    # "auto" that decided on no call (an empty list): the decode that answers instead.
+    fallback: Decode | None = None
+    # A fallback's: the call grammar whose empty list chose it (for the audit record).
+    decided_by: Lookup | None = None
+
+    def guard(self, engine: Engine) -> RunawayGuard | None:
+        """A fresh runaway guard for one run of this decode (constrained decodes only)."""
+        if self.plan.spec is None or not self.guards.active:
+            return None
+        return RunawayGuard(self.plan.reader, engine.decode, options=self.guards)
+
+    def guarded(self, guard: RunawayGuard | None) -> GenerationRequest:
+        """The request, steered by `guard` where it steers."""
+        if guard is None or self.guards.loop_guard != "steer":
+            return self.request
+        return replace(self.request, steer=guard.steer)
+
+    def watched(self, on_token: TokenCallback) -> Decode:
+        return replace(self, request=replace(self.request, on_token=on_token))
+
+    def then(self, result: GenerationResult) -> Decode | None:
+        """What decodes next once this decode gave `result`: nothing (None), or, when
+        "auto" decided on no call (an empty list), the fallback that answers instead."""
+        if self.fallback is not None and result.grammar_complete \
+                and parse_json(result.text) == []:
+            return self.fallback
+        return None
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What the checks of decoded calls need of the request."""
+
+    caller: Caller
+    offer: Offer  # the tools this request could see, and each one's policy verdict
+    trace: RequestTrace  # its OpenTelemetry span
+    # Per contract: the server-filled fields (headers, the key's claims).
+    runtime: Mapping[str, Mapping[str, Any]]
+    repair: RepairBudget
+    # The chat template's messages of the decode, which a repair prompt continues.
+    messages: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    task: Task  # with only the tools the caller may see
+    options: RequestOptions
+    decode: Decode
+    context: CallContext
+    id: str  # the answer's, known before it is (a stream's events carry it)
+    created: int
+
+    @property
+    def plan(self) -> Plan:
+        return self.decode.plan
+
+    def headers(self) -> dict[str, str]:
+        """Known before decoding: the deprecation warning of an offered tool."""
+        return self.context.offer.headers()
