@@ -101,6 +101,13 @@ def _parser() -> argparse.ArgumentParser:
                    help='JSON merged into every request, e.g. \'{"ignore_eos": true}\'')
     p.add_argument("--timeout", type=float, default=600, help="seconds per request")
     p.add_argument("--seed", type=int, default=0, help="for arrivals and synthetic prompts")
+    p.add_argument("--out", type=Path, default=Path("bench/results/serve"))
+    _add_source_flags(p)
+    return p
+
+
+def _add_source_flags(p: argparse.ArgumentParser) -> None:
+    """Where the shipped workloads come from, and their sizes."""
     p.add_argument("--bfcl-dir", type=Path, help="BFCL's folder (BFCL_v4_*.json and "
                                                  "possible_answer/); default beside the "
                                                  "checkout: ../shared/evaldata/bfcl")
@@ -111,8 +118,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input-len", type=int, default=256, help="synthetic prompt words")
     p.add_argument("--output-len", type=int, default=64, help="synthetic max_tokens")
     p.add_argument("--synthetic-count", type=int, default=16)
-    p.add_argument("--out", type=Path, default=Path("bench/results/serve"))
-    return p
 
 
 def _plan(args: argparse.Namespace) -> LoadPlan:
@@ -165,11 +170,13 @@ def load_items(names: list[str], sources: Sources) -> list[WorkItem]:
 
 
 def _with_model(target: Target) -> Target:
-    """The target as given, or with the first model its GET /v1/models lists."""
+    """The target as given, or with the first model its GET /v1/models lists; its API key's
+    variable checked either way."""
+    headers = target.headers()
     if target.model:
         return target
     try:
-        resp = httpx.get(f"{target.root}/v1/models", headers=target.headers(), timeout=30)
+        resp = httpx.get(f"{target.root}/v1/models", headers=headers, timeout=30)
         model = resp.json()["data"][0]["id"]
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
         raise TargetError(f"target {target.name!r}: could not read a model from "
@@ -193,7 +200,7 @@ def _compare(argv: list[str]) -> int:
             p.error(f"{path}: {exc}")
         if not isinstance(docs[-1], dict) or "settings" not in docs[-1]:
             p.error(f"{path}: not a strictcall-bench serve result (no \"settings\")")
-    text = compare_markdown(docs[0], docs[1], names=(args.a.name, args.b.name))
+    text = compare_markdown(docs[0], docs[1], names=(str(args.a), str(args.b)))
     if args.out:
         args.out.write_text(text)
     print(text)

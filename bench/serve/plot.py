@@ -1,7 +1,8 @@
-"""serve.png: per target, TTFT and end to end (p50 solid, p99 dashed) and output tokens/s
-against the request rate each setting achieved, one line through the rates (circles) and
-one through the concurrencies (squares); each point labelled with its setting (r2: rate
-2/s, c4: concurrency 4). Where latency turns up while the rate stops growing is the knee."""
+"""serve.png: per target, TTFT and end to end (p50 solid, p99 dashed and hollow) and output
+tokens/s against the request rate each setting achieved, one line through the rates
+(circles) and one through the concurrencies (squares); each point labelled with its setting
+(r2: rate 2/s, c4: concurrency 4). Where latency turns up while the rate stops growing is
+the knee."""
 
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ def _series(ax: Any, rows: list[dict[str, Any]], key: str, look: tuple[str, str]
     if key == "output_tokens_per_s":
         ax.plot(x, [r[key] for r in rows], marker=marker, color=color, label=name)
     else:
-        for q, style in (("p50", "-"), ("p99", "--")):
+        for q, style, face in (("p50", "-", color), ("p99", "--", "none")):
             ax.plot(x, [r[key][q] for r in rows], marker=marker, linestyle=style,
-                    color=color, label=f"{name} {q}")
+                    color=color, markerfacecolor=face, label=f"{name} {q}")
     for r in rows:
         y = r[key] if key == "output_tokens_per_s" else r[key]["p50"]
         if y is not None:

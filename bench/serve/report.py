@@ -30,7 +30,7 @@ def build(*, command: str, targets: list[Target], workloads: list[str],
           outcome: Outcome) -> dict[str, Any]:
     return {
         "benchmark": "strictcall-bench serve", "command": command,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "targets": [t.shown() for t in targets],
         "workload": {"names": workloads, "items": len(items), "hash": workload_hash(items),
                      "apis": dict(Counter(i.api for i in items))},
@@ -93,7 +93,7 @@ def markdown(result: dict[str, Any], *, plot: str | None = None) -> str:
              f"{result['created']}, on {_machine(result['machine'])}", "",
              _targets(result), "",
              f"Workload: {', '.join(result['workload']['names'])}; "
-             f"{result['workload']['items']} requests, sha256 "
+             f"{result['workload']['items']} distinct requests, sha256 "
              f"{result['workload']['hash'][:16]}. Load: {_load(result['load'])}.", "",
              "## Per target and setting", "",
              "Times in ms, each as p50 / p90 / p95 / p99. Valid: the answer matched its "

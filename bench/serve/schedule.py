@@ -69,7 +69,9 @@ def arrivals(rate: float, *, kind: Arrivals, rng: random.Random, count: int | No
     if count is None and duration_s is None:
         raise SettingError("give --num-requests or --duration (or both)")
     if math.isinf(rate):
-        return [0.0] * (count if count is not None else 1)
+        if count is None:
+            raise SettingError("--rate inf sends --num-requests at once: give --num-requests")
+        return [0.0] * count
     times: list[float] = []
     t = offset_s
     while (count is None or len(times) < count) and (duration_s is None or t < duration_s):

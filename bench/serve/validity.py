@@ -116,7 +116,7 @@ def expect_of(api: Api, body: Mapping[str, Any]) -> Expect:
         tools = {_name(t, i): t.get("parameters") for i, t in enumerate(_list(body, "tools"))
                  if t.get("type", "function") == "function"}
         forced = _forced(body.get("tool_choice"), lambda c: c)
-        text = _json_schema_format(((body.get("text") or {}).get("format")))
+        text = _json_schema_format((body.get("text") or {}).get("format"))
     else:
         tools = {_name(t, i): t.get("input_schema") for i, t in enumerate(_list(body,
                                                                                 "tools"))}

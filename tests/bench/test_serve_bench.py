@@ -281,3 +281,22 @@ def test_settings_rates_then_concurrencies():
         parse_settings(None, "1.5")
     with pytest.raises(SettingError, match="give --rate"):
         parse_settings(None, None)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--target", "vllm"], "start with a name and its URL"),
+    (["--target", "a=http://h:1,model=m", "--workload", "bfcl-nothing"],
+     "unknown workload 'bfcl-nothing'"),
+    (["--target", "a=http://h:1,model=m", "--rate", "0"], "--rate '0': must be above 0"),
+    (["--target", "a=http://h:1,model=m", "--slo", "p99=1"], "--slo 'p99=1'"),
+    (["--target", "a=http://h:1,model=m", "--extra-body", "[1]"], "a JSON object"),
+    (["--target", "a=http://h:1,model=m,api-key-env=STRICTCALL_NO_SUCH_KEY"],
+     "'STRICTCALL_NO_SUCH_KEY' is not set"),
+    (["--target", "a=http://h:1,model=m", "--workload", "bfcl-json", "--bfcl-dir", "/nowhere"],
+     "is missing; pass --bfcl-dir")])
+def test_the_command_line_refuses_what_it_cannot_run(argv, says, capsys):
+    from bench.serve.cli import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2 and says in capsys.readouterr().err

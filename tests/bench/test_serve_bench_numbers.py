@@ -19,11 +19,12 @@ import httpx
 import pytest
 
 from bench.serve import metrics
-from bench.serve.compare import change, differences, markdown as compare_markdown, pairs
+from bench.serve.compare import change, differences, pairs
+from bench.serve.compare import markdown as compare_markdown
 from bench.serve.record import Record, read_records, write_records
 from bench.serve.report import markdown, write
 from bench.serve.runner import LoadPlan, run
-from bench.serve.schedule import Setting, arrivals, interleaved, rotated
+from bench.serve.schedule import Setting, SettingError, arrivals, interleaved, rotated
 from bench.serve.stats import SloError, by_workload, meets_slo, parse_slo, summarize
 from bench.serve.targets import Target
 from bench.serve.validity import Expect
@@ -38,6 +39,8 @@ def test_constant_arrivals_are_even_and_bounded():
     assert arrivals(2, kind="constant", rng=rng, duration_s=1.2) == [0, 0.5, 1.0]
     assert arrivals(2, kind="constant", rng=rng, count=9, duration_s=1.0) == [0, 0.5]
     assert arrivals(math.inf, kind="poisson", rng=rng, count=3) == [0, 0, 0]
+    with pytest.raises(SettingError, match="give --num-requests"):
+        arrivals(math.inf, kind="poisson", rng=rng, duration_s=5)
 
 
 def test_poisson_arrivals_have_the_rate_and_repeat_with_the_seed():
