@@ -10,6 +10,8 @@ command line does not import `bench`; this one hands each benchmark its own flag
     strictcall-bench vllm-engine     (in .venv-vllm)
     strictcall-bench latency [--systems strictcall-torch,llamacpp-server] [--concurrency 1,4]
     strictcall-bench gpu-decode [--tiny]
+    strictcall-bench serve --target NAME=URL [--workload ...] [--rate 1,2] [--concurrency 4]
+    strictcall-bench serve compare A.json B.json
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
               "vllm-engine": "bench.vllm_engine", "contract-repair": "bench.contract_repair",
               "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl", "load": "bench.load",
               "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection",
-              "latency": "bench.latency", "gpu-decode": "bench.gpu_decode"}
+              "latency": "bench.latency", "gpu-decode": "bench.gpu_decode",
+              "serve": "bench.serve"}
 
 
 def main(argv: list[str] | None = None) -> int:

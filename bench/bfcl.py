@@ -39,7 +39,7 @@ from typing import Any, get_args
 import jsonschema
 import openai
 
-from bench.bfcl_ast import check, load
+from bench.bfcl_ast import check, described, load, with_instructions
 from grammars import bfcl_to_json_schema
 from server.formats.smollm2 import CALL_CLOSE, CALL_OPEN, tools_instructions
 from server.options import ToolStyle
@@ -180,21 +180,6 @@ def _failed(exc: openai.APIStatusError) -> dict[str, Any]:
     """A request the server refused or failed: no valid call, not timed."""
     return {"status": f"error {exc.status_code}", "valid": False, "schema_valid": False,
             "correct": False, "text": str(exc.message)[:500]}
-
-
-def described(functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """BFCL functions as the server describes tools in its prompt (JSON Schema parameters)."""
-    return [{"name": f["name"], "description": f.get("description") or "",
-             "parameters": bfcl_to_json_schema(f["parameters"])} for f in functions]
-
-
-def with_instructions(messages: list[dict[str, Any]], instructions: str) -> list[dict[str, Any]]:
-    """`instructions` joined to the system turn, or a system turn of their own, first (as the
-    server joins them)."""
-    if messages and messages[0]["role"] == "system":
-        first = {**messages[0], "content": f"{messages[0]['content']}\n\n{instructions}"}
-        return [first, *messages[1:]]
-    return [{"role": "system", "content": instructions}, *messages]
 
 
 def parse_calls(text: str) -> list[Call] | None:

@@ -1,4 +1,5 @@
-"""BFCL's AST check, written from the rules in ../shared/evaldata/README.md: the function name
+"""BFCL's questions (read in place, their functions as JSON Schema tools) and its AST
+check, written from the rules in ../shared/evaldata/README.md: the function name
 matches; no required parameter is missing and none is unexpected; each value is among the
 acceptable ones (an int where a float is expected is fine; strings compare lower-cased
 without spaces and `,./-_*^`; lists and dicts element by element); `""` among the
@@ -12,17 +13,36 @@ import re
 from pathlib import Path
 from typing import Any
 
+from grammars import bfcl_to_json_schema
+
 EVALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "evaldata" / "bfcl"
 _STRIP = re.compile(r"[ ,./\-_*^]")
 
 
-def load(category: str, limit: int | None = None) -> list[tuple[dict, dict]]:
-    """(question, answer) pairs of BFCL v4 `category` (simple_python, multiple, parallel)."""
-    questions = _lines(EVALDATA / f"BFCL_v4_{category}.json")
-    answers = {a["id"]: a for a in _lines(EVALDATA / "possible_answer" /
+def load(category: str, limit: int | None = None, *, root: Path = EVALDATA
+         ) -> list[tuple[dict, dict]]:
+    """(question, answer) pairs of BFCL v4 `category` (simple_python, multiple, parallel),
+    read from `root` (BFCL's folder: the question files and possible_answer/)."""
+    questions = _lines(root / f"BFCL_v4_{category}.json")
+    answers = {a["id"]: a for a in _lines(root / "possible_answer" /
                                           f"BFCL_v4_{category}.json")}
     pairs = [(q, answers[q["id"]]) for q in questions if q["id"] in answers]
     return pairs[:limit] if limit else pairs
+
+
+def described(functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """BFCL functions as the server describes tools in its prompt (JSON Schema parameters)."""
+    return [{"name": f["name"], "description": f.get("description") or "",
+             "parameters": bfcl_to_json_schema(f["parameters"])} for f in functions]
+
+
+def with_instructions(messages: list[dict[str, Any]], instructions: str) -> list[dict[str, Any]]:
+    """`instructions` joined to the system turn, or a system turn of their own, first (as the
+    server joins them)."""
+    if messages and messages[0]["role"] == "system":
+        first = {**messages[0], "content": f"{messages[0]['content']}\n\n{instructions}"}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": instructions}, *messages]
 
 
 def _lines(path: Path) -> list[dict]:

@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 
 from bench.latency_client import timed_request
+from bench.progress import Progress
 from bench.latency_report import build_report, print_ratios, write_report
 from bench.latency_stats import Sample, Wave
 from bench.latency_systems import (PEERS, ROOT, SYSTEMS, Launch, RunningServer, Skipped,
@@ -309,32 +310,6 @@ async def _counters(client: httpx.AsyncClient) -> dict[str, Any]:
 def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {k: v - before.get(k, 0) for k, v in after.items()
             if k not in ("running", "queued")}
-
-
-class Progress:
-    """tqdm's bar where tqdm is installed; else a count on one line of stderr."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.done = total, 0
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            self._bar = None
-        else:
-            self._bar = tqdm(total=total, desc="requests", file=sys.stderr)
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self._bar is not None:
-            self._bar.update(n)
-        else:
-            print(f"\rrequests {self.done}/{self.total}", end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-        else:
-            print(file=sys.stderr)
 
 
 if __name__ == "__main__":

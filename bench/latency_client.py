@@ -1,5 +1,5 @@
 """One streamed chat request, timed: time to the first token (the first chunk that carries
-content or a tool-call fragment), end to end, and what the answer came to.
+content, reasoning or a tool-call fragment), end to end, and what the answer came to.
 
 Tokens: the usage chunk's counts where the server sends one (`stream_options`); else the
 chunks that carried output, one token each (how llama.cpp's and vLLM's servers stream)."""
@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from bench.latency_workload import Answer
+from bench.serve.validity import Answer
 
 
 @dataclass
@@ -37,7 +37,10 @@ class Timed:
 
 
 @dataclass
-class _Stream:
+class ChatStream:
+    """A chat completion's SSE events as they arrive (`add`); `times`: when each chunk that
+    carried output came (perf_counter seconds)."""
+
     content: list[str] = field(default_factory=list)
     calls: dict[int, list[str]] = field(default_factory=dict)  # index -> [name, arguments]
     finish: str | None = None
@@ -45,13 +48,18 @@ class _Stream:
     output_chunks: int = 0
     first_at: float | None = None
     error: str | None = None
+    times: list[float] = field(default_factory=list)
+    done: bool = False  # `data: [DONE]` came
 
     def add(self, event: dict[str, Any], now: float) -> None:
+        if "choices" not in event and "usage" not in event:  # an error event mid-stream
+            self.error = f"stream error event: {json.dumps(event)[:300]}"
+            return
         if event.get("usage"):
             self.usage = event["usage"]
         for choice in event.get("choices") or []:
             delta = choice.get("delta") or {}
-            carried = False
+            carried = bool(delta.get("reasoning_content") or delta.get("reasoning"))
             if delta.get("content"):
                 self.content.append(delta["content"])
                 carried = True
@@ -66,6 +74,7 @@ class _Stream:
             if carried:
                 self.output_chunks += 1
                 self.first_at = self.first_at if self.first_at is not None else now
+                self.times.append(now)
             if choice.get("finish_reason"):
                 self.finish = choice["finish_reason"]
 
@@ -78,18 +87,18 @@ class _Stream:
 async def timed_request(client: httpx.AsyncClient, body: dict[str, Any]) -> Timed:
     """POST /v1/chat/completions with `body` (streamed) and time it; never raises for what
     the server answers (an HTTP error or a broken stream is the answer's `error`)."""
-    stream = _Stream()
+    stream = ChatStream()
     start = time.perf_counter()
     try:
         async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
             if resp.status_code >= 300:
                 text = (await resp.aread()).decode(errors="replace")
                 return Timed(Answer(error=f"HTTP {resp.status_code}: {text[:300]}"))
-            done = await _read(resp, stream, start)
+            await read_events(resp, stream)
     except httpx.HTTPError as exc:
         return Timed(Answer(error=f"{type(exc).__name__}: {exc}"))
     e2e = time.perf_counter() - start
-    if not done and stream.error is None:
+    if not stream.done and stream.error is None:
         stream.error = "the stream ended without data: [DONE]"
     elif stream.finish is None and stream.error is None:  # llama.cpp's interrupted requests
         stream.error = "the stream ended without a finish_reason"
@@ -103,20 +112,20 @@ async def timed_request(client: httpx.AsyncClient, body: dict[str, Any]) -> Time
                  tokens_from="usage" if completion is not None else "chunks")
 
 
-async def _read(resp: httpx.Response, stream: _Stream, start: float) -> bool:
-    """Read the SSE events into `stream`; True once `data: [DONE]` came."""
+async def read_events(resp: httpx.Response, stream: Any) -> None:
+    """Feed the SSE `data:` events into `stream` (its `add(event, now)`) until the stream
+    ends; `data: [DONE]` (chat's end) sets `stream.done`, other APIs' streams set it on
+    their own last event."""
     async for line in resp.aiter_lines():
         if not line.startswith("data:"):
             continue
         data = line.removeprefix("data:").strip()
         if data == "[DONE]":
-            return True
+            stream.done = True
+            return
         try:
             event = json.loads(data)
         except ValueError:
             continue
-        if "choices" not in event and "usage" not in event:  # an error event mid-stream
-            stream.error = f"stream error event: {data[:300]}"
-            continue
-        stream.add(event, time.perf_counter())
-    return False
+        if isinstance(event, dict):
+            stream.add(event, time.perf_counter())

@@ -9,6 +9,7 @@ from typing import Any
 
 from bench.latency_stats import (Sample, Wave, cold_vs_warm, kind_ratios, paired_ratios,
                                  summarize)
+from bench.markdown_table import table
 
 # The engine counters worth a column (those a server reports; others are left out).
 COUNTERS = ("decode_steps", "prefill_tokens", "jump_forward_tokens", "prefix_hits",
@@ -77,29 +78,15 @@ def _flags(args: dict[str, Any]) -> str:
                     if args.get(k) not in (None, ""))
 
 
-def _table(header: list[str], lines: list[list[Any]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_cell(v) for v in line) + " |" for line in lines]
-    return "\n".join(out)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
-    return str(value).replace("|", "\\|")
-
-
 def _systems(statuses: list[dict[str, Any]]) -> str:
-    return _table(["system", "status", "command or reason"], [
+    return table(["system", "status", "command or reason"], [
         [s["name"], s["status"], f"`{s['command']}`" if s["status"] == "ran"
          else f"{s['reason']}" + (f" (install: `{s['install']}`)" if s.get("install") else "")]
         for s in statuses])
 
 
 def _settings(rows: list[dict[str, Any]]) -> str:
-    return _table(["system", "kind", "conc.", "pass", "n", "valid", "cut off", "invalid",
+    return table(["system", "kind", "conc.", "pass", "n", "valid", "cut off", "invalid",
                    "no call", "errors", "prompt tok p50", "out tok p50", "TTFT s p50",
                    "ms/token p50", "ms/token overall", "e2e s p50", "p90", "p99", "req/s", "tok/s"], [
         [r["system"], r["kind"], r["concurrency"], r["pass"], r["n"], r["valid"],
@@ -111,14 +98,14 @@ def _settings(rows: list[dict[str, Any]]) -> str:
 
 
 def _ratios(rows: list[dict[str, Any]]) -> str:
-    return _table(["system", "against", "kind", "conc.", "prompts", "e2e ratio",
+    return table(["system", "against", "kind", "conc.", "prompts", "e2e ratio",
                    "TTFT ratio", "per-token ratio"], [
         [r["ours"], r["other"], r["kind"], r["concurrency"], r["pairs"], r["e2e_ratio"],
          r["ttft_ratio"], r["tpot_ratio"]] for r in rows])
 
 
 def _cold(rows: list[dict[str, Any]]) -> str:
-    return _table(["system", "kind", "conc.", "TTFT s cold", "TTFT s warm", "e2e s cold",
+    return table(["system", "kind", "conc.", "TTFT s cold", "TTFT s warm", "e2e s cold",
                    "e2e s warm"], [
         [r["system"], r["kind"], r["concurrency"], r["cold_ttft_s_p50"],
          r["warm_ttft_s_p50"], r["cold_e2e_s_p50"], r["warm_e2e_s_p50"]] for r in rows])
@@ -126,7 +113,7 @@ def _cold(rows: list[dict[str, Any]]) -> str:
 
 def _counters(counters: dict[str, dict[str, Any]]) -> str:
     keys = [k for k in COUNTERS if any(k in c for c in counters.values())]
-    return _table(["system", *keys], [[name, *(c.get(k) for k in keys)]
+    return table(["system", *keys], [[name, *(c.get(k) for k in keys)]
                                       for name, c in counters.items()])
 
 

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
-
-from bench.bfcl import described, with_instructions
-from bench.bfcl_ast import load
+from bench.bfcl_ast import EVALDATA, described, load, with_instructions
+from bench.serve.validity import Answer, Expect, judge
 
 Kind = Literal["forced", "auto", "json", "free"]
 Dialect = Literal["strictcall", "openai", "llamacpp"]
-Outcome = Literal["valid", "invalid", "cut_off", "no_call", "error"]
+Outcome = Literal["valid", "invalid", "cut_off", "no_call", "unchecked", "error"]
 KINDS: tuple[Kind, ...] = ("forced", "auto", "json", "free")
 DIALECT_KINDS: dict[Dialect, frozenset[Kind]] = {
     "strictcall": frozenset(KINDS),
@@ -36,7 +35,6 @@ DIALECT_KINDS: dict[Dialect, frozenset[Kind]] = {
     "llamacpp": frozenset({"forced", "json", "free"}),
 }
 MODEL = "m"
-_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -64,9 +62,10 @@ class Prompt:
         return [{"type": "function", "function": {**f, **mark}} for f in self.functions]
 
 
-def load_prompts(categories: list[str], limit: int) -> list[Prompt]:
+def load_prompts(categories: list[str], limit: int, *, root: Path = EVALDATA
+                 ) -> list[Prompt]:
     """The first `limit` questions over `categories` (BFCL's own order, taken in turn)."""
-    per_category = [load(category, limit) for category in categories]
+    per_category = [load(category, limit, root=root) for category in categories]
     prompts: list[Prompt] = []
     for i in range(limit):
         for pairs in per_category:
@@ -86,6 +85,13 @@ def request_body(prompt: Prompt, kind: Kind, *, dialect: Dialect,
     server is not asked this kind."""
     if kind not in DIALECT_KINDS[dialect]:
         return None
+    return build_body(prompt, kind, dialect=dialect, max_tokens=max_tokens)
+
+
+def build_body(prompt: Prompt, kind: Kind, *, dialect: Dialect,
+               max_tokens: int) -> dict[str, Any]:
+    """The request for `prompt` in `kind`, in `dialect`'s form, whether or not that
+    dialect's server constrains it (`strictcall-bench serve` asks every target all kinds)."""
     body: dict[str, Any] = {"model": MODEL, "max_tokens": max_tokens, "temperature": 0,
                             "seed": 0, "stream": True,
                             "stream_options": {"include_usage": True}}
@@ -117,58 +123,18 @@ def _response_format(prompt: Prompt, dialect: Dialect) -> dict[str, Any]:
         "name": "arguments", "schema": prompt.schema, "strict": True}}
 
 
-@dataclass(frozen=True)
-class Answer:
-    """What a streamed answer came to."""
-
-    content: str = ""
-    tool_calls: tuple[tuple[str, str], ...] = ()  # (name, arguments text)
-    finish_reason: str | None = None
-    error: str | None = None
+def expect_for(prompt: Prompt, kind: Kind) -> Expect:
+    """What the answer to `prompt` in `kind` must be: json, the target's parameters as the
+    whole answer; free, the first JSON object in the text; forced, a call of the target;
+    auto, any calls of the offered functions (no call at all: "no_call")."""
+    if kind in ("json", "free"):
+        return Expect(text_schema=prompt.schema, text_lenient=kind == "free")
+    return Expect(functions={f["name"]: f["parameters"] for f in prompt.functions},
+                  call="auto" if kind == "auto" else "required",
+                  forced=prompt.target if kind == "forced" else None)
 
 
 def check(prompt: Prompt, kind: Kind, answer: Answer) -> Outcome:
-    """The answer's outcome. A cut-off (finish_reason "length") is never valid, whatever
-    its text; json/free content must be one JSON object matching the schema (free: the first
-    JSON object in the text); forced needs a call of the target; auto any calls, each
-    matching its function (no call at all: "no_call")."""
-    if answer.error is not None:
-        return "error"
-    if answer.finish_reason == "length":
-        return "cut_off"
-    if kind in ("json", "free"):
-        value = _first_object(answer.content) if kind == "free" else _loads(answer.content)
-        return "valid" if _matches(value, prompt.schema) else "invalid"
-    if not answer.tool_calls:
-        return "no_call" if kind == "auto" else "invalid"
-    for name, arguments in answer.tool_calls:
-        if kind == "forced" and name != prompt.target:
-            return "invalid"
-        if name not in {f["name"] for f in prompt.functions}:
-            return "invalid"
-        if not _matches(_loads(arguments), prompt.function(name)["parameters"]):
-            return "invalid"
-    return "valid"
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def _first_object(text: str) -> Any:
-    start = text.find("{")
-    if start < 0:
-        return None
-    try:
-        return _DECODER.raw_decode(text, start)[0]
-    except ValueError:
-        return None
-
-
-def _matches(value: Any, schema: dict[str, Any]) -> bool:
-    if not isinstance(value, dict):
-        return False
-    return jsonschema.Draft202012Validator(schema).is_valid(value)
+    """The answer's outcome (bench/serve/validity.py): a cut-off (finish_reason "length") is
+    never valid, whatever its text."""
+    return judge(expect_for(prompt, kind), answer)

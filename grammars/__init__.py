@@ -3,10 +3,9 @@
 A leaf package: it imports neither `server` nor `contracts`.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grammars.budgets import Budget, BudgetExceeded
-from grammars.backend import XgrammarBackend, XgrammarMatcher, tokenizer_fingerprint
 from grammars.backend_types import CompiledGrammar, GrammarBackend, GrammarMatcher, MaskingBackend
 from grammars.bridge import BridgedBackend, bridge_demoted, is_bridged, reported
 from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
@@ -25,13 +24,29 @@ from grammars.policy import DEFAULT_POLICIES, POLICY_FLAGS, GrammarPolicy, Polic
 from grammars.validate import validator_for
 
 
+if TYPE_CHECKING:
+    from grammars.backend import XgrammarBackend, XgrammarMatcher, tokenizer_fingerprint
+
 BRIDGE = "xgrammar+llguidance"
+# Imported on first use: only grammars.backend needs torch and xgrammar, so the schema
+# dialect and validator serve where they are not installed (`strictcall-bench serve`).
+_BACKEND_NAMES = ("XgrammarBackend", "XgrammarMatcher", "tokenizer_fingerprint")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BACKEND_NAMES:
+        from grammars import backend
+
+        return getattr(backend, name)
+    raise AttributeError(f"module 'grammars' has no attribute {name!r}")
 
 
 def make_backend(name: str, tokenizer: Any, *, vocab_size: int,
                  stop_token_ids: list[int]) -> MaskingBackend:
     """The masking grammar backend called `name`: "xgrammar" (default), "llguidance" or
     "outlines"."""
+    from grammars.backend import XgrammarBackend
+
     if name == "xgrammar":
         return XgrammarBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
     if name == "outlines":
