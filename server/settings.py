@@ -1,149 +1,231 @@
-"""Server settings: flags override STRICTCALL_* environment variables, which override defaults."""
+"""Server settings, each written once: its type, default, constraints and help here; the
+`strictcall serve` flags are generated from these fields (server/cli_flags.py). Flags
+override STRICTCALL_* environment variables, which override the defaults."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, create_model
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource,
+                               SettingsConfigDict)
 
 from grammars import POLICY_FLAGS, Budget
+from server.options import AutoTools, LoopGuard, SchemaPrompt, ToolPrompt
+
+ENV_PREFIX = "STRICTCALL_"
 
 
-class _Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="STRICTCALL_", extra="forbid")
+def setting(default: Any, help: str, *, group: str | None = None, flag: str | None = None,
+            metavar: str | None = None, **constraints: Any) -> Any:
+    """A settings field: `help` is its command-line help; `group` the help section;
+    `flag` a name other than --<field-name>."""
+    extra = {k: v for k, v in (("group", group), ("flag", flag), ("metavar", metavar)) if v}
+    return Field(default, description=help, json_schema_extra=extra or None, **constraints)
 
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
-    model: str | None = None  # None: the embedded SmolLM2-135M-Instruct
-    served_model_name: str | None = None
-    cache_dir: Path | None = None
+
+def _policy_help(name: str) -> str:
+    return next(f.help for f in POLICY_FLAGS if f.name == name)
+
+
+class GrammarPolicies(BaseModel):
+    """What the masks generate where a backend and JSON Schema read a keyword differently
+    (grammars/policy.py POLICY_FLAGS holds each policy's reading; a test keeps the two
+    alike). As flags and variables they keep their own names: --strict-objects,
+    STRICTCALL_STRICT_OBJECTS."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strict_objects: bool = Field(True, description=_policy_help("strict_objects"))
+    unknown_keywords: Literal["rejected", "annotation"] = Field(
+        "rejected", description=_policy_help("unknown_keywords"))
+    patterns: Literal["full", "search"] = Field("full", description=_policy_help("patterns"))
+    implied_types: bool = Field(True, description=_policy_help("implied_types"))
+    number_bounds: Literal["grammar", "validator"] = Field(
+        "grammar", description=_policy_help("number_bounds"))
+    bounded_strings: Literal["grammar", "validator"] = Field(
+        "grammar", description=_policy_help("bounded_strings"))
+
+
+POLICY_NAMES = tuple(GrammarPolicies.model_fields)
+VLLM = "vLLM engine arguments (with --engine vllm)"
+ACCESS = "who may call, and how much"
+TOOLS = "the execution layer"
+RECORDS = "records"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    host: str = setting("127.0.0.1", "address to listen on")
+    port: int = setting(8000, "port to listen on", ge=0, le=65535)
+    model: str | None = setting(None, "local Hugging Face model directory (default: the "
+                                      "embedded SmolLM2-135M-Instruct)")
+    served_model_name: str | None = setting(None, "the model's name in the API (default: "
+                                                  "the model directory's name)")
+    cache_dir: Path | None = setting(None, "models, compiled grammars and state (default "
+                                           "$XDG_CACHE_HOME/strictcall)")
     # "auto": llama.cpp on CPU hosts where it is installed and the model has a GGUF, else
-    # torch (engines/factory.py resolve_engine).
-    engine: Literal["auto", "torch", "llamacpp", "vllm"] = "auto"
-    # Token masks from xgrammar (default), llguidance or outlines-core (the last two: torch
-    # engine only).
-    grammar_backend: Literal["xgrammar", "llguidance", "outlines"] = "xgrammar"
-    # A schema not compiled yet: "wait" for the backend, or "bridge" (xgrammar, torch
-    # engine): decode under llguidance's mask, compiled in milliseconds, while xgrammar
-    # compiles in the background, where both masks enforce the same keywords
-    # (grammars/bridge.py). "auto": bridge where it applies (torch engine with xgrammar),
-    # chosen by measurement (README, "Cold compile"). "bridge_wait_s": how long a miss
-    # waits for xgrammar first.
-    cold_compile: Literal["auto", "wait", "bridge"] = "auto"
-    bridge_wait_s: float = Field(0.025, ge=0, le=10)
-    device: str = "auto"
+    # torch (engines/factory.py resolve_engine), chosen by measurement.
+    engine: Literal["auto", "torch", "llamacpp", "vllm"] = setting(
+        "auto", "auto (llamacpp on CPU hosts where it is installed, else torch), torch, "
+                "llamacpp (llama-cpp-python, GGUF) or vllm (needs `make setup-vllm`)")
+    grammar_backend: Literal["xgrammar", "llguidance", "outlines"] = setting(
+        "xgrammar", "token masks from xgrammar (default), llguidance (compiles in "
+                    "milliseconds) or outlines-core (the last two: embedded engines only)")
+    # A schema not compiled yet: "wait" for the backend, or "bridge": decode under
+    # llguidance's mask, compiled in milliseconds, while xgrammar compiles in the background
+    # (grammars/bridge.py). "auto": bridge where it applies, chosen by measurement.
+    cold_compile: Literal["auto", "wait", "bridge"] = setting(
+        "auto", "a schema not compiled yet: wait for xgrammar, or decode under llguidance's "
+                "mask meanwhile where both enforce the same (default auto: bridge in the "
+                "embedded engines with xgrammar)")
+    bridge_wait_s: float = setting(0.025, "how long a cold compile waits for xgrammar before "
+                                          "the bridge serves it", ge=0, le=10)
+    device: str = setting("auto", "auto (default), cpu, cuda, cuda:N")
     # vLLM engine arguments (None: vLLM's default; on CPU, max_model_len 2048 and bfloat16).
-    tensor_parallel_size: int = Field(1, ge=1)
-    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
-    max_model_len: int | None = Field(None, ge=16)
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    enable_prefix_caching: bool | None = None
-    # Compile registered contracts' grammars at startup (off only to measure a cold start).
-    warm_grammars: bool = True
+    tensor_parallel_size: int = setting(1, "vLLM tensor parallel size", group=VLLM, ge=1)
+    gpu_memory_utilization: float | None = setting(None, "vLLM GPU memory fraction",
+                                                   group=VLLM, gt=0, le=1)
+    max_model_len: int | None = setting(None, "context length (vLLM; llama.cpp)", group=VLLM,
+                                        ge=16)
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = setting(
+        "auto", "vLLM weights dtype", group=VLLM)
+    enable_prefix_caching: bool | None = setting(None, "vLLM prefix caching", group=VLLM)
+    policies: GrammarPolicies = Field(default_factory=GrammarPolicies)
+    warm_grammars: bool = setting(True, "compile registered contracts' grammars at startup "
+                                        "(off only to measure a cold start)")
     # One thread: on 2-core hosts a second thread collapses decode speed under any other load.
-    threads: int = Field(1, ge=1)
-    # Jump-forward (torch and llama.cpp engines): tokens the grammar forces are fed in one
-    # forward pass instead of one step each. Prefix reuse: the KV cache of earlier prompts'
-    # shared beginnings, bounded in MiB (0: off).
-    jump_forward: bool = True
-    prefix_cache_mb: int = Field(256, ge=0)
-    max_batch: int = Field(8, ge=1, le=256)
-    grammar_cache_entries: int = Field(512, ge=1)
-    grammar_cache_bytes: int = Field(512 * 2**20, ge=1)
+    threads: int = setting(1, "CPU compute threads", ge=1)
+    jump_forward: bool = setting(True, "feed the tokens a grammar forces in one forward pass "
+                                       "(torch and llamacpp engines)")
+    prefix_cache_mb: int = setting(256, "KV cache kept for repeated prompt beginnings, in MiB "
+                                        "(torch and llamacpp engines; 0: off)", ge=0)
+    max_batch: int = setting(8, "requests decoded together", ge=1, le=256)
+    grammar_cache_entries: int = setting(512, "compiled grammars kept in memory", ge=1)
+    grammar_cache_bytes: int = setting(512 * 2**20, "bytes of compiled grammars kept in "
+                                                    "memory", ge=1)
     # Entries unused this long are dropped (the disk store brings them back in milliseconds).
-    grammar_cache_ttl_s: float | None = Field(6 * 3600.0, gt=0)
-    # Compiled grammars also go to <cache_dir>/grammars, so a restart starts warm.
-    grammar_disk_cache: bool = True
-    compile_timeout_s: float = Field(10.0, gt=0, le=600)
+    grammar_cache_ttl_s: float | None = setting(6 * 3600.0, "drop a compiled grammar unused "
+                                                            "this long", gt=0)
+    grammar_disk_cache: bool = setting(True, "keep compiled grammars in <cache dir>/grammars, "
+                                             "so a restart starts warm")
+    compile_timeout_s: float = setting(10.0, "a schema compiling longer is a 400", gt=0,
+                                       le=600)
     # Complexity budgets for client schemas (registered contracts are trusted).
-    max_tools: int = Field(Budget.max_tools, ge=1)
-    max_optional_params: int = Field(Budget.max_optional_params, ge=0)
-    max_union_params: int = Field(Budget.max_union_params, ge=0)
-    max_depth: int = Field(Budget.max_depth, ge=1)
-    max_enum_values: int = Field(Budget.max_enum_values, ge=1)
-    max_schema_bytes: int = Field(Budget.max_schema_bytes, ge=2)
-    compile_workers: int = Field(2, ge=1, le=32)
-    default_max_tokens: int = Field(512, ge=1)
+    max_tools: int = setting(Budget.max_tools, "tools in one request", ge=1)
+    max_optional_params: int = setting(Budget.max_optional_params,
+                                       "optional top-level parameters per schema", ge=0)
+    max_union_params: int = setting(Budget.max_union_params,
+                                    "top-level union parameters per schema", ge=0)
+    max_depth: int = setting(Budget.max_depth, "subschema nesting", ge=1)
+    max_enum_values: int = setting(Budget.max_enum_values, "values in one enum", ge=1)
+    max_schema_bytes: int = setting(Budget.max_schema_bytes, "a schema's compact JSON size",
+                                    ge=2)
+    compile_workers: int = setting(2, "threads compiling grammars", ge=1, le=32)
+    default_max_tokens: int = setting(512, "max_tokens when a request sends none", ge=1)
     # The embedded model is tiny: greedy unless the client asks for a temperature.
-    default_temperature: float = Field(0.0, ge=0.0, le=2.0)
-    # tool_choice="auto": "decide" opens the call block and lets the model write `[]` (then a
-    # second, text pass answers), which small models follow; "trigger" lets the model write
-    # text and constrains a call once it writes the opening tag: one pass, for larger models.
-    auto_tools: Literal["decide", "trigger"] = "decide"
-    # Modules or .py files with @tool contracts, loaded and warmed at startup.
-    contracts: list[str] = Field(default_factory=list)
-    # Runaway guards (server/pipeline/runaway.py): a call identical to an earlier one closes
-    # the call list; a value that repeats itself is steered away from the repeat ("steer",
-    # engines that choose tokens themselves) or stopped (finish_reason "length").
-    dedupe_calls: bool = True
-    loop_guard: Literal["off", "stop", "steer"] = "stop"
-    # How a JSON answer's schema is written into the prompt: the JSON Schema ("raw"), a
-    # compact TypeScript-like shape, or nothing beyond the grammar (default: measured no less
-    # accurate and faster to the first token; bench/schema_prompt.py, README).
-    schema_prompt: Literal["raw", "compact", "none"] = "none"
-    # How tools are written into the prompt for a required or forced call, in the generic
-    # format (families with their own template render tools in it): JSON lines with their
-    # JSON Schema ("full"), a TypeScript-like argument shape ("compact"), or names and
-    # descriptions only ("none"; the grammar writes every key). "auto": none for a call
-    # forced to a named tool (a third of the prompt, as accurate on BFCL), full where the
-    # model chooses the tool (an agent loop needs it). bench/bfcl.py, README.
-    tool_prompt: Literal["auto", "full", "compact", "none"] = "auto"
-    # The model's tool-call and thinking syntax (server/formats): "auto" detects it from the
-    # chat template and config; a name forces one (README, "Model formats").
-    model_format: str = "auto"
-    # The free-reasoning pass's default budget in tokens (0: off); None: off, unless the
-    # format has its own thinking block (then reasoning_effort "medium"'s budget).
-    reasoning: int | None = Field(None, ge=0, le=32768)
-    # Calls in one response at most (the call grammar's maxItems); None: no limit.
-    max_calls: int | None = Field(None, ge=1, le=64)
-    repair_attempts: int = Field(2, ge=0, le=5)
-    repair_seconds: float = Field(10.0, gt=0, le=120)
-    # Who may call (server/identity.py): a YAML/JSON file of API keys; None: anyone who
-    # reaches the port, and runtime fields come from the headers the client sends.
-    api_keys_file: Path | None = None
-    # With keys on, /metrics also needs a key with the `metrics` or `admin` role.
-    metrics_auth: bool = False
-    # Limits: a larger body is a 413 before it is parsed; max_tokens above the cap a 400.
-    max_body_bytes: int = Field(4 * 2**20, ge=1024)
-    max_tokens_cap: int | None = Field(None, ge=1)
-    # A request still running after this long is cancelled and answered 504 (retryable).
-    request_timeout_s: float | None = Field(300.0, gt=0)
-    # Generation requests admitted beyond the engine's batch; one more is a 429 at once.
-    max_queued: int = Field(32, ge=0)
-    # After SIGTERM: new requests get 503; in-flight ones have this long to finish.
-    shutdown_grace_s: float = Field(30.0, ge=0, le=3600)
-    # Per-key rate limits (server/ratelimit.py), for keys whose entry sets none; None: no
-    # limit. Only with API keys: without them there is no one to count against.
-    requests_per_minute: int | None = Field(None, ge=1)
-    tokens_per_minute: int | None = Field(None, ge=1)
-    # The torch and llama.cpp engines' watchdog (engines/loop.py): one prefill or decode step
-    # running longer than this fails the requests it holds (503) and /health reports the
-    # engine unhealthy until it returns.
-    step_timeout_s: float = Field(60.0, gt=0, le=3600)
-    # Records: log lines as text or one JSON object per line; an audit log (JSONL) of every
-    # tool-call decision, rotated at a size, keeping that many older files.
-    log_format: Literal["text", "json"] = "text"
-    audit_log: Path | None = None
-    audit_log_max_bytes: int = Field(64 * 2**20, ge=1024)
-    audit_log_backups: int = Field(5, ge=0, le=1000)
-    # The execution layer (server/execution): who may use which tool (a YAML or TOML policy
-    # file; None: every tool allowed to everyone, no catalogs), tool selection when a request
-    # offers more than max_tools or names a catalog (bm25, k tools; "off": over the budget is
-    # a 400), running calls of contracts with handlers (a time limit per attempt unless the
-    # contract sets one; reads retried), the idempotency store (default <cache dir>/tools.sqlite3),
-    # and an optional file of OpenTelemetry spans (JSON lines).
-    policy: Path | None = None
-    tool_selection: Literal["bm25", "off"] = "bm25"
-    select_k: int = Field(5, ge=1, le=64)
-    tools_db: Path | None = None
-    trace_file: Path | None = None
+    default_temperature: float = setting(0.0, "temperature when a request sends none",
+                                         ge=0.0, le=2.0)
+    # "decide" suits small models; "trigger" is one pass, for larger ones (server/formats).
+    auto_tools: AutoTools = setting("decide", "how tool_choice=auto decides between a call "
+                                              "and text")
+    contracts: list[str] = setting([], "load @tool contracts from a module or .py file "
+                                       "(repeatable)", metavar="MODULE_OR_FILE")
+    # Runaway guards (server/pipeline/runaway.py).
+    dedupe_calls: bool = setting(True, "close the call list when a call repeats an earlier "
+                                       "one")
+    loop_guard: LoopGuard = setting("stop", "a value that repeats itself: steered away from "
+                                            "the repeat (engines that choose tokens) or "
+                                            "stopped with finish_reason 'length'")
+    # Measured no less accurate and faster to the first token (bench/schema_prompt.py).
+    schema_prompt: SchemaPrompt = setting("none", "how a JSON answer's schema is written into "
+                                                  "the prompt")
+    # Measured on BFCL (bench/bfcl.py): "none" is as accurate for a forced call, with a third
+    # of the prompt; an agent loop choosing its tool needs "full".
+    tool_prompt: ToolPrompt = setting("auto", "how tools are written into the prompt for a "
+                                              "required or forced call (smollm2 format; auto: "
+                                              "none when forced to a named tool, else full)")
+    model_format: str = setting("auto", "the model's tool-call and thinking syntax: auto "
+                                        "(detect from the chat template) or a family name",
+                                metavar="auto|NAME")
+    reasoning: int | None = setting(None, "default free-reasoning budget before each answer "
+                                          "(0: off; default: off, or 512 for families that "
+                                          "think)", metavar="TOKENS", ge=0, le=32768)
+    max_calls: int | None = setting(None, "calls in one response at most (default: no "
+                                          "limit)", ge=1, le=64)
+    repair_attempts: int = setting(2, "repair decodes of a contract call at most", ge=0, le=5)
+    repair_seconds: float = setting(10.0, "time a contract call's repairs may take", gt=0,
+                                    le=120)
+    api_keys_file: Path | None = setting(
+        None, "YAML/JSON file of API keys with identities; default: no keys, anyone who "
+              "reaches the port may call", group=ACCESS, flag="--api-keys", metavar="FILE")
+    metrics_auth: bool = setting(False, "with --api-keys, /metrics needs a key with the "
+                                        "'metrics' or 'admin' role", group=ACCESS)
+    max_body_bytes: int = setting(4 * 2**20, "larger request bodies are a 413", group=ACCESS,
+                                  ge=1024)
+    max_tokens_cap: int | None = setting(None, "max_tokens above this is a 400 (default: the "
+                                               "context)", group=ACCESS, ge=1)
+    request_timeout_s: float | None = setting(300.0, "cancel and answer 504 after this long",
+                                              group=ACCESS, gt=0)
+    max_queued: int = setting(32, "generation requests waiting beyond --max-batch; more is a "
+                                  "429", group=ACCESS, ge=0)
+    shutdown_grace_s: float = setting(30.0, "after SIGTERM, in-flight requests get this long",
+                                      group=ACCESS, ge=0, le=3600)
+    # Only with API keys: without them there is no one to count against.
+    requests_per_minute: int | None = setting(None, "with --api-keys, each key's requests per "
+                                                    "minute unless its entry sets its own",
+                                              group=ACCESS, ge=1)
+    tokens_per_minute: int | None = setting(None, "with --api-keys, each key's prompt+"
+                                                  "completion tokens per minute unless its "
+                                                  "entry sets its own", group=ACCESS, ge=1)
+    step_timeout_s: float = setting(60.0, "torch and llamacpp engine watchdog: a step running "
+                                          "longer fails its requests (503) and marks /health "
+                                          "degraded", group=ACCESS, gt=0, le=3600)
+    policy: Path | None = setting(None, "YAML or TOML policy: which identity may see, call and "
+                                        "run which tool, and the registered catalogs "
+                                        "(default: all allowed)", group=TOOLS, metavar="FILE")
+    tool_selection: Literal["bm25", "off"] = setting(
+        "bm25", "a request over --max-tools, or naming a catalog, gets its k most relevant "
+                "tools (bm25) or a 400 (off)", group=TOOLS)
+    select_k: int = setting(5, "tools kept by selection", group=TOOLS, ge=1, le=64)
+    tools_db: Path | None = setting(None, "SQLite file of idempotency keys and outcomes "
+                                          "(default <cache dir>/tools.sqlite3)", group=TOOLS,
+                                    metavar="FILE")
+    trace_file: Path | None = setting(None, "append each request's OpenTelemetry span as a "
+                                            "JSON line", group=TOOLS, metavar="FILE")
+    log_format: Literal["text", "json"] = setting("text", "text, or one JSON object per line",
+                                                  group=RECORDS)
+    audit_log: Path | None = setting(None, "write one JSON line per tool-call decision to "
+                                           "FILE", group=RECORDS, metavar="FILE")
+    audit_log_max_bytes: int = setting(64 * 2**20, "rotate the audit log at this size",
+                                       group=RECORDS, ge=1024)
+    audit_log_backups: int = setting(5, "rotated audit files kept: FILE.1 ... FILE.N",
+                                     group=RECORDS, ge=0, le=1000)
 
-    @property
-    def policies(self) -> dict[str, Any]:
-        """The grammar's generation policies (grammars.POLICY_FLAGS), by name."""
-        return {f.name: getattr(self, f.name) for f in POLICY_FLAGS}
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_policies(cls, data: Any) -> Any:
+        """The policies may come flat (strict_objects=False, --strict-objects): nested."""
+        if isinstance(data, dict) and any(n in data for n in POLICY_NAMES):
+            flat = {n: data.pop(n) for n in POLICY_NAMES if n in data}
+            nested = data.get("policies") or {}
+            if isinstance(nested, GrammarPolicies):
+                nested = nested.model_dump()
+            data["policies"] = {**nested, **flat}
+        return data
+
+    @classmethod
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _PolicyEnv(settings_cls), dotenv_settings, \
+            file_secret_settings
 
     @property
     def budget(self) -> Budget:
@@ -151,8 +233,14 @@ class _Settings(BaseSettings):
                       self.max_depth, self.max_enum_values, self.max_schema_bytes)
 
 
-# The grammar policies' settings come from their one table (grammars.POLICY_FLAGS): name,
-# values and default, as STRICTCALL_<NAME> variables and --<name> flags.
-Settings = create_model(  # type: ignore[call-overload]
-    "Settings", __base__=_Settings, __module__=__name__,
-    **{f.name: (f.annotation, f.default) for f in POLICY_FLAGS})
+class _PolicyEnv(PydanticBaseSettingsSource):
+    """STRICTCALL_STRICT_OBJECTS and its siblings: the policies' variables keep the names
+    their flags have, not pydantic-settings' nested STRICTCALL_POLICIES__..."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        found = {n: os.environ[ENV_PREFIX + n.upper()] for n in POLICY_NAMES
+                 if ENV_PREFIX + n.upper() in os.environ}
+        return {"policies": found} if found else {}

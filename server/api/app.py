@@ -103,7 +103,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = engine_factory(settings)
         # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
-        policy = GrammarPolicy.for_backend(engine.grammar_backend, settings.policies)
+        policy = GrammarPolicy.for_backend(engine.grammar_backend,
+                                           settings.policies.model_dump())
         fmt = resolve_format(settings.model_format, model_dir=engine.model_dir,
                              tokenizer=engine.tokenizer)
         engine.skip_special_tokens = fmt.skip_special_tokens  # the reader needs its markers

@@ -59,7 +59,7 @@ def check_config(settings: Settings) -> None:
         raise EngineConfigError("--engine vllm applies its own xgrammar masks; "
                                 f"--grammar-backend {settings.grammar_backend} is for the "
                                 "torch engine")
-    if not settings.strict_objects and (settings.engine == "vllm"
+    if not settings.policies.strict_objects and (settings.engine == "vllm"
                                         or settings.grammar_backend == "outlines"):
         raise EngineConfigError("--no-strict-objects needs the torch engine with xgrammar: "
                                 f"{'vLLM' if settings.engine == 'vllm' else 'outlines-core'}"
