@@ -28,7 +28,7 @@ class ContractError(Exception):
 
 
 class MissingRuntimeValue(ContractError):
-    def __init__(self, field: str, header: str, *, claim: str | None = None) -> None:
+    def __init__(self, field: str, header: str | None, *, claim: str | None = None) -> None:
         if claim is None:
             message = (f"contract field {field!r} comes from the {header!r} header, which "
                        "the request did not send")
@@ -50,7 +50,7 @@ class Outcome:
 
 
 class _NoTitles(GenerateJsonSchema):
-    def field_title_should_be_set(self, schema) -> bool:  # noqa: ANN001 - pydantic's signature
+    def field_title_should_be_set(self, schema: Any) -> bool:
         return False  # titles only add noise to the prompt
 
 
@@ -153,7 +153,8 @@ def tool(*, name: str, description: str, reasoning: int = 0, owner: str = "unown
     def wrap(model: M) -> M:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ContractError(f"@tool({name!r}) decorates {model!r}, not a pydantic BaseModel")
-        runtime = {field: meta for field, info in model.model_fields.items()
+        fields: dict[str, Any] = model.__pydantic_fields__  # the class's, not an instance's
+        runtime = {field: meta for field, info in fields.items()
                    for meta in info.metadata if isinstance(meta, (FromHeader, Generated))}
         if reasoning < 0:
             raise ContractError(f"@tool({name!r}): reasoning is a token budget, >= 0")
@@ -211,8 +212,8 @@ def _violations(exc: ValidationError, schema: dict[str, Any],
     return tuple(by_pointer.values())
 
 
-def _message(err: dict[str, Any]) -> str:
-    msg = err["msg"]
+def _message(err: Mapping[str, Any]) -> str:
+    msg = str(err["msg"])
     return msg.removeprefix("Value error, ")
 
 
@@ -243,7 +244,8 @@ def _node(schema: dict[str, Any], pointer: str) -> dict[str, Any]:
 def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     ref = node.get("$ref") if isinstance(node, dict) else None
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        return schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
+        target: dict[str, Any] = schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
+        return target
     return node
 
 

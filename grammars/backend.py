@@ -23,7 +23,8 @@ from grammars.keywords import XGRAMMAR_KEYWORDS
 from grammars.specs import GrammarSpec, TaggedSpec
 
 # Compact output: no free whitespace, `,` and `:` separators, no keys outside the schema.
-COMPILE_OPTIONS = {"any_whitespace": False, "separators": (",", ":"), "strict_mode": True}
+COMPILE_OPTIONS: dict[str, Any] = {"any_whitespace": False, "separators": (",", ":"),
+                                   "strict_mode": True}
 
 
 class XgrammarMatcher(GrammarMatcher):
@@ -83,7 +84,7 @@ class XgrammarBackend(TokenBitmasks):
         """Strict (the default, as in vLLM and OpenAI's strict mode): an object schema that
         lists `properties` and says nothing of `additionalProperties` gets no other keys.
         Off: JSON Schema's own reading, any other key with any value. Set before compiling."""
-        self._options = {**COMPILE_OPTIONS, "strict_mode": strict}
+        self._options: dict[str, Any] = {**COMPILE_OPTIONS, "strict_mode": strict}
         self.keywords = dataclasses.replace(XGRAMMAR_KEYWORDS, strict_objects=strict)
 
     @property
@@ -113,7 +114,7 @@ class XgrammarBackend(TokenBitmasks):
         return self._compiler.compile_json_schema(json.dumps(schema), **options)
 
     def serialize(self, compiled: CompiledGrammar) -> str:
-        return compiled.handle.serialize_json()
+        return str(compiled.handle.serialize_json())
 
     def deserialize(self, spec: GrammarSpec, text: str) -> CompiledGrammar:
         """A grammar from the disk store; xgrammar checks it was made for this tokenizer."""

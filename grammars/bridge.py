@@ -59,10 +59,7 @@ class BridgedBackend(MaskingBackend):
         self.tokenizer_fingerprint = primary.tokenizer_fingerprint
         self.persistent = primary.persistent
         self.vocab_size = primary.vocab_size
-
-    @property
-    def keywords(self):  # noqa: ANN201 - KeywordTable; the primary's, kept in step
-        return self.primary.keywords
+        self.keywords = primary.keywords  # the primary's, kept in step
 
     @property
     def options_key(self) -> str:
@@ -80,6 +77,7 @@ class BridgedBackend(MaskingBackend):
     def set_strict_objects(self, strict: bool) -> None:
         self.primary.set_strict_objects(strict)
         self.fast.set_strict_objects(strict)
+        self.keywords = self.primary.keywords
 
     # -- the bridge -----------------------------------------------------------------------
     def bridge(self, spec: GrammarSpec) -> CompiledGrammar | None:
@@ -106,7 +104,7 @@ class BridgedBackend(MaskingBackend):
                 demoted += lost
             read = dataclasses.replace(calls, tools=tuple(tools))
             if isinstance(spec, TextOrToolCallsSpec):
-                read = dataclasses.replace(spec, calls=read)
+                return dataclasses.replace(spec, calls=read), demoted
             return read, demoted
         raise _NotBridged  # structural tags: xgrammar's only
 

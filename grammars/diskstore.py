@@ -54,7 +54,8 @@ class DiskStore:
         if record.get("format") != FORMAT or record.get("key") != dataclasses.asdict(key):
             self.discard(key, "written for another key or format")
             return None
-        return record["grammar"]
+        grammar: str = record["grammar"]
+        return grammar
 
     def save(self, key: Any, serialized: str) -> None:
         record = {"format": FORMAT, "key": dataclasses.asdict(key), "grammar": serialized}

@@ -97,7 +97,7 @@ class OutlinesBackend(TokenBitmasks):
         return f"whitespace=;recursion={RECURSION_DEPTH}"
 
     def _regex(self, schema: Any) -> str:
-        return build_regex_from_schema(json.dumps(schema), "", RECURSION_DEPTH)
+        return str(build_regex_from_schema(json.dumps(schema), "", RECURSION_DEPTH))
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         if isinstance(spec, TaggedSpec):

@@ -113,7 +113,8 @@ class JsonSchemaSpec:
         return _digest("json_schema", self.schema_json)
 
     def json_schema(self) -> dict[str, Any]:
-        return json.loads(self.schema_json)
+        schema: dict[str, Any] = json.loads(self.schema_json)
+        return schema
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,8 @@ class StructuralTagSpec:
         return _digest("structural_tag", self.tag)
 
     def structural_tag(self) -> dict[str, Any]:
-        return json.loads(self.tag)
+        tag: dict[str, Any] = json.loads(self.tag)
+        return tag
 
 
 # The specs compiled as structural tags (the others are one JSON Schema each).

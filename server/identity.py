@@ -53,7 +53,7 @@ class Identity:
     tokens_per_minute: int | None = None
 
     def may(self, right: Right) -> bool:
-        rights: dict[str, frozenset[Right]] = dict(ROLE_RIGHTS)
+        rights = {str(role): given for role, given in ROLE_RIGHTS.items()}  # by any name
         return any(right in rights.get(role, frozenset()) for role in self.roles)
 
     def claims(self) -> dict[str, str]:

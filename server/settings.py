@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource,
                                SettingsConfigDict)
 
@@ -22,7 +22,8 @@ def setting(default: Any, help: str, *, group: str | None = None, flag: str | No
             metavar: str | None = None, **constraints: Any) -> Any:
     """A settings field: `help` is its command-line help; `group` the help section;
     `flag` a name other than --<field-name>."""
-    extra = {k: v for k, v in (("group", group), ("flag", flag), ("metavar", metavar)) if v}
+    extra: dict[str, JsonValue] = {
+        k: v for k, v in (("group", group), ("flag", flag), ("metavar", metavar)) if v}
     return Field(default, description=help, json_schema_extra=extra or None, **constraints)
 
 

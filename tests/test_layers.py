@@ -42,6 +42,7 @@ FORBIDDEN = {
     "server/ratelimit.py": _SHARED,
     "server/records.py": _SHARED,
     "server/cli.py": ("bench",),
+    "server/cli_flags.py": ("bench",),
     "server/eval": _SHARED,  # a client of any server: no server parts
     "bench": (),  # may import anything
 }

@@ -69,7 +69,7 @@ def _bound(node: dict[str, Any], inclusive: str, step: int) -> float | None:
         found.append(node[exclusive] + step)
     if not found:
         return None
-    return max(found) if step > 0 else min(found)
+    return float(max(found) if step > 0 else min(found))
 
 
 def _number(value: Any) -> bool:

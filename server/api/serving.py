@@ -8,6 +8,7 @@ On SIGTERM (or SIGINT) the app is marked as shutting down: the gate answers any 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from types import FrameType
 
@@ -37,5 +38,5 @@ def serve(app: FastAPI, settings: Settings, *, log_level: str) -> None:
     # log_config=None: uvicorn's own lines go through the root logger, request id included.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                             log_config=None,
-                            timeout_graceful_shutdown=settings.shutdown_grace_s)
+                            timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s))
     GracefulServer(config, app, grace_s=settings.shutdown_grace_s).run()

@@ -83,7 +83,7 @@ class Engine(abc.ABC):
     def encode(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def decode(self, token_ids: list[int] | tuple[int, ...]) -> str:
+    def decode(self, token_ids: Sequence[int]) -> str:
         if self.skip_special_tokens:
             return self.tokenizer.decode(token_ids, skip_special_tokens=True)
         return self.tokenizer.decode([t for t in token_ids if t not in self.eos_token_ids],

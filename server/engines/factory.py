@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from typing import TypedDict
 
 from grammars import BRIDGE
 from server.engines.base import Engine
@@ -13,6 +14,18 @@ from server.settings import Settings
 
 class EngineConfigError(Exception):
     pass
+
+
+class SteppedOptions(TypedDict):
+    """What the engines that step the model themselves (engines/loop.py) take alike."""
+
+    threads: int
+    max_batch: int
+    model_name: str
+    grammar_backend: str
+    step_timeout_s: float
+    jump_forward: bool
+    prefix_cache_bytes: int
 
 
 def bridged(settings: Settings) -> bool:
@@ -108,12 +121,12 @@ def build_engine(settings: Settings) -> Engine:
         return VllmEngine(model_dir, options=options, cache_dir=settings.cache_dir or default_cache_dir(),
                           model_name=settings.served_model_name or model_dir.name)
     # The engines that step the model themselves (engines/loop.py) take the same options.
-    stepped = {"threads": settings.threads, "max_batch": settings.max_batch,
-               "model_name": settings.served_model_name or model_dir.name,
-               "grammar_backend": BRIDGE if bridged(settings) else settings.grammar_backend,
-               "step_timeout_s": settings.step_timeout_s,
-               "jump_forward": settings.jump_forward,
-               "prefix_cache_bytes": settings.prefix_cache_mb * 2**20}
+    stepped: SteppedOptions = {
+        "threads": settings.threads, "max_batch": settings.max_batch,
+        "model_name": settings.served_model_name or model_dir.name,
+        "grammar_backend": BRIDGE if bridged(settings) else settings.grammar_backend,
+        "step_timeout_s": settings.step_timeout_s, "jump_forward": settings.jump_forward,
+        "prefix_cache_bytes": settings.prefix_cache_mb * 2**20}
     if engine == "llamacpp":
         from server.engines.llamacpp_engine import LlamaCppEngine
 

@@ -6,6 +6,8 @@ more than the cache already does."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers import DynamicCache
 
@@ -23,11 +25,11 @@ class KvBatch:
 
     def _layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         assert self.cache is not None
-        return [(layer.keys, layer.values) for layer in self.cache.layers]
+        return [_kv(layer) for layer in self.cache.layers]
 
     def add(self, cache: DynamicCache, length: int) -> None:
         """Append one prefilled sequence (batch 1, `length` tokens) as the last row."""
-        new = [(layer.keys, layer.values) for layer in cache.layers]
+        new = [_kv(layer) for layer in cache.layers]
         device = new[0][0].device
         new_mask = torch.ones((1, length), dtype=torch.long, device=device)
         new_pos = torch.tensor([length], dtype=torch.long, device=device)
@@ -77,6 +79,13 @@ class KvBatch:
     def _set(self, layers, mask: torch.Tensor, positions: torch.Tensor) -> None:
         self.cache = DynamicCache(ddp_cache_data=layers, config=self._config)
         self.mask, self.positions = mask, positions
+
+
+def _kv(layer: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A full-attention layer's keys and values (the only kind these models have)."""
+    keys, values = layer.keys, layer.values
+    assert isinstance(keys, torch.Tensor) and isinstance(values, torch.Tensor)
+    return keys, values
 
 
 def _left_pad(t: torch.Tensor, width: int) -> torch.Tensor:

@@ -147,8 +147,8 @@ class SteppedEngine(Engine):
             log.error("an engine step has run %.1f s (watchdog: %g s): failing its %d "
                       "request(s); /health reports degraded until it returns", elapsed,
                       self._watchdog.timeout_s, len(self._inflight))
-            for seq in self._inflight:
-                self._fail_watched(seq, failure)
+            for row in self._inflight:
+                self._fail_watched(row, failure)
         # New work would wait behind the hung step: failed too (admission refuses more).
         closing = False
         while True:

@@ -7,6 +7,7 @@ Each request is prefilled after the longest prefix of its prompt found in the pr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import DynamicCache
@@ -31,8 +32,9 @@ class TorchEngine(SteppedEngine):
         dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.model_dir = Path(model_dir)
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
-        self.model.to(self.device).eval()
+        # Any: transformers' types do not follow a model through .to() and its forward.
+        model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+        self.model = model.to(self.device).eval()
         self.model_name = model_name or Path(model_dir).name
         config = self.model.config
         self.max_context = int(getattr(config, "max_position_embeddings", 2048))

@@ -26,7 +26,8 @@ from typing import Any
 from grammars import (VLLM_XGRAMMAR_KEYWORDS, CompiledGrammar, GrammarBackend, GrammarSpec,
                       InvalidSchemaError, TaggedSpec, tokenizer_fingerprint)
 from server.engines import rules
-from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
+from server.engines.base import (Engine, FinishReason, GenerationRequest, GenerationResult,
+                                 SamplingParams)
 
 log = logging.getLogger("strictcall.engine")
 
@@ -191,7 +192,7 @@ class VllmEngine(Engine):
             raise
         self._counts["finished"] += 1
         ended = time.perf_counter()
-        reason = "length" if finish == "length" else "stop"
+        reason: FinishReason = "length" if finish == "length" else "stop"
         timings = {"total": ended - started, "first_token": (first_at or ended) - started}
         complete = rules.grammar_complete(constrained=grammar is not None,
                                           ended_on_eos=_ended_on_eos(finish, stop_reason))

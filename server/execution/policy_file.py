@@ -19,6 +19,7 @@ import re
 import tomllib
 from fnmatch import fnmatchcase
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -92,7 +93,7 @@ def load_policy(path: Path, registry: ContractRegistry) -> ToolPolicy:
 
 
 def _rule(r: _Rule, line: int | None) -> Rule:
-    def opt(values: list[str] | None) -> frozenset[str] | None:
+    def opt(values: Sequence[str] | None) -> frozenset[str] | None:
         return frozenset(values) if values is not None else None
     return Rule(r.decision, tuple(r.tools), opt(r.kinds), opt(r.risks), opt(r.tenants),
                 opt(r.roles), tuple(r.approve_fields) if r.approve_fields else None, line)

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from server.formats.base import ModelFormat, UnsupportedFormat
-from server.formats.families import GENERIC, SERVED, FamilyFormat, get_format
+from server.formats.families import SERVED, FamilyFormat, get_format
+from server.formats.smollm2 import NAME as GENERIC
 
 log = logging.getLogger("strictcall.formats")
 
@@ -92,6 +93,7 @@ def _model_type(model_dir: Path | None) -> str | None:
     if model_dir is None:
         return None
     try:
-        return json.loads((Path(model_dir) / "config.json").read_text()).get("model_type")
+        found = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type")
+        return found if isinstance(found, str) else None
     except (OSError, ValueError):
         return None

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 # How a family writes a call's arguments (xgrammar's json_schema `style`): the ones the
 # reader turns back into JSON. The others (gemma, glm_xml, deepseek_xml, minimax_xml and the
@@ -48,15 +49,16 @@ class FamilySyntax:
         return {c.style for c in self.calls}
 
 
-def structural_tag(family: str, tools: list[dict[str, Any]], *, tool_choice: Any,
+def structural_tag(family: str, tools: Sequence[Any], *, tool_choice: Any,
                    reasoning: bool, parallel: bool) -> dict[str, Any]:
     """xgrammar's structural tag for `family` (a JSON-ready dict)."""
     import xgrammar
 
     tag = xgrammar.get_model_structural_tag(
-        family, tools=tools, tool_choice=tool_choice,
+        family, tools=list(tools), tool_choice=tool_choice,
         reasoning="enabled" if reasoning else "disabled", parallel_tool_calls=parallel)
-    return json.loads(tag.model_dump_json())
+    out: dict[str, Any] = json.loads(tag.model_dump_json())
+    return out
 
 
 def function_tool(name: str, schema: dict[str, Any],

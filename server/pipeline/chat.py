@@ -102,7 +102,7 @@ class ChatPipeline:
         trace = self.events.start("strictcall.chat", request_id=caller.request_id,
                                   model=task.model)
         try:
-            self._check_limits(task)
+            self._check_model(task)
             options = RequestOptions.resolve(task.options, self.settings,
                                              reasoning=self._reasoning(task),
                                              steers=self.engine.steers)
@@ -122,18 +122,11 @@ class ChatPipeline:
         context = CallContext(caller, offer, trace, runtime, options.repair, tuple(messages))
         return Prepared(task, options, step, context, new_answer_id(), int(time.time()))
 
-    def _check_limits(self, task: Task) -> None:
-        """What the task asks that this server never serves, before any work."""
-        names = task.names
+    def _check_model(self, task: Task) -> None:
         if task.model != self.model_name:
             raise ModelNotFound(f"model {task.model!r} is not served here; this server "
                                 f"serves {self.model_name!r} (see GET /v1/models)",
-                                param=names.model, code="model_not_found")
-        asked, cap = task.max_tokens, self.settings.max_tokens_cap
-        if cap is not None and asked is not None and asked > cap:
-            raise InvalidRequest(f"{names.max_tokens}={asked} is above this server's cap of "
-                                 f"{cap} tokens; ask for at most {cap}",
-                                 param=names.max_tokens, code="max_tokens_cap")
+                                param=task.names.model, code="model_not_found")
 
     def _reasoning(self, task: Task) -> int:
         """The task's free-reasoning budget in tokens (0: no reasoning pass): its own,
@@ -150,7 +143,6 @@ class ChatPipeline:
 
     async def _decode(self, task: Task, plan: Plan, messages: list[dict[str, object]],
                       options: RequestOptions) -> Decode:
-        lookup = await self._grammar(plan)  # before decoding: every 400 costs nothing
         rendering = plan.rendering
         prompt = self.engine.render_chat(
             messages, tools=rendering.template_tools,
@@ -160,8 +152,9 @@ class ChatPipeline:
         if prefill.strip() and prompt.rstrip().endswith(prefill.strip()):
             prefill = ""
         prompt_ids = self.engine.encode(prompt + prefill)
-        request = GenerationRequest(prompt_ids, self._sampling(task, len(prompt_ids)),
-                                    lookup.grammar if lookup else None)
+        sampling = self._sampling(task, len(prompt_ids))  # the limits, before any compile
+        lookup = await self._grammar(plan)  # before decoding: every 400 costs nothing
+        request = GenerationRequest(prompt_ids, sampling, lookup.grammar if lookup else None)
         fallback = None
         if plan.fallback is not None:
             answering = with_instructions(self.format.messages(task.turns),
@@ -177,19 +170,24 @@ class ChatPipeline:
                               bridge_wait_s=self.settings.bridge_wait_s)
 
     def _sampling(self, task: Task, prompt_len: int) -> SamplingParams:
+        """The sampling, and the one check of the token limits: the server's cap, then the
+        context left after the prompt."""
         names, context = task.names, self.engine.max_context
+        asked, cap = task.max_tokens, self.settings.max_tokens_cap
+        if cap is not None and asked is not None and asked > cap:
+            raise InvalidRequest(f"{names.max_tokens}={asked} is above this server's cap of "
+                                 f"{cap} tokens; ask for at most {cap}",
+                                 param=names.max_tokens, code="max_tokens_cap")
         room = context - prompt_len
         if room < 1:
             raise InvalidRequest(f"the prompt is {prompt_len} tokens; this model's context is "
                                  f"{context}. Shorten the messages or tools.",
                                  param=names.messages, code="context_length_exceeded")
-        asked = task.max_tokens
         if asked is not None and asked > room:
             raise InvalidRequest(f"{names.max_tokens}={asked} plus the {prompt_len}-token "
                                  f"prompt exceeds the {context}-token context; ask for at "
                                  f"most {room}", param=names.max_tokens,
                                  code="context_length_exceeded")
-        cap = self.settings.max_tokens_cap
         temperature = task.temperature if task.temperature is not None \
             else self.settings.default_temperature
         default = min(room, self.settings.default_max_tokens, cap or room)

@@ -78,7 +78,10 @@ class EventStream:
         """Run `step`, yielding events as tokens arrive; leaves the result in _result."""
         loop = asyncio.get_running_loop()
         tokens: asyncio.Queue[int] = asyncio.Queue()
-        step = step.watched(lambda t: loop.call_soon_threadsafe(tokens.put_nowait, t))
+        def watch(token: int) -> None:  # the engine's thread
+            loop.call_soon_threadsafe(tokens.put_nowait, token)
+
+        step = step.watched(watch)
         task = asyncio.ensure_future(self.pipeline.run(step, self.prepared))
         text = IncrementalDetokenizer(self.pipeline.engine.decode)
         try:

@@ -176,3 +176,17 @@ def test_the_audit_file_rotates_at_its_size_and_keeps_n_backups(tmp_path):
         none_kept.write({"n": i, "pad": "x" * 100})
     none_kept.close()
     assert sorted(p.name for p in tmp_path.glob("solo*")) == ["solo.jsonl"]
+
+
+def test_a_loop_cut_inside_a_redacted_field_is_not_quoted(client, script, audit_path):
+    """A runaway note quotes the looping text; inside a `Redact()` field that text is the
+    secret, so the record leaves it out (the call was never read: any field may hold it)."""
+    script.call = json.dumps([{"name": "pay_invoice", "arguments": {
+        "invoice": "INV-0001", "iban": "DE" + "7" * 32, "amount": 5}}], separators=(",", ":"))
+    resp = chat(client, tools=[PAY], tool_choice="required")
+    assert resp.json()["choices"][0]["finish_reason"] == "length"
+    assert resp.json()["strictcall"]["runaway"]["loop_cut"]["unit"] == "7"  # the client's own
+    (record,) = records(audit_path)
+    assert record["outcome"] == "cut_off"
+    cut = record["runaway"]["loop_cut"]
+    assert cut["kind"] == "value" and cut["unit"] == "[redacted]" and cut["repeats"] >= 4

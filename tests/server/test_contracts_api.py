@@ -218,3 +218,21 @@ def test_repair_schema_narrows_and_requires():
     original = out["properties"]["original_operation_id"]
     assert original["type"] == "string" and original["pattern"] == "^OP-[0-9]{6}$"
     assert "anyOf" not in original and "default" not in original
+
+
+def test_repair_prompt_writes_the_call_in_the_models_own_syntax(model_dir, script):
+    """A repair prompt shows the model its earlier call as the model's format writes calls
+    (here Qwen3's, with a template that does not render tools), never SmolLM2's list."""
+    settings = Settings(served_model_name="scripted", contracts=["contracts.examples"],
+                        model_format="qwen_3", reasoning=0)
+    app = create_app(settings, lambda s: ScriptedEngine(model_dir, script))
+    script.first = ('<tool_call>\n{"name": "reissue_card", "arguments": {"card_last4": "4417", '
+                    '"city": "Kazan", "branch_id": 101}}\n</tool_call>')
+    script.repairs = ['{"branch_id":302}']
+    with TestClient(app) as c:
+        resp = call(c, "reissue_card")
+        assert only_call(resp)[1]["branch_id"] == 302
+        repair_prompt = c.app.state.pipeline.engine.prompts[-1]
+    assert '<tool_call>\n{"name": "reissue_card", "arguments": {"card_last4": "4417"' \
+        in repair_prompt
+    assert "<tool_call>[" not in repair_prompt

@@ -96,9 +96,8 @@ class MessageEvents:
     done = None
 
     async def frames(self) -> AsyncIterator[Frame]:
-        for event in [{"type": "message_start", "message": self._start_message()},
-                      {"type": "ping"}]:
-            yield _frame(event)
+        yield _frame({"type": "message_start", "message": self._start_message()})
+        yield _frame({"type": "ping"})
         async for item in self.events:
             for event in self._of(item):
                 yield _frame(event)

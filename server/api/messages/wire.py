@@ -7,7 +7,7 @@ blocks of earlier turns, which it drops."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
@@ -24,9 +24,10 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def _one_of(*models: type[BaseModel], other: type[BaseModel] | None = None) -> Any:
-    """A union chosen by the `type` field. Members are labelled by class name, which the
-    error renderer leaves out of a field's path; an unknown type goes to `other`."""
+def _by_type(*models: type[BaseModel], other: type[BaseModel] | None = None) -> Discriminator:
+    """The discriminator of a union chosen by the `type` field. Members are tagged by class
+    name, which the error renderer leaves out of a field's path; an unknown type goes to
+    `other`."""
     tags = {get_args(m.model_fields["type"].annotation)[0]: m.__name__ for m in models}
 
     def tag(value: Any) -> str | None:
@@ -35,11 +36,9 @@ def _one_of(*models: type[BaseModel], other: type[BaseModel] | None = None) -> A
             kind = None
         return tags.get(kind, other.__name__ if other else None)
 
-    everyone = (*models, other) if other else models
-    members = tuple(Annotated[m, Tag(m.__name__)] for m in everyone)
-    return Annotated[Union[members], Discriminator(  # noqa: UP007 - built at runtime
-        tag, custom_error_type="invalid_type",
-        custom_error_message=f"`type` must be one of {', '.join(map(repr, tags))}")]
+    return Discriminator(tag, custom_error_type="invalid_type",
+                         custom_error_message=f"`type` must be one of "
+                                              f"{', '.join(map(repr, tags))}")
 
 
 # -- content blocks ---------------------------------------------------------------------
@@ -67,7 +66,9 @@ class OtherBlock(_Open):
     type: str
 
 
-ResultPart = _one_of(TextBlock, other=OtherBlock)
+ResultPart = Annotated[Annotated[TextBlock, Tag("TextBlock")]
+                       | Annotated[OtherBlock, Tag("OtherBlock")],
+                       _by_type(TextBlock, other=OtherBlock)]
 
 
 class ToolResultBlock(_Wire):
@@ -78,7 +79,11 @@ class ToolResultBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-Block = _one_of(TextBlock, ToolUseBlock, ToolResultBlock, other=OtherBlock)
+Block = Annotated[Annotated[TextBlock, Tag("TextBlock")]
+                  | Annotated[ToolUseBlock, Tag("ToolUseBlock")]
+                  | Annotated[ToolResultBlock, Tag("ToolResultBlock")]
+                  | Annotated[OtherBlock, Tag("OtherBlock")],
+                  _by_type(TextBlock, ToolUseBlock, ToolResultBlock, other=OtherBlock)]
 
 
 class InputMessage(_Wire):
@@ -117,8 +122,8 @@ def _tool_tag(value: Any) -> str | None:
     return "CustomTool" if kind == "custom" else "ServerTool"
 
 
-ToolDef = Annotated[Union[Annotated[CustomTool, Tag("CustomTool")],  # noqa: UP007
-                          Annotated[ServerTool, Tag("ServerTool")]], Discriminator(_tool_tag)]
+ToolDef = Annotated[Annotated[CustomTool, Tag("CustomTool")]
+                    | Annotated[ServerTool, Tag("ServerTool")], Discriminator(_tool_tag)]
 
 
 class ToolChoiceAuto(_Wire):
@@ -141,7 +146,11 @@ class ToolChoiceNone(_Wire):
     type: Literal["none"]
 
 
-ToolChoice = _one_of(ToolChoiceAuto, ToolChoiceAny, ToolChoiceTool, ToolChoiceNone)
+ToolChoice = Annotated[Annotated[ToolChoiceAuto, Tag("ToolChoiceAuto")]
+                       | Annotated[ToolChoiceAny, Tag("ToolChoiceAny")]
+                       | Annotated[ToolChoiceTool, Tag("ToolChoiceTool")]
+                       | Annotated[ToolChoiceNone, Tag("ToolChoiceNone")],
+                       _by_type(ToolChoiceAuto, ToolChoiceAny, ToolChoiceTool, ToolChoiceNone)]
 
 
 # -- thinking: the reasoning pass ------------------------------------------------------
@@ -170,7 +179,12 @@ class OtherThinking(_Open):
     type: str
 
 
-Thinking = _one_of(ThinkingEnabled, ThinkingAdaptive, ThinkingDisabled, other=OtherThinking)
+Thinking = Annotated[Annotated[ThinkingEnabled, Tag("ThinkingEnabled")]
+                     | Annotated[ThinkingAdaptive, Tag("ThinkingAdaptive")]
+                     | Annotated[ThinkingDisabled, Tag("ThinkingDisabled")]
+                     | Annotated[OtherThinking, Tag("OtherThinking")],
+                     _by_type(ThinkingEnabled, ThinkingAdaptive, ThinkingDisabled,
+                              other=OtherThinking)]
 
 
 class MessagesRequest(_Wire):
