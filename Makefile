@@ -16,7 +16,7 @@ VVENV  := .venv-vllm
 VBIN   := $(VVENV)/bin
 VSTAMP := $(VVENV)/.strictcall-installed
 
-.PHONY: setup serve test test-fast test-vllm setup-vllm serve-vllm bench bench-vllm clean
+.PHONY: setup serve test test-fast lint test-vllm setup-vllm serve-vllm bench bench-vllm clean
 
 setup: $(STAMP)
 	$(BIN)/strictcall fetch-model
@@ -36,6 +36,12 @@ serve: setup
 # runs in its own environment (test-vllm).
 test: setup
 	$(BIN)/python -m pytest -q -rs -m "not vllm" $(PYTEST_ARGS)
+
+# The gates: ruff (style, imports, bugbear) and mypy (strict on grammars, contracts and
+# server/formats; the default level elsewhere), configured in pyproject.toml.
+lint: $(STAMP)
+	$(BIN)/ruff check server grammars contracts bench tests
+	$(BIN)/mypy
 
 # Unit tier only: no model load, no server process.
 test-fast: $(STAMP)

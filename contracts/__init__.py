@@ -10,10 +10,27 @@ standard library only, never `server` or `grammars`.
         tenant_id: Annotated[str, FromHeader("X-Tenant-Id")]
 """
 
-from contracts.catalog import (CatalogEntry, ExecutionSpec, Handler, HttpHandler, Kind,
-                               Lifecycle, Partial, Risk, ToolContext, ToolFailed)
-from contracts.contract import (Contract, ContractError, MissingRuntimeValue, Outcome,
-                                allowed_values, contract_of, tool)
+from contracts.catalog import (
+                               CatalogEntry,
+                               ExecutionSpec,
+                               Handler,
+                               HttpHandler,
+                               Kind,
+                               Lifecycle,
+                               Partial,
+                               Risk,
+                               ToolContext,
+                               ToolFailed,
+)
+from contracts.contract import (
+                               Contract,
+                               ContractError,
+                               MissingRuntimeValue,
+                               Outcome,
+                               allowed_values,
+                               contract_of,
+                               tool,
+)
 from contracts.markers import FromHeader, Generated, Redact, RuntimeSource
 from contracts.registry import ContractRegistry
 from contracts.violations import Violated, Violation, ViolationCode

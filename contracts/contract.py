@@ -13,8 +13,18 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
-from contracts.catalog import (KINDS, LIFECYCLES, RISKS, CatalogEntry, ExecutionSpec, Handler,
-                               HttpHandler, Kind, Lifecycle, Risk)
+from contracts.catalog import (
+    KINDS,
+    LIFECYCLES,
+    RISKS,
+    CatalogEntry,
+    ExecutionSpec,
+    Handler,
+    HttpHandler,
+    Kind,
+    Lifecycle,
+    Risk,
+)
 from contracts.markers import FromHeader, Generated, RuntimeSource
 from contracts.redaction import redact, redacted_paths
 from contracts.violations import Violated, Violation, code_for

@@ -65,7 +65,7 @@ def redact(value: Any, paths: Sequence[str], *, at: str = "") -> Any:
     copied = False
     for path in paths:
         want = _parts(path)
-        if not all(w == "*" or w == a for w, a in zip(want, where)):
+        if not all(w == "*" or w == a for w, a in zip(want, where, strict=False)):
             continue
         if len(where) >= len(want):
             return REDACTED  # `value` is a redacted field, or inside one

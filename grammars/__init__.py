@@ -5,24 +5,38 @@ A leaf package: it imports neither `server` nor `contracts`.
 
 from typing import TYPE_CHECKING, Any
 
-from grammars.budgets import Budget, BudgetExceeded
-from grammars.backend_types import CompiledGrammar, GrammarBackend, GrammarMatcher, MaskingBackend
-from grammars.bridge import BridgedBackend, bridge_demoted, is_bridged, reported
-from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
-from grammars.dialect import bfcl_to_json_schema
-from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
-from grammars.specs import (GrammarSpec, JsonSchemaSpec, StructuralTagSpec, TaggedSpec,
-                            TextOrToolCallsSpec, ToolCallsSpec, ToolSpec, canonical_json,
-                            check_schema)
-
 # What the server and the bench use; nothing outside this package imports its modules.
 from grammars._walk import iter_schema_nodes
+from grammars.backend_types import CompiledGrammar, GrammarBackend, GrammarMatcher, MaskingBackend
+from grammars.bridge import BridgedBackend, bridge_demoted, is_bridged, reported
+from grammars.budgets import Budget, BudgetExceeded
+from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
+from grammars.dialect import bfcl_to_json_schema
 from grammars.diskstore import DiskStore
-from grammars.keywords import (JSON_SCHEMA_READING, TIERS, VLLM_XGRAMMAR_KEYWORDS, Analysis,
-                               EnforcementReport, KeywordTable, departures, with_policies)
+from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
+from grammars.keywords import (
+    JSON_SCHEMA_READING,
+    TIERS,
+    VLLM_XGRAMMAR_KEYWORDS,
+    Analysis,
+    EnforcementReport,
+    KeywordTable,
+    departures,
+    with_policies,
+)
 from grammars.policy import DEFAULT_POLICIES, POLICY_FLAGS, GrammarPolicy, PolicyFlag
+from grammars.specs import (
+    GrammarSpec,
+    JsonSchemaSpec,
+    StructuralTagSpec,
+    TaggedSpec,
+    TextOrToolCallsSpec,
+    ToolCallsSpec,
+    ToolSpec,
+    canonical_json,
+    check_schema,
+)
 from grammars.validate import validator_for
-
 
 if TYPE_CHECKING:
     from grammars.backend import XgrammarBackend, XgrammarMatcher, tokenizer_fingerprint

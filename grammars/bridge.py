@@ -27,8 +27,14 @@ from grammars._walk import iter_schema_nodes
 from grammars.backend_types import CompiledGrammar, GrammarMatcher, MaskingBackend
 from grammars.errors import GrammarError
 from grammars.keywords import Analysis, EnforcementReport, KeywordUse
-from grammars.specs import (GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec, ToolCallsSpec,
-                            ToolSpec, check_schema)
+from grammars.specs import (
+    GrammarSpec,
+    JsonSchemaSpec,
+    TextOrToolCallsSpec,
+    ToolCallsSpec,
+    ToolSpec,
+    check_schema,
+)
 
 if TYPE_CHECKING:
     import torch

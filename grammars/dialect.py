@@ -20,7 +20,7 @@ def bfcl_to_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Return a JSON Schema equivalent of a BFCL-dialect schema; standard schemas pass unchanged."""
     if not isinstance(schema, dict):
         raise InvalidSchemaError("a schema must be a JSON object", pointer="",
-                                 hint="Send parameters as an object such as {\"type\": \"object\"}.")
+                                 hint='Send parameters as an object such as {"type": "object"}.')
     return _convert(copy.deepcopy(schema), "")
 
 

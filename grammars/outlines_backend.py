@@ -1,7 +1,8 @@
 """The outlines-core backend: JSON Schema -> regular expression -> token-level DFA index.
 
 A `MaskingBackend` as `XgrammarBackend` is (compile, matcher, bitmask), so the engines and
-the cache do not know which one they drive. Its masks use xgrammar's bitmask layout (one bit per token
+the cache do not know which one they drive. Its masks use xgrammar's bitmask layout (one bit per
+token
 in int32 words), so applying them is xgrammar's kernel, as in vLLM's outlines backend.
 
 What its masks enforce differs from xgrammar's: `OUTLINES_KEYWORDS`, measured on

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from grammars.backend_types import GrammarBackend
-from grammars.keywords import (JSON_SCHEMA_READING, POLICIES, Analysis, KeywordTable,
-                               with_policies)
+from grammars.keywords import JSON_SCHEMA_READING, POLICIES, Analysis, KeywordTable, with_policies
 from grammars.specs import JsonSchemaSpec, ToolSpec, check_schema
 
 

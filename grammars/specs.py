@@ -23,6 +23,7 @@ from grammars._walk import iter_schema_nodes
 from grammars.errors import InvalidSchemaError, UnsupportedSchemaError
 from grammars.keywords import Analysis, KeywordTable, analyze
 
+
 def canonical_json(schema: Any) -> str:
     """Compact JSON with keys sorted, except inside `properties`, whose order the grammar keeps."""
     return json.dumps(_canonical(schema), separators=(",", ":"), ensure_ascii=False)

@@ -49,7 +49,8 @@ def resolve_model(model: str | None, cache_dir: Path | None = None) -> Path:
     path = Path(model).expanduser()
     if not path.is_dir():
         raise ModelNotFoundError(f"model directory {str(path)!r} does not exist; pass a local "
-                                 "Hugging Face model directory or omit --model for the embedded one")
+                                 "Hugging Face model directory or omit --model for the embedded "
+                                 "one")
     if not (path / "config.json").is_file():
         raise ModelNotFoundError(f"{str(path)!r} has no config.json; it is not a Hugging Face "
                                  "model directory")

@@ -23,21 +23,31 @@ keywords the specifications define.
 """
 
 from grammars.keywords._analyze import analyze
-from grammars.keywords._report import (TIERS, Analysis, EnforcementReport, KeywordUse, Tier,
-                                       Verdicts)
+from grammars.keywords._report import TIERS, Analysis, EnforcementReport, KeywordUse, Tier, Verdicts
 from grammars.keywords._shapes import ALL_TYPES
 from grammars.keywords._strings import search_pattern
-from grammars.keywords._table import (JSON_SCHEMA_READING, LLGUIDANCE_KEYWORDS, POLICIES,
-                                      VLLM_XGRAMMAR_KEYWORDS,
-                                      XGRAMMAR_KEYWORDS, KeywordTable, departures,
-                                      with_policies)
-from grammars.keywords._vocabulary import (ANNOTATION_PREFIXES, ANNOTATIONS,
-                                           JSON_SCHEMA_KEYWORDS, VALIDATOR_FORMATS,
-                                           VOCABULARY_ANNOTATIONS)
+from grammars.keywords._table import (
+                                       JSON_SCHEMA_READING,
+                                       LLGUIDANCE_KEYWORDS,
+                                       POLICIES,
+                                       VLLM_XGRAMMAR_KEYWORDS,
+                                       XGRAMMAR_KEYWORDS,
+                                       KeywordTable,
+                                       departures,
+                                       with_policies,
+)
+from grammars.keywords._vocabulary import (
+                                       ANNOTATION_PREFIXES,
+                                       ANNOTATIONS,
+                                       JSON_SCHEMA_KEYWORDS,
+                                       VALIDATOR_FORMATS,
+                                       VOCABULARY_ANNOTATIONS,
+)
 
 __all__ = [
     "ALL_TYPES", "ANNOTATIONS", "ANNOTATION_PREFIXES", "JSON_SCHEMA_KEYWORDS",
-    "JSON_SCHEMA_READING", "LLGUIDANCE_KEYWORDS", "POLICIES", "TIERS", "VALIDATOR_FORMATS", "VLLM_XGRAMMAR_KEYWORDS",
+    "JSON_SCHEMA_READING", "LLGUIDANCE_KEYWORDS", "POLICIES", "TIERS", "VALIDATOR_FORMATS",
+    "VLLM_XGRAMMAR_KEYWORDS",
     "VOCABULARY_ANNOTATIONS", "XGRAMMAR_KEYWORDS", "Analysis", "EnforcementReport",
     "KeywordTable", "KeywordUse", "Tier", "Verdicts", "analyze", "departures",
     "search_pattern", "with_policies",

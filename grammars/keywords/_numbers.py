@@ -80,6 +80,6 @@ def rewrite(node: dict[str, Any], target: dict[str, Any], tiers: dict[str, set[T
     """Draft-4's `exclusiveMinimum: true` beside `minimum` is 2020-12's `exclusiveMinimum:
     <minimum>`, the form backends read."""
     for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-        if isinstance(node.get(key), bool) and "grammar" in tiers.get(key, ()):
-            if target.pop(key) is True and bound in target:
-                target[key] = target.pop(bound)
+        if isinstance(node.get(key), bool) and "grammar" in tiers.get(key, ()) \
+                and target.pop(key) is True and bound in target:
+            target[key] = target.pop(bound)

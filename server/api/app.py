@@ -25,14 +25,13 @@ from server.api.gate import Gate
 from server.api.messages.route import create_message
 from server.api.responses.route import create_response
 from server.engines.base import Engine
+from server.execution import Events, Runner, SqliteStore, ToolPolicy, file_provider, load_policy
+from server.execution.service import ToolService
 from server.formats.detect import resolve as resolve_format
 from server.identity import KeyRing
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import Metrics, RequestTimer
 from server.model_store import default_cache_dir
-from server.execution import (Events, Runner, SqliteStore, ToolPolicy, file_provider,
-                              load_policy)
-from server.execution.service import ToolService
 from server.pipeline.chat import ChatPipeline, Parts
 from server.pipeline.decode import compiled
 from server.pipeline.plan import plan_schema

@@ -4,7 +4,8 @@ In order: a request id (the client's `X-Request-Id`, or a new one) echoed on the
 and put on every log line of the request; 503 while the server shuts down; the API key
 (401 / 403) when keys are on, and the key's rate limit (429); the body, read up to its size
 limit (413) and checked for lone surrogates (400); a place among the generation requests
-(429, or 503 when the engine is down). Refusals are rendered by the one renderer (server/api/errors.py)."""
+(429, or 503 when the engine is down). Refusals are rendered by the one renderer
+(server/api/errors.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,14 @@ from typing import Any
 from starlette.requests import Request
 
 from server.api.errors import render, speaks_anthropic
-from server.errors import (BodyTooLarge, Forbidden, InvalidRequest, ServiceError,
-                           Unauthenticated, Unavailable)
+from server.errors import (
+    BodyTooLarge,
+    Forbidden,
+    InvalidRequest,
+    ServiceError,
+    Unauthenticated,
+    Unavailable,
+)
 from server.identity import Identity, KeyRing, Right
 
 GENERATION_ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses")

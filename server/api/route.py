@@ -10,8 +10,7 @@ from typing import Any, Protocol, TypeVar
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
-from server.api.deps import (ClientGone, caller_of, grammar_headers, overdue_check,
-                             until_disconnect)
+from server.api.deps import ClientGone, caller_of, grammar_headers, overdue_check, until_disconnect
 from server.api.sse import FrameStream, write_sse
 from server.pipeline.answer import Answer, Event
 from server.pipeline.chat import ChatPipeline

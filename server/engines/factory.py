@@ -118,7 +118,8 @@ def build_engine(settings: Settings) -> Engine:
             gpu_memory_utilization=settings.gpu_memory_utilization,
             max_model_len=settings.max_model_len, dtype=settings.dtype,
             enable_prefix_caching=settings.enable_prefix_caching)
-        return VllmEngine(model_dir, options=options, cache_dir=settings.cache_dir or default_cache_dir(),
+        return VllmEngine(model_dir, options=options,
+                          cache_dir=settings.cache_dir or default_cache_dir(),
                           model_name=settings.served_model_name or model_dir.name)
     # The engines that step the model themselves (engines/loop.py) take the same options.
     stepped: SteppedOptions = {

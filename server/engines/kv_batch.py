@@ -40,7 +40,8 @@ class KvBatch:
         target = max(width, length)
         old = [(_left_pad(k, target), _left_pad(v, target)) for k, v in old]
         new = [(_left_pad(k, target), _left_pad(v, target)) for k, v in new]
-        merged = [(torch.cat([ok, nk]), torch.cat([ov, nv])) for (ok, ov), (nk, nv) in zip(old, new)]
+        merged = [(torch.cat([ok, nk]), torch.cat([ov, nv]))
+                  for (ok, ov), (nk, nv) in zip(old, new, strict=True)]
         mask = torch.cat([_left_pad_mask(self.mask, target), _left_pad_mask(new_mask, target)])
         self._set(merged, mask, torch.cat([self.positions, new_pos]))
 

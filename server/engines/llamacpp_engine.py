@@ -240,7 +240,7 @@ class LlamaCppEngine(SteppedEngine):
 
 def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

@@ -15,7 +15,7 @@ from transformers import DynamicCache
 from grammars import MaskingBackend, make_backend
 from server.engines import rules
 from server.engines.kv_batch import KvBatch
-from server.engines.loop import SteppedEngine, DecodeRow
+from server.engines.loop import DecodeRow, SteppedEngine
 from server.engines.prefix_cache import PrefixCache
 
 

@@ -23,11 +23,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grammars import (VLLM_XGRAMMAR_KEYWORDS, CompiledGrammar, GrammarBackend, GrammarSpec,
-                      InvalidSchemaError, TaggedSpec, tokenizer_fingerprint)
+from grammars import (
+    VLLM_XGRAMMAR_KEYWORDS,
+    CompiledGrammar,
+    GrammarBackend,
+    GrammarSpec,
+    InvalidSchemaError,
+    TaggedSpec,
+    tokenizer_fingerprint,
+)
 from server.engines import rules
-from server.engines.base import (Engine, FinishReason, GenerationRequest, GenerationResult,
-                                 SamplingParams)
+from server.engines.base import (
+    Engine,
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+)
 
 log = logging.getLogger("strictcall.engine")
 

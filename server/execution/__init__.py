@@ -8,8 +8,8 @@ from server.execution.events import Events, RequestTrace, file_provider
 from server.execution.offer import Offer, ToolOffers
 from server.execution.policy import DECISIONS, Decision, Principal, Rule, ToolPolicy, Verdict
 from server.execution.policy_file import PolicyFileError, load_policy
-from server.execution.runtime import contract_runtime, new_call_key, with_call_key
 from server.execution.runner import Execution, Runner, Status
+from server.execution.runtime import contract_runtime, new_call_key, with_call_key
 from server.execution.selection import Bm25, Selection, select, tool_words, words
 from server.execution.store import IdempotencyStore, MemoryStore, Scope, SqliteStore, Stored
 

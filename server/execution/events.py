@@ -8,7 +8,8 @@
 
 Spans go to the tracer provider given to the app (tests read them from the SDK's
 in-memory exporter), else to OpenTelemetry's global one (a no-op unless the process set
-one up), and with `--trace-file FILE` to a JSON-lines file. Traces are the operator's record: hidden tools
+one up), and with `--trace-file FILE` to a JSON-lines file. Traces are the operator's record:
+hidden tools
 appear in them (as in the audit log), never in a response or an error."""
 
 from __future__ import annotations

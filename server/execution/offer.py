@@ -87,7 +87,8 @@ class ToolOffers:
                            and c.catalog.lifecycle == "deprecated")
         reported = self.policy.source is not None or chosen.selection is not None \
             or len(visible) != len(tools) or bool(deprecated)
-        return Offer(replace(task, tools=chosen.tools), visible, {n: verdicts[n] for n in visible}, principal,
+        return Offer(replace(task, tools=chosen.tools), visible,
+                     {n: verdicts[n] for n in visible}, principal,
                      deprecated, chosen.selection, reported and bool(tools))
 
     def _with_catalog(self, tools: list[ToolDef], catalog: str | None,

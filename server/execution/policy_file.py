@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 import yaml

@@ -102,7 +102,7 @@ class Runner:
         if isinstance(handler, HttpHandler):
             return await self._post(handler, arguments, ctx)
         if inspect.iscoroutinefunction(handler) or \
-                inspect.iscoroutinefunction(getattr(handler, "__call__", None)):
+                inspect.iscoroutinefunction(type(handler).__call__):
             return await handler(dict(arguments), ctx)
         value = await asyncio.to_thread(handler, dict(arguments), ctx)
         return await value if inspect.isawaitable(value) else value

@@ -16,9 +16,13 @@ from typing import Any
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 # Words that say nothing about which tool fits: asked of every tool alike.
-_STOP = frozenset("""a an and are as at be by can could do does for from get give has have
-how i in is it its me my need of on or please set should so that the their then there this
-to use using want was we what when where which who will with would you your""".split())
+_STOP = frozenset([
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "could", "do", "does", "for",
+    "from", "get", "give", "has", "have", "how", "i", "in", "is", "it", "its", "me", "my",
+    "need", "of", "on", "or", "please", "set", "should", "so", "that", "the", "their", "then",
+    "there", "this", "to", "use", "using", "want", "was", "we", "what", "when", "where",
+    "which", "who", "will", "with", "would", "you", "your"
+])
 
 
 def words(text: str) -> list[str]:

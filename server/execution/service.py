@@ -19,8 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts import Contract, ContractRegistry, FromHeader, Generated, ToolContext
-from server.errors import (ArgumentsInvalid, Conflict, Forbidden, InProgress, InvalidRequest,
-                           RouteNotFound, ServiceError)
+from server.errors import (
+    ArgumentsInvalid,
+    Conflict,
+    Forbidden,
+    InProgress,
+    InvalidRequest,
+    RouteNotFound,
+    ServiceError,
+)
 from server.execution.events import Events, RequestTrace
 from server.execution.policy import Principal, ToolPolicy, Verdict
 from server.execution.runner import Execution, Runner

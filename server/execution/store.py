@@ -60,7 +60,7 @@ class IdempotencyStore(ABC):
     def forget(self, scope: Scope) -> bool:
         """Drop a record (a call resolved as never having acted may run again)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: the memory store holds nothing
         """Release what the store holds."""
 
 

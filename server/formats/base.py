@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from grammars import GrammarSpec, JsonSchemaSpec, ToolSpec
-from server.task import Turn
 from server.formats.reading import Mode, Reader
 from server.options import AutoTools, ToolStyle
+from server.task import Turn
 
 
 class UnsupportedFormat(ValueError):

@@ -6,24 +6,35 @@ own `smollm2` among them) is at the end."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from server.task import EarlierCall, Turn
 from grammars import StructuralTagSpec
 from server.formats.base import Ask, ModelFormat, Rendering, UnsupportedFormat
 from server.formats.history import flattened, structured
 from server.formats.instructions import tool_lines
 from server.formats.reader import TagReader, write_call
 from server.formats.reading import Mode
-from server.formats.reasoning import (THINK_END, THINK_OPEN, json_element, reasoned,
-                                      think_instructions, with_budget)
+from server.formats.reasoning import (
+    THINK_END,
+    THINK_OPEN,
+    json_element,
+    reasoned,
+    think_instructions,
+    with_budget,
+)
 from server.formats.smollm2 import NAME as GENERIC
 from server.formats.smollm2 import SmolLM2Format
-from server.formats.syntax import (READ_STYLES, CallSyntax, FamilySyntax, family_syntax,
-                                   function_tool, structural_tag)
+from server.formats.syntax import (
+    READ_STYLES,
+    CallSyntax,
+    FamilySyntax,
+    family_syntax,
+    function_tool,
+    structural_tag,
+)
+from server.task import EarlierCall, Turn
 
 # xgrammar 0.2.9's built-in families (`xgrammar.builtin_structural_tag`).
 XGRAMMAR_FAMILIES = ("llama", "qwen_3", "qwen_3_5", "qwen_3_coder", "deepseek_r1",
@@ -163,7 +174,8 @@ class FamilyFormat:
 
     def _write_calls(self, calls: Sequence[EarlierCall]) -> str:
         syntax = self.syntax([(c.name, {"type": "object"}) for c in calls])
-        return write_calls(syntax, [(s, c.arguments) for s, c in zip(syntax.calls, calls)])
+        return write_calls(syntax, [(s, c.arguments) for s, c in zip(syntax.calls, calls,
+                                                                      strict=True)])
 
     @staticmethod
     def _think_prefill(syntax: FamilySyntax) -> str:

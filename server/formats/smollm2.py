@@ -14,15 +14,19 @@ from dataclasses import dataclass, replace
 from typing import Any, assert_never
 
 from grammars import JsonSchemaSpec, StructuralTagSpec, TextOrToolCallsSpec, ToolCallsSpec
-from server.task import EarlierCall, Turn
 from server.formats.base import Ask, Rendering
 from server.formats.history import flattened
 from server.formats.instructions import tool_lines, tool_list
-from server.formats.reading import (Mode, Reading, ReasoningMarks, partial_suffix,
-                                    split_reasoning)
-from server.formats.reasoning import (THINK_END, THINK_OPEN, json_element, reasoned,
-                                      think_instructions)
+from server.formats.reading import Mode, Reading, ReasoningMarks, partial_suffix, split_reasoning
+from server.formats.reasoning import (
+    THINK_END,
+    THINK_OPEN,
+    json_element,
+    reasoned,
+    think_instructions,
+)
 from server.options import ToolStyle
+from server.task import EarlierCall, Turn
 
 NAME = "smollm2"
 # The call syntax SmolLM2-Instruct saw in its function-calling data; the grammar produces

@@ -6,8 +6,8 @@ the reader, so the two cannot disagree; nothing here is hand-written per family.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 # How a family writes a call's arguments (xgrammar's json_schema `style`): the ones the

@@ -172,7 +172,7 @@ class Decision:
             for key in value:
                 self._remember(value[key], hidden.get(key))
         elif isinstance(value, list) and isinstance(hidden, list):
-            for old, new in zip(value, hidden):
+            for old, new in zip(value, hidden, strict=True):
                 self._remember(old, new)
 
     def _scrub(self, text: str) -> str:

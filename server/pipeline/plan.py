@@ -9,9 +9,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts import Contract, ContractRegistry
-from grammars import (Analysis, Budget, BudgetExceeded, EnforcementReport, GrammarError,
-                      GrammarPolicy, GrammarSpec, JsonSchemaSpec, ToolSpec,
-                      bfcl_to_json_schema)
+from grammars import (
+    Analysis,
+    Budget,
+    BudgetExceeded,
+    EnforcementReport,
+    GrammarError,
+    GrammarPolicy,
+    GrammarSpec,
+    JsonSchemaSpec,
+    ToolSpec,
+    bfcl_to_json_schema,
+)
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.formats.base import Ask, AskedTool, ModelFormat, Rendering, UnsupportedFormat
 from server.formats.instructions import json_instructions

@@ -12,10 +12,10 @@ from grammars import Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult, TokenCallback
 from server.execution import Offer, RequestTrace
 from server.identity import Caller
-from server.pipeline.validation import parse_json
 from server.pipeline.plan import Plan
 from server.pipeline.request_options import GuardOptions, RepairBudget, RequestOptions
 from server.pipeline.runaway import RunawayGuard
+from server.pipeline.validation import parse_json
 from server.task import Task
 
 

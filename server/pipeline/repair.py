@@ -16,12 +16,12 @@ from typing import Any
 
 from contracts import Contract, Violation
 from grammars import GrammarCache, GrammarError, GrammarPolicy
-from server.task import EarlierCall, Turn
 from server.engines.base import Engine, GenerationRequest, SamplingParams
 from server.errors import InvalidRequest
 from server.formats.base import ModelFormat
 from server.pipeline.decode import compiled, decode
 from server.pipeline.request_options import RepairBudget
+from server.task import EarlierCall, Turn
 
 REPAIR_MAX_TOKENS = 256
 

@@ -16,8 +16,16 @@ from typing import Protocol
 from server.engines.base import Engine, GenerationResult
 from server.engines.detokenize import IncrementalDetokenizer
 from server.errors import ServiceError
-from server.pipeline.answer import (Answer, ArgumentsDelta, CallDone, CallStarted, Event,
-                                    Finished, ReasoningDelta, TextDelta)
+from server.pipeline.answer import (
+    Answer,
+    ArgumentsDelta,
+    CallDone,
+    CallStarted,
+    Event,
+    Finished,
+    ReasoningDelta,
+    TextDelta,
+)
 from server.pipeline.checks import Checked
 from server.pipeline.prepared import Decode, Prepared
 from server.pipeline.runaway import Trip

@@ -7,14 +7,29 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, assert_never
 
-from server.api.chat.wire import (ChatCompletion, Choice, CompletionTokensDetails,
-                                  FunctionCall, PromptTokensDetails, ResponseMessage,
-                                  ToolCall, Usage)
+from server.api.chat.wire import (
+    ChatCompletion,
+    Choice,
+    CompletionTokensDetails,
+    FunctionCall,
+    PromptTokensDetails,
+    ResponseMessage,
+    ToolCall,
+    Usage,
+)
 from server.api.sse import Frame
 from server.errors import ServiceError
 from server.formats.reading import has_content
-from server.pipeline.answer import (Answer, ArgumentsDelta, CallDone, CallStarted, Event,
-                                    Finished, ReasoningDelta, TextDelta)
+from server.pipeline.answer import (
+    Answer,
+    ArgumentsDelta,
+    CallDone,
+    CallStarted,
+    Event,
+    Finished,
+    ReasoningDelta,
+    TextDelta,
+)
 from server.pipeline.answer import Usage as AnswerUsage
 from server.pipeline.prepared import Prepared
 

@@ -6,13 +6,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from server.api.chat.wire import (AssistantMessage, ChatCompletionRequest, Content, Message,
-                                  NamedToolChoice, ResponseFormatJsonObject,
-                                  ResponseFormatJsonSchema, ToolMessage)
+from server.api.chat.wire import (
+    AssistantMessage,
+    ChatCompletionRequest,
+    Content,
+    Message,
+    NamedToolChoice,
+    ResponseFormatJsonObject,
+    ResponseFormatJsonSchema,
+    ToolMessage,
+)
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.options import StrictCallOptions
-from server.task import (CHAT_NAMES, EarlierCall, JsonAnswer, NamedTool, Task, ToolChoice,
-                         ToolDef, Turn)
+from server.task import (
+    CHAT_NAMES,
+    EarlierCall,
+    JsonAnswer,
+    NamedTool,
+    Task,
+    ToolChoice,
+    ToolDef,
+    Turn,
+)
 
 # (field, is it set in a way that matters?, what to do)
 _REFUSED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (

@@ -17,8 +17,17 @@ from typing import Any, Literal, assert_never
 from server.api.errors import body_of
 from server.api.sse import Frame
 from server.errors import ServiceError
-from server.pipeline.answer import (Answer, ArgumentsDelta, CallDone, CallStarted, Event,
-                                    Finish, Finished, ReasoningDelta, TextDelta)
+from server.pipeline.answer import (
+    Answer,
+    ArgumentsDelta,
+    CallDone,
+    CallStarted,
+    Event,
+    Finish,
+    Finished,
+    ReasoningDelta,
+    TextDelta,
+)
 from server.pipeline.prepared import Prepared
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]

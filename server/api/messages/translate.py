@@ -5,11 +5,24 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
-from server.api.messages.wire import (Block, CustomTool, InputMessage, MessagesRequest,
-                                      OtherBlock, OtherThinking, ServerTool, TextBlock,
-                                      ThinkingDisabled, ThinkingEnabled, ToolChoiceAny,
-                                      ToolChoiceAuto, ToolChoiceNone, ToolChoiceTool,
-                                      ToolResultBlock, ToolUseBlock)
+from server.api.messages.wire import (
+    Block,
+    CustomTool,
+    InputMessage,
+    MessagesRequest,
+    OtherBlock,
+    OtherThinking,
+    ServerTool,
+    TextBlock,
+    ThinkingDisabled,
+    ThinkingEnabled,
+    ToolChoiceAny,
+    ToolChoiceAuto,
+    ToolChoiceNone,
+    ToolChoiceTool,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.options import StrictCallOptions
 from server.task import EarlierCall, NamedTool, Task, ToolChoice, ToolDef, Turn, WireNames

@@ -14,15 +14,31 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, assert_never
 
-from server.api.responses.output import (FunctionCallOutput, MessageOutput, OutputItem,
-                                         OutputTextPart, ReasoningOutput, ReasoningTextPart,
-                                         ResponseUsage, Status, new_item_id, response_id,
-                                         response_object)
+from server.api.responses.output import (
+    FunctionCallOutput,
+    MessageOutput,
+    OutputItem,
+    OutputTextPart,
+    ReasoningOutput,
+    ReasoningTextPart,
+    ResponseUsage,
+    Status,
+    new_item_id,
+    response_id,
+    response_object,
+)
 from server.api.responses.request import ResponsesRequest
 from server.api.sse import Frame
 from server.errors import ServiceError
-from server.pipeline.answer import (Answer, ArgumentsDelta, CallDone, CallStarted,
-                                    Finished, ReasoningDelta, TextDelta)
+from server.pipeline.answer import (
+    Answer,
+    ArgumentsDelta,
+    CallDone,
+    CallStarted,
+    Finished,
+    ReasoningDelta,
+    TextDelta,
+)
 from server.pipeline.answer import Event as PipelineEvent
 from server.pipeline.prepared import Prepared
 

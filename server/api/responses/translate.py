@@ -9,17 +9,36 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from server.api.responses.request import (ContentPart, FunctionCallItem,
-                                          FunctionCallOutputItem, FunctionTool,
-                                          FunctionToolChoice, InputItem, MessageItem,
-                                          ReasoningConfig, ReasoningItem, Refusal,
-                                          ResponsesRequest, TextFormatJsonObject,
-                                          TextFormatJsonSchema, UnsupportedItem,
-                                          UnsupportedPart, UnsupportedTool)
+from server.api.responses.request import (
+    ContentPart,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    FunctionToolChoice,
+    InputItem,
+    MessageItem,
+    ReasoningConfig,
+    ReasoningItem,
+    Refusal,
+    ResponsesRequest,
+    TextFormatJsonObject,
+    TextFormatJsonSchema,
+    UnsupportedItem,
+    UnsupportedPart,
+    UnsupportedTool,
+)
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.options import Effort, StrictCallOptions
-from server.task import (EarlierCall, JsonAnswer, NamedTool, Task, ToolChoice, ToolDef, Turn,
-                         WireNames)
+from server.task import (
+    EarlierCall,
+    JsonAnswer,
+    NamedTool,
+    Task,
+    ToolChoice,
+    ToolDef,
+    Turn,
+    WireNames,
+)
 
 NAMES = WireNames(api="the OpenAI Responses API", messages="input",
                   max_tokens="max_output_tokens", tool_name="tools[{i}].name",
