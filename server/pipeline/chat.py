@@ -127,6 +127,9 @@ class ChatPipeline:
             raise ModelNotFound(f"model {task.model!r} is not served here; this server "
                                 f"serves {self.model_name!r} (see GET /v1/models)",
                                 param=task.names.model, code="model_not_found")
+        if not task.turns:
+            raise InvalidRequest(f"{task.names.messages} holds no turn to answer; send at "
+                                 "least one message with content", param=task.names.messages)
 
     def _reasoning(self, task: Task) -> int:
         """The task's free-reasoning budget in tokens (0: no reasoning pass): its own,

@@ -359,3 +359,11 @@ def test_stream_failure_ends_with_an_error_event(client, script):
 def test_stream_request_errors_come_before_the_stream(client):
     assert_error(create(client, stream=True, tool_choice={"type": "any"}), 400,
                  says="no tools were given")
+
+
+def test_a_message_without_blocks_is_a_400(client):
+    """Found by the fuzz tier: `content: []` left no turn at all (a 500)."""
+    resp = client.post("/v1/messages", json={"model": "scripted", "max_tokens": 8,
+                                             "messages": [{"role": "user", "content": []}]})
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["type"] == "invalid_request_error"
