@@ -13,7 +13,7 @@ import pytest
 
 from grammars import GrammarError, bfcl_to_json_schema, check_schema
 from grammars.keywords import XGRAMMAR_KEYWORDS
-from tests.conftest import EVALDATA, bfcl
+from tests.conftest import bfcl, evaldata
 
 pytestmark = pytest.mark.slow
 from tests.e2e.conftest import MODEL
@@ -56,9 +56,7 @@ def test_bfcl_simple_required_calls_always_validate(client):
 
 
 def _github_easy(count: int) -> list[tuple[str, dict]]:
-    folder = EVALDATA / "jsonschemabench" / "Github_easy"
-    if not folder.exists():
-        pytest.skip(f"{folder} is missing")
+    folder = evaldata("jsonschemabench/Github_easy")
     picked = []
     for path in sorted(folder.iterdir()):
         schema = json.loads(path.read_text())["schema"]
