@@ -144,7 +144,7 @@ class VllmEngine(Engine):
         self._extra_stop_ids = sorted(self.eos_token_ids - {self.tokenizer.eos_token_id})
         self.grammar_backend = VllmGrammarBackend(
             self.tokenizer, vocab_size=vocab_size, stop_token_ids=sorted(self.eos_token_ids))
-        self._counts = {"finished": 0, "cancelled": 0, "grammars_warmed": 0}
+        self._counts = {"running": 0, "finished": 0, "cancelled": 0, "grammars_warmed": 0}
         log.info("vLLM engine ready in %.1f s (max_model_len %d)", self.startup_seconds,
                  self.max_context)
 
@@ -170,6 +170,7 @@ class VllmEngine(Engine):
         stop_reason: int | str | None = None
         started = time.perf_counter()
         first_at = None
+        self._counts["running"] += 1
         try:
             # Cancelling this task (a client that went away) makes vLLM abort the request.
             async for out in self._llm.generate(
@@ -189,6 +190,8 @@ class VllmEngine(Engine):
         except asyncio.CancelledError:  # vLLM has aborted the request
             self._counts["cancelled"] += 1
             raise
+        finally:
+            self._counts["running"] -= 1
         self._counts["finished"] += 1
         ended = time.perf_counter()
         reason = "length" if finish == "length" else "stop"
