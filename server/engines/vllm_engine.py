@@ -28,6 +28,11 @@ from grammars import (VLLM_XGRAMMAR_KEYWORDS, CompiledGrammar, GrammarBackend, G
 from server.engines import rules
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 
+# Compact JSON, as the torch engine writes it; xgrammar, as our tables assume. Benchmarks
+# give vLLM's own server the same (bench/latency_systems.py), so both write alike.
+STRUCTURED_OUTPUTS_CONFIG: dict[str, Any] = {"backend": "xgrammar",
+                                             "disable_any_whitespace": True}
+
 log = logging.getLogger("strictcall.engine")
 
 
@@ -120,9 +125,7 @@ class VllmEngine(Engine):
             "served_model_name": [self.model_name],
             "dtype": "bfloat16" if on_cpu and options.dtype == "auto" else options.dtype,
             "tensor_parallel_size": options.tensor_parallel_size, "seed": options.seed,
-            # Compact JSON, as the torch engine writes it; xgrammar, as our tables assume.
-            "structured_outputs_config": {"backend": "xgrammar",
-                                          "disable_any_whitespace": True},
+            "structured_outputs_config": dict(STRUCTURED_OUTPUTS_CONFIG),
             "disable_log_stats": True,
         }
         if max_len is not None:
