@@ -170,8 +170,8 @@ def test_contract_is_enforced_in_qwens_format(client):
             tool_choice="required", reasoning_effort="none", max_tokens=200,
             parallel_tool_calls=False, extra_headers={"X-Tenant-Id": "t1"},
             extra_body={"strictcall": {"loop_guard": "steer"}})
-    except UnprocessableEntityError as exc:
-        assert exc.body["type"].endswith("contract-violation")
+    except UnprocessableEntityError as exc:  # (the SDK's exc.body is the `error` member)
+        assert exc.response.json()["type"].endswith("contract-violation"), exc.response.text
         return
     choice = resp.choices[0]
     if choice.finish_reason == "length":
