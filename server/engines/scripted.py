@@ -15,6 +15,7 @@ import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from grammars import GrammarMatcher, MaskingBackend, make_backend
 from server.engines import rules
@@ -54,7 +55,8 @@ class Hold:
             with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
                 loop.call_soon_threadsafe(opened.set)
 
-    def wait_for(self, what: str, count: int, *, bound_s: float = 60.0) -> None:
+    def wait_for(self, what: Literal["arrived", "cancelled"], count: int, *,
+                 bound_s: float = 60.0) -> None:
         """Block until `count` requests have `what` ("arrived", "cancelled"). `bound_s` is
         how long to wait before failing, not a claim about speed."""
         with self._changed:

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
 from server.settings import Settings
+from tests.server.held_compile import HeldCompile
 
 TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather for a city",
@@ -367,30 +368,6 @@ def test_each_budget_is_a_400_with_measured_and_limit(client, body, param, limit
     problem = assert_problem(chat(client, **body), 400, param=param, says=limit)
     assert problem["error"]["code"] == "budget_exceeded"
     assert problem["limit"] == limit and problem["measured"] > problem["allowed"]
-
-
-class HeldCompile:
-    """Wraps a backend's compile: a spec `holds` picks compiles only once `release` is set
-    (or after 120 s, so that a broken build fails instead of hanging); `entered` says that
-    compile started, `left` that it stopped waiting, `returned` that it compiled."""
-
-    def __init__(self, compile_, holds=lambda spec: "slowpoke" in json.dumps(
-            spec.json_schema())) -> None:
-        import threading
-
-        self.real, self.holds = compile_, holds
-        self.entered, self.release, self.left, self.returned = (
-            threading.Event(), threading.Event(), threading.Event(), threading.Event())
-
-    def __call__(self, spec):
-        if not self.holds(spec):
-            return self.real(spec)
-        self.entered.set()
-        self.release.wait(timeout=120)
-        self.left.set()
-        compiled = self.real(spec)
-        self.returned.set()
-        return compiled
 
 
 def test_slow_compile_times_out_while_other_requests_are_served(model_dir, replies):

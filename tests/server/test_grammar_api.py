@@ -138,7 +138,7 @@ def test_pathological_compile_times_out_while_others_are_served(model_dir):
     from server.api.app import create_app
     from server.engines.scripted import ScriptedEngine
     from server.settings import Settings
-    from tests.server.test_api import HeldCompile
+    from tests.server.held_compile import HeldCompile
 
     settings = Settings(served_model_name="scripted", compile_timeout_s=0.3,
                         max_depth=40, max_schema_bytes=10**6)
