@@ -159,12 +159,13 @@ def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Pat
         except Skipped as skip:
             statuses.append({"name": name, "status": "skipped", "reason": skip.reason,
                              "install": skip.install,
-                             "command": launch.shown() if launch else ""})
+                             "command": launch.shown() if launch else "",
+                             "settings": launch.settings if launch else {}})
             print(f"skipped {name}: {skip.reason}", file=sys.stderr)
             continue
         live.append(LiveSystem(name, launch.dialect, launch.peer, server.base_url))
         statuses.append({"name": name, "status": "ran", "peer": name in PEERS,
-                         "command": launch.shown()})
+                         "command": launch.shown(), "settings": launch.settings})
     return live
 
 

@@ -79,10 +79,17 @@ def _flags(args: dict[str, Any]) -> str:
 
 
 def _systems(statuses: list[dict[str, Any]]) -> str:
-    return table(["system", "status", "command or reason"], [
-        [s["name"], s["status"], f"`{s['command']}`" if s["status"] == "ran"
+    return table(["system", "status", "settings", "command or reason"], [
+        [s["name"], s["status"], _settings_cell(s.get("settings") or {}),
+         f"`{s['command']}`" if s["status"] == "ran"
          else f"{s['reason']}" + (f" (install: `{s['install']}`)" if s.get("install") else "")]
         for s in statuses])
+
+
+def _settings_cell(settings: dict[str, Any]) -> str:
+    """What a system was configured with, one `key=value` after another."""
+    return "; ".join(f"{k}={json.dumps(v, separators=(',', ':')) if isinstance(v, dict) else v}"
+                     for k, v in settings.items()) or "-"
 
 
 def _settings(rows: list[dict[str, Any]]) -> str:

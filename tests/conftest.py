@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import tempfile
 from pathlib import Path
 
@@ -9,6 +10,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EVALDATA = ROOT.parent / "shared" / "evaldata"
+
+
+# The fuzz tiers' seeds, one per tier and fixed for the whole run: random unless set, so
+# each run explores new cases, and a failure replays with the same variables set. pytest's
+# header and, when a fuzz test ran, its summary print them.
+FUZZ_SEEDS = {name: int(os.environ.get(name) or random.randrange(2**32))
+              for name in ("STRICTCALL_PROPERTY_SEED", "STRICTCALL_FUZZ_SEED")}
+
+
+def _seeds_line() -> str:
+    return "fuzz seeds (replay with): " + " ".join(f"{k}={v}" for k, v in FUZZ_SEEDS.items())
+
+
+def pytest_report_header(config):
+    return _seeds_line()
+
+
+def pytest_terminal_summary(terminalreporter):
+    ran = [r for reports in terminalreporter.stats.values() for r in reports
+           if getattr(r, "nodeid", "").startswith("tests/fuzz/test_")]
+    if ran:
+        terminalreporter.write_line(_seeds_line())
 
 
 def pytest_unconfigure(config):
@@ -54,9 +77,35 @@ def backend(tokenizer):
                            stop_token_ids=[tokenizer.eos_token_id])
 
 
+# Where each folder of ../shared/evaldata comes from (its README.md has the full table).
+EVALDATA_SOURCES = {
+    "bfcl": "BFCL v4 from github.com/ShishirPatil/gorilla, "
+            "berkeley-function-call-leaderboard/bfcl_eval/data at 6ea5797",
+    "jsonschemabench": "github.com/guidance-ai/jsonschemabench, maskbench/data at ba103c7",
+    "json-schema-test-suite": "github.com/json-schema-org/JSON-Schema-Test-Suite, "
+                              "tests/draft2020-12 and remotes at 44401e0",
+}
+
+
+def in_ci() -> bool:
+    """Whether this run is CI's (`CI=true`, as .ci/run and most CI services set it)."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def evaldata(relative: str) -> Path:
+    """`relative` under ../shared/evaldata. Missing: a skip that says what to place where,
+    or under CI a failure, so a run that silently lost its headline checks cannot pass."""
+    path = EVALDATA / relative
+    if path.exists():
+        return path
+    source = EVALDATA_SOURCES.get(Path(relative).parts[0], "see its README.md")
+    what = (f"{path} is missing: place the shared evaluation data at {EVALDATA} (beside "
+            f"the checkout {ROOT}); {Path(relative).parts[0]}/ is {source}")
+    if in_ci():
+        pytest.fail(f"{what}. CI=true: a missing data file fails the run", pytrace=False)
+    pytest.skip(what)
+
+
 def bfcl(name: str) -> list[dict]:
-    path = EVALDATA / "bfcl" / name
-    if not path.exists():
-        pytest.skip(f"{path} is missing (shared/evaldata sits beside the project)")
-    with path.open() as f:
+    with evaldata(f"bfcl/{name}").open() as f:
         return [json.loads(line) for line in f]

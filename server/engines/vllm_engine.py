@@ -41,6 +41,11 @@ from server.engines.base import (
     SamplingParams,
 )
 
+# Compact JSON, as the torch engine writes it; xgrammar, as our tables assume. Benchmarks
+# give vLLM's own server the same (bench/latency_systems.py), so both write alike.
+STRUCTURED_OUTPUTS_CONFIG: dict[str, Any] = {"backend": "xgrammar",
+                                             "disable_any_whitespace": True}
+
 log = logging.getLogger("strictcall.engine")
 
 
@@ -133,9 +138,7 @@ class VllmEngine(Engine):
             "served_model_name": [self.model_name],
             "dtype": "bfloat16" if on_cpu and options.dtype == "auto" else options.dtype,
             "tensor_parallel_size": options.tensor_parallel_size, "seed": options.seed,
-            # Compact JSON, as the torch engine writes it; xgrammar, as our tables assume.
-            "structured_outputs_config": {"backend": "xgrammar",
-                                          "disable_any_whitespace": True},
+            "structured_outputs_config": dict(STRUCTURED_OUTPUTS_CONFIG),
             "disable_log_stats": True,
         }
         if max_len is not None:
@@ -157,7 +160,7 @@ class VllmEngine(Engine):
         self._extra_stop_ids = sorted(self.eos_token_ids - {self.tokenizer.eos_token_id})
         self.grammar_backend = VllmGrammarBackend(
             self.tokenizer, vocab_size=vocab_size, stop_token_ids=sorted(self.eos_token_ids))
-        self._counts = {"finished": 0, "cancelled": 0, "grammars_warmed": 0}
+        self._counts = {"running": 0, "finished": 0, "cancelled": 0, "grammars_warmed": 0}
         log.info("vLLM engine ready in %.1f s (max_model_len %d)", self.startup_seconds,
                  self.max_context)
 
@@ -183,6 +186,7 @@ class VllmEngine(Engine):
         stop_reason: int | str | None = None
         started = time.perf_counter()
         first_at = None
+        self._counts["running"] += 1
         try:
             # Cancelling this task (a client that went away) makes vLLM abort the request.
             async for out in self._llm.generate(
@@ -202,6 +206,8 @@ class VllmEngine(Engine):
         except asyncio.CancelledError:  # vLLM has aborted the request
             self._counts["cancelled"] += 1
             raise
+        finally:
+            self._counts["running"] -= 1
         self._counts["finished"] += 1
         ended = time.perf_counter()
         reason: FinishReason = "length" if finish == "length" else "stop"

@@ -215,7 +215,8 @@ def _report(tmp_path: Path) -> dict:
                _s("llamacpp-server", "p1", 1.0), _s("llamacpp-server", "p1", 0.5, c=4),
                _s("strictcall-torch", "p1", 3.0, pass_="cold")]
     waves = [Wave(s.system, s.kind, s.concurrency, s.pass_, 1, s.e2e_s) for s in samples]
-    statuses = [{"name": "strictcall-torch", "status": "ran", "peer": False, "command": "x"},
+    statuses = [{"name": "strictcall-torch", "status": "ran", "peer": False, "command": "x",
+                 "settings": {"grammar": "xgrammar", "any_whitespace": False}},
                 {"name": "llamacpp-server", "status": "ran", "peer": True, "command": "y"},
                 {"name": "vllm-server", "status": "skipped", "reason": "not installed",
                  "install": "make setup-vllm", "command": ""}]
@@ -229,7 +230,8 @@ def test_report_markdown_json_and_plots(tmp_path):
     assert (ratio["ours"], ratio["other"], ratio["e2e_ratio"]) == (
         "strictcall-torch", "llamacpp-server", 2.0)
     text = markdown(report)
-    assert "| vllm-server | skipped | not installed (install: `make setup-vllm`) |" in text
+    assert "| vllm-server | skipped | - | not installed (install: `make setup-vllm`) |" in text
+    assert "| strictcall-torch | ran | grammar=xgrammar; any_whitespace=False | `x` |" in text
     assert "| strictcall-torch | llamacpp-server | json | 1 | 1 | 2 |" in text
     assert "prefix_hits" in text and "TTFT s cold" in text
     paths = write_report(report, tmp_path / "out")
@@ -251,6 +253,27 @@ def test_a_system_that_cannot_start_is_skipped_with_the_reason(tmp_path):
     with pytest.raises(Skipped, match="exited with 2.*unrecognized arguments: --x"):
         with RunningServer(refusing, startup_s=30, scratch=tmp_path):
             pass
+
+
+def test_vllms_own_server_gets_the_structured_outputs_strictcall_gives_vllm(tmp_path,
+                                                                           monkeypatch):
+    """Like with like: the vllm-server peer is started with the structured-outputs config
+    StrictCall's vLLM engine passes to vLLM (no free whitespace), and both say so."""
+    import bench.latency_systems as systems
+    from server.engines.vllm_engine import STRUCTURED_OUTPUTS_CONFIG
+
+    monkeypatch.setattr(systems, "_require", lambda *args: None)  # no vLLM needed to plan
+    where = Where(model_dir=tmp_path, gguf=None, vllm_python=Path(sys.executable),
+                  llamacpp_python=Path(sys.executable))
+    peer, ours = launch_for("vllm-server", where), launch_for("strictcall-vllm", where)
+    flag = peer.command.index("--structured-outputs-config")
+    assert json.loads(peer.command[flag + 1]) == STRUCTURED_OUTPUTS_CONFIG == {
+        "backend": "xgrammar", "disable_any_whitespace": True}
+    for key in ("structured_outputs_config", "dtype", "max_model_len", "enforce_eager",
+                "threads"):
+        assert peer.settings[key] == ours.settings[key], key
+    assert "--structured-outputs-config '{" in peer.shown()  # a command one can paste
+    assert launch_for("strictcall-torch", where).settings["any_whitespace"] is False
 
 
 def test_find_gguf_prefers_the_embedded_model(tmp_path):

@@ -127,13 +127,27 @@ def _run_agent(server: str, build, prompt: str, *, stream: bool = False):
 
 
 def test_pydantic_ai_agent_with_a_tool_and_structured_output(server):
+    """The tool is forced on the first step (pydantic-ai's per-step `tool_choice`, sent as a
+    named tool_choice), then only the output tool is left: the tool must run, and every call
+    the agent saw must fit its tool's schema."""
+    from dataclasses import dataclass
+
     from pydantic_ai import Agent
+    from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.settings import ToolOrOutput
 
     seen: list[str] = []
 
+    @dataclass
+    class WeatherFirst(AbstractCapability):
+        def get_model_settings(self):
+            return lambda ctx: {"tool_choice": ToolOrOutput(function_tools=[])} if seen \
+                else {"tool_choice": ["get_weather"]}
+
     def build(model):
-        agent = Agent(model, output_type=Forecast, retries=3, model_settings={"max_tokens": 200})
+        agent = Agent(model, output_type=Forecast, retries=3, capabilities=[WeatherFirst()],
+                      model_settings={"max_tokens": 200})
 
         @agent.tool_plain
         def get_weather(city: str) -> str:
@@ -145,10 +159,14 @@ def test_pydantic_ai_agent_with_a_tool_and_structured_output(server):
 
     result = _run_agent(server, build, "What is the weather in Paris?")
     assert isinstance(result.output, Forecast)
+    assert len(seen) == 1 and isinstance(seen[0], str), seen  # the tool ran, once
+    schemas = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}},
+                               "required": ["city"], "additionalProperties": False},
+               "final_result": Forecast.model_json_schema()}
     parts = [p for m in result.all_messages() for p in m.parts if isinstance(p, ToolCallPart)]
-    assert parts  # the structured output itself arrives as a (valid) call of `final_result`
+    assert [p.tool_name for p in parts] == ["get_weather", "final_result"], parts
     for part in parts:
-        assert isinstance(part.args_as_dict(), dict)
+        jsonschema.validate(part.args_as_dict(), schemas[part.tool_name])
     print(f"\npydantic-ai: output={result.output!r}; get_weather called for {seen}")
 
 

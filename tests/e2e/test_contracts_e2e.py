@@ -21,6 +21,10 @@ PROMPTS = [
     ("check_access_request_status", "What is the status of access request AR-004217?"),
     ("create_support_ticket", "Open an ops ticket: the VPN is down since 9am."),
 ]
+# Contracts whose every rule the grammar enforces (check_access_request_status: one bounded
+# pattern, no validator): any call the model can write is valid, so its valid path must be
+# taken. The floor of the "valid or refused" checks: a server that always refuses fails.
+GRAMMAR_DECIDES = {"check_access_request_status"}
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +48,12 @@ def test_every_returned_contract_call_satisfies_its_validators(client, registry,
         problem = exc.response.json()
         assert problem["owner_action_required"] is True and problem["attempts"]
         assert problem["violations"], body
+        assert tool not in GRAMMAR_DECIDES, f"a call the grammar makes valid was refused: {body}"
         return
     choice = resp.choices[0]
     if choice.finish_reason == "length":
         assert not choice.message.tool_calls
+        assert tool not in GRAMMAR_DECIDES, "a bounded call was cut off"
         return
     (call,) = choice.message.tool_calls
     arguments = json.loads(call.function.arguments)
@@ -72,6 +78,10 @@ def test_branch_outside_the_city_is_repaired_or_refused(client):
             tool_choice={"type": "function", "function": {"name": "reissue_card"}})
     except openai.UnprocessableEntityError as exc:
         assert "reissue_card" in str(exc)
+        # Refused for the city rule, the one rule the grammar leaves to the validator.
+        violations = exc.response.json()["violations"]
+        assert violations and all(v["pointer"] == "/branch_id" and
+                                  v["code"] == "semantic_mismatch" for v in violations), violations
         return
     args = json.loads(resp.choices[0].message.tool_calls[0].function.arguments)
     from contracts.examples import BRANCHES

@@ -1,5 +1,5 @@
 """`strictcall eval` against the real server: two configurations on the shipped scenarios,
-and the baseline gate's exit status."""
+and the baseline gate's exit status, including a degraded run the gate must fail."""
 
 from __future__ import annotations
 
@@ -42,3 +42,15 @@ def test_eval_runs_and_gates(server, tmp_path):
                   "--threshold-read", "0", "--threshold-write", "0")
     below = [c for c, s in run["summary"]["classes"].items() if s["correct_call_rate"] < 1]
     assert gated.returncode == (1 if below else 0), gated.stdout
+    # A run that must fail: one token per answer cuts off every call (only scenarios that
+    # expect no call can still score), against the first run as the baseline, no drop
+    # allowed. The first run must have called something right, or nothing could drop.
+    rates = {c: s["correct_call_rate"] for c, s in run["summary"]["classes"].items()}
+    degraded = _eval(server, tmp_path / "c.json", "--max-tokens", "1",
+                     "--baseline", str(tmp_path / "a.json"),
+                     "--threshold-read", "0", "--threshold-write", "0")
+    cut = {c: s["correct_call_rate"] for c, s in
+           json.loads((tmp_path / "c.json").read_text())["summary"]["classes"].items()}
+    assert any(cut[c] < rates[c] for c in rates), (rates, cut)
+    assert degraded.returncode == 1, degraded.stdout + degraded.stderr
+    assert "REGRESSION: read tools: correct-call rate" in degraded.stdout, degraded.stdout

@@ -13,7 +13,7 @@ import pytest
 
 from grammars import GrammarError, bfcl_to_json_schema, check_schema
 from grammars.keywords import XGRAMMAR_KEYWORDS
-from tests.conftest import EVALDATA, bfcl
+from tests.conftest import bfcl, evaldata
 
 pytestmark = pytest.mark.slow
 from tests.e2e.conftest import MODEL
@@ -56,9 +56,7 @@ def test_bfcl_simple_required_calls_always_validate(client):
 
 
 def _github_easy(count: int) -> list[tuple[str, dict]]:
-    folder = EVALDATA / "jsonschemabench" / "Github_easy"
-    if not folder.exists():
-        pytest.skip(f"{folder} is missing")
+    folder = evaldata("jsonschemabench/Github_easy")
     picked = []
     for path in sorted(folder.iterdir()):
         schema = json.loads(path.read_text())["schema"]
@@ -135,8 +133,8 @@ def test_sdk_raises_readable_errors(client):
 
 def test_client_disconnect_stops_the_decode(server):
     before = httpx.get(f"{server}/health").json()["engine"]["cancelled"]
-    # The grammar makes the story at least 2,500 characters: several seconds on any engine
-    # here, so the client's 2 s timeout always comes first.
+    # The grammar makes the story at least 2,500 characters (hundreds of tokens), so it is
+    # still decoding when the client hangs up right after the engine took it.
     long_story = {"type": "object", "properties": {
         "story": {"type": "string", "minLength": 2500, "maxLength": 4000}},
         "required": ["story"]}
@@ -144,8 +142,7 @@ def test_client_disconnect_stops_the_decode(server):
             "messages": [{"role": "user", "content": "Write a very long story."}],
             "response_format": {"type": "json_schema",
                                 "json_schema": {"name": "story", "schema": long_story}}}
-    with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{server}/v1/chat/completions", json=body, timeout=2.0)
+    _hang_up_while_decoding(server, "/v1/chat/completions", body)
     _assert_one_more_cancelled(server, before)
 
 
@@ -169,16 +166,22 @@ def test_auto_mode_every_emitted_call_is_valid(client):
 
     with ThreadPoolExecutor(4) as pool:
         answered = list(pool.map(ask, cases))
-    emitted = 0
-    for functions, choice in answered:
+    emitted, fitting_called = 0, 0
+    for i, (functions, choice) in enumerate(answered):
         if choice.finish_reason != "tool_calls":
             assert choice.finish_reason in ("stop", "length") and not choice.message.tool_calls
             continue
         schemas = {f["name"]: bfcl_to_json_schema(f["parameters"]) for f in functions}
+        assert choice.message.tool_calls
         for call in choice.message.tool_calls:
             _validate(schemas[call.function.name], json.loads(call.function.arguments))
             emitted += 1
-    print(f"\nauto: {emitted} calls emitted over {len(cases)} prompts, all valid")
+        fitting_called += i < 8
+    print(f"\nauto: {emitted} calls emitted over {len(cases)} prompts, all valid; "
+          f"{fitting_called} of the 8 prompts a tool fits were answered with calls")
+    # A floor, so the check cannot pass on no call at all: `decide` called a tool on 96 of
+    # the first 100 BFCL questions (README, auto mode).
+    assert fitting_called >= 1, "auto mode emitted no call where a tool fits"
 
 
 def test_stream_disconnect_stops_the_decode(server):
@@ -192,13 +195,39 @@ def test_stream_disconnect_stops_the_decode(server):
     _assert_one_more_cancelled(server, before)
 
 
+def _engine(server: str) -> dict:
+    return httpx.get(f"{server}/health").json()["engine"]
+
+
+def _wait_for_engine(server: str, done, *, bound_s: float = 60.0) -> dict:
+    """Poll /health until `done(engine stats)`; the last stats seen. `bound_s` is how long
+    before giving up, not a claim about the engine's speed."""
+    deadline = time.monotonic() + bound_s
+    engine = _engine(server)
+    while not done(engine) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        engine = _engine(server)
+    return engine
+
+
+def _hang_up_while_decoding(server: str, route: str, body: dict) -> None:
+    """POST `body` (not streamed), wait until /health shows the engine decoding one more
+    request, then close the connection: the client leaves mid-decode, ordered by what the
+    server reports rather than by a client timeout that assumes a slow decode."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    running = _engine(server)["running"]
+    conn = http.client.HTTPConnection(urlsplit(server).hostname, urlsplit(server).port,
+                                      timeout=60)
+    conn.request("POST", route, body=json.dumps(body),
+                 headers={"content-type": "application/json"})
+    engine = _wait_for_engine(server, lambda e: e["running"] > running)
+    conn.close()
+    assert engine["running"] > running, f"the request never reached the engine: {engine}"
+
+
 def _assert_one_more_cancelled(server: str, before: int) -> None:
-    """The engine dropped exactly one more request, and runs nothing (waits up to 15 s)."""
-    deadline = time.monotonic() + 15
-    engine = {}
-    while time.monotonic() < deadline:
-        engine = httpx.get(f"{server}/health").json()["engine"]
-        if engine["cancelled"] > before and engine["running"] == 0:
-            break
-        time.sleep(0.2)
+    """The engine dropped exactly one more request, and runs nothing."""
+    engine = _wait_for_engine(server, lambda e: e["cancelled"] > before and e["running"] == 0)
     assert engine["cancelled"] == before + 1 and engine["running"] == 0, engine

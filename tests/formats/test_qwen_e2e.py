@@ -144,11 +144,25 @@ def test_contract_is_enforced_in_qwens_format(client):
     """A registered contract through Qwen's syntax: the call comes back valid under the
     contract's cross-field rule (repaired if need be), as a 422 problem, or cut by a runaway
     guard with no call; never a call that breaks the contract. Random weights make any of
-    the three possible (steering keeps digit loops from ending the value)."""
+    the three possible (steering keeps digit loops from ending the value). The floor: a
+    contract whose every rule the grammar enforces (one bounded pattern, so random weights
+    cannot break it or run on) must come back as a valid call."""
     from openai import UnprocessableEntityError
 
     from contracts.examples import BRANCHES
 
+    status = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Status of AR-004217?"}],
+        tools=[{"type": "function", "function": {"name": "check_access_request_status"}}],
+        tool_choice="required", reasoning_effort="none", max_tokens=200,
+        parallel_tool_calls=False)
+    choice = status.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "check_access_request_status"
+    jsonschema.validate(json.loads(call.function.arguments), {
+        "type": "object", "properties": {"request_id": {"pattern": "^AR-[0-9]{6}$"}},
+        "required": ["request_id"], "additionalProperties": False})
     try:
         resp = client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "Reissue my card in Paris."}],
@@ -156,8 +170,8 @@ def test_contract_is_enforced_in_qwens_format(client):
             tool_choice="required", reasoning_effort="none", max_tokens=200,
             parallel_tool_calls=False, extra_headers={"X-Tenant-Id": "t1"},
             extra_body={"strictcall": {"loop_guard": "steer"}})
-    except UnprocessableEntityError as exc:
-        assert exc.body["type"].endswith("contract-violation")
+    except UnprocessableEntityError as exc:  # (the SDK's exc.body is the `error` member)
+        assert exc.response.json()["type"].endswith("contract-violation"), exc.response.text
         return
     choice = resp.choices[0]
     if choice.finish_reason == "length":

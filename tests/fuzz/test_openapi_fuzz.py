@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
 
 from server.process import ServerProcess
+from tests.conftest import FUZZ_SEEDS
 from tests.e2e.conftest import MODEL
 from tests.fuzz.wire_checks import TOKEN_BOUND, bound_tokens, wire_problems
 
@@ -34,8 +34,9 @@ hypothesis = pytest.importorskip("hypothesis")
 
 # Per operation and generation mode; the bodies of the generation routes decode on a CPU.
 EXAMPLES = int(os.environ.get("STRICTCALL_FUZZ_EXAMPLES", "25"))
-# Random unless set: each run explores new bodies; the report prints it to replay a run.
-SEED = int(os.environ.get("STRICTCALL_FUZZ_SEED") or random.randrange(2**32))
+# Random unless set, fixed for the run: each run explores new bodies; pytest's header and
+# summary, and this test's report, print it to replay a run.
+SEED = FUZZ_SEEDS["STRICTCALL_FUZZ_SEED"]
 CONTRACTS = ("open_dispute", "create_support_ticket", "check_access_request_status",
              "search_products", "reissue_card")
 
@@ -73,6 +74,7 @@ def fuzz_server(model_dir):
 def test_no_operation_answers_a_bug(fuzz_server):
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
+    print(f"\nschemathesis seed {SEED} (replay: STRICTCALL_FUZZ_SEED={SEED})")
     schema = schemathesis.openapi.from_url(f"{fuzz_server.base_url}/openapi.json")
     tally = Tally()
     for result in schema.get_all_operations():

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
 from server.settings import Settings
+from tests.server.held_compile import HeldCompile
 
 TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather for a city",
@@ -370,46 +371,38 @@ def test_each_budget_is_a_400_with_measured_and_limit(client, body, param, limit
 
 
 def test_slow_compile_times_out_while_other_requests_are_served(model_dir, replies):
-    """A schema that would compile for seconds is a 400 at the timeout; meanwhile other
-    requests are answered, and /health stays up."""
+    """A schema whose compile does not end is a 400 at the timeout; meanwhile other requests
+    are answered, and /health stays up. The compile is held until the test releases it:
+    everything here is shown to happen while it is still running."""
     import threading
-    import time
+
+    held: dict = {}
 
     def factory(settings):
         engine = ScriptedEngine(model_dir, replies)
-        real = engine.grammar_backend.compile
-
-        def compile_(spec):
-            if "slowpoke" in json.dumps(spec.json_schema()):
-                time.sleep(3)
-            return real(spec)
-
-        engine.grammar_backend.compile = compile_
+        held["compile"] = engine.grammar_backend.compile = HeldCompile(
+            engine.grammar_backend.compile)
         return engine
 
     app = create_app(Settings(served_model_name="scripted", compile_timeout_s=0.5), factory)
     slow_fmt = {"type": "json_schema", "json_schema": {"name": "s", "schema": {
         "type": "object", "description": "slowpoke"}}}
     with TestClient(app) as c:
-        out = {}
-
-        def slow():
-            start = time.monotonic()
-            out["slow"] = (chat(c, response_format=slow_fmt), time.monotonic() - start)
-
-        thread = threading.Thread(target=slow)
+        compile_, out = held["compile"], {}
+        thread = threading.Thread(target=lambda: out.update(
+            slow=chat(c, response_format=slow_fmt)), daemon=True)
         thread.start()
-        time.sleep(0.1)
-        start = time.monotonic()
+        assert compile_.entered.wait(timeout=60), "the slow compile never started"
         replies.text = "fast"
         fast = chat(c)
-        fast_s = time.monotonic() - start
         assert c.get("/health").status_code == 200
-        thread.join(timeout=10)
-    assert fast.status_code == 200 and fast_s < 0.5
-    resp, slow_s = out["slow"]
-    problem = assert_problem(resp, 400, says="longer than 0.5 s")
-    assert problem["error"]["code"] == "grammar_timeout" and slow_s < 2.5
+        thread.join(timeout=60)
+        # The fast request and the timeout both came while the compile was still held.
+        assert not compile_.left.is_set() and not thread.is_alive()
+        compile_.release.set()
+    assert fast.status_code == 200
+    problem = assert_problem(out["slow"], 400, says="longer than 0.5 s")
+    assert problem["error"]["code"] == "grammar_timeout"
 
 
 def test_metrics_in_prometheus_text(client, replies):

@@ -127,50 +127,55 @@ def test_pathological_schemas_are_refused_by_budget_before_compiling(client, sch
 
 def test_pathological_compile_times_out_while_others_are_served(model_dir):
     """Budgets raised so that a schema xgrammar needs ~2 s for gets through: its request is
-    a 400 grammar_timeout after the timeout, while health checks and another schema's
-    request are answered meanwhile; the compile finishes in the background and is cached."""
+    a 400 grammar_timeout at the timeout, while health checks and another schema's request
+    are answered meanwhile; the compile finishes in the background and is kept. Its compile
+    is held until the test releases it, so all of that is shown to happen while it runs,
+    however fast this machine compiles."""
     import threading
-    import time
 
     from fastapi.testclient import TestClient
 
     from server.api.app import create_app
     from server.engines.scripted import ScriptedEngine
     from server.settings import Settings
+    from tests.server.held_compile import HeldCompile
 
     settings = Settings(served_model_name="scripted", compile_timeout_s=0.3,
                         max_depth=40, max_schema_bytes=10**6)
-    app = create_app(settings, lambda s: ScriptedEngine(model_dir, lambda p: '{"n":1}'))
+    held: dict = {}
+
+    def factory(settings):
+        engine = ScriptedEngine(model_dir, lambda p: '{"n":1}')
+        held["compile"] = engine.grammar_backend.compile = HeldCompile(
+            engine.grammar_backend.compile,
+            holds=lambda spec: "anyOf" in json.dumps(spec.json_schema()))
+        return engine
+
+    app = create_app(settings, factory)
     with TestClient(app) as c:
-        slow: dict = {}
-
-        def post_slow() -> None:
-            start = time.perf_counter()
-            slow["resp"] = c.post("/v1/grammars/compile", json=_nested_unions(7))
-            slow["seconds"] = time.perf_counter() - start
-
-        thread = threading.Thread(target=post_slow)
+        compile_, slow = held["compile"], {}
+        thread = threading.Thread(target=lambda: slow.update(
+            resp=c.post("/v1/grammars/compile", json=_nested_unions(7))), daemon=True)
         thread.start()
-        served = 0
-        while thread.is_alive():
-            assert c.get("/health").status_code == 200
-            served += 1
-            time.sleep(0.02)
+        assert compile_.entered.wait(timeout=120), "the pathological compile never started"
+        assert c.get("/health").status_code == 200
         fast = chat(c, response_format={"type": "json_schema", "json_schema": {
             "name": "n", "schema": {"type": "object", "properties": {"n": {"type": "integer"}},
                                     "required": ["n"]}}})
         assert fast.status_code == 200, fast.text
+        thread.join(timeout=120)
+        # Health, the other schema and the timeout all came while the compile was held.
+        assert not thread.is_alive() and not compile_.left.is_set()
         assert_problem(slow["resp"], 400, says="longer than 0.3 s")
         assert slow["resp"].json()["error"]["code"] == "grammar_timeout"
-        # Checking a 174 kB schema takes ~1 s of the budget-raised request (off the loop);
-        # the compile itself (~2 s) is cut off at 0.3 s.
-        assert slow["seconds"] < 10 and served >= 3
-        deadline = time.monotonic() + 30
-        while c.get("/health").json()["grammar_cache"]["entries"] < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        compiles = c.get("/health").json()["grammar_cache"]["compiles"]
+        compile_.release.set()
+        assert compile_.returned.wait(timeout=120), "the released compile did not finish"
+        # Asked again: the background compile's grammar (cached, or just being stored).
         again = c.post("/v1/grammars/compile", json=_nested_unions(7))
-        assert again.status_code == 200 and again.json()["cache"] == "hit"
+        assert again.status_code == 200, again.text
+        cache = c.get("/health").json()["grammar_cache"]
+        assert cache["compiles"] == compiles and cache["entries"] == 2
 
 
 def test_outlines_backend_serves_tool_calls_and_reports_its_own_table(model_dir):

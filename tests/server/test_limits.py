@@ -1,11 +1,15 @@
 """Limits and backpressure over a ScriptedEngine: body size (413), max_tokens cap (400), the
 bounded admission (429 / 503), the time limit (504), shutting down (503), lone surrogates
-(400 on every API) and the request id on every response."""
+(400 on every API) and the request id on every response.
+
+A decode that takes long is a request held at the engine (server/engines/scripted.py
+`Hold`) until the test releases it: each limit is shown to fire while a request is known to
+be in the engine, never by a sleep or a stopwatch."""
 
 from __future__ import annotations
 
-import asyncio
 import json
+import threading
 import time
 
 import pytest
@@ -13,42 +17,53 @@ from fastapi.testclient import TestClient
 
 from server.api.admission import Admission
 from server.api.app import create_app
-from server.engines.base import GenerationRequest, GenerationResult
-from server.engines.scripted import ScriptedEngine
+from server.engines.scripted import Hold, ScriptedEngine
 from server.errors import Overloaded, Unavailable
 from server.settings import Settings
 from tests.server.test_api import assert_problem
 from tests.server.test_messages_api import assert_error
 
+# A held request is let go after this long whatever happens: a server that waits instead of
+# answering then fails its test (answered 200 after the release) instead of hanging it. A
+# bound, not a claim about speed: each test asserts its answer came while still held.
+HOLD_BOUND_S = 60
 USER = [{"role": "user", "content": "hi"}]
 CHAT = {"model": "scripted", "messages": USER}
 
 
-class StalledEngine(ScriptedEngine):
-    """Answers like ScriptedEngine after `stall_s` seconds: a decode that takes long."""
-
-    stall_s = 0.0
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        await asyncio.sleep(self.stall_s)
-        return await super().generate(request)
-
-
 @pytest.fixture()
 def make_client(model_dir):
+    """A client over a ScriptedEngine; with `held=True` its requests wait at `client.hold`
+    until the test releases them, or HOLD_BOUND_S passes (all released at the end)."""
     clients = []
 
-    def make(**settings) -> TestClient:
-        engine = StalledEngine(model_dir, lambda prompt: "Hello.")
+    def make(*, held: bool = False, **settings) -> TestClient:
+        hold = Hold()
+        if held:
+            bound = threading.Timer(HOLD_BOUND_S, hold.release)
+            bound.daemon = True
+            bound.start()
+        else:
+            hold.release()
+        engine = ScriptedEngine(model_dir, lambda prompt: "Hello.", hold=hold)
         app = create_app(Settings(served_model_name="scripted", **settings), lambda s: engine)
         client = TestClient(app)
         clients.append(client.__enter__())
-        client.engine = engine
+        client.engine, client.hold = engine, hold
         return client
 
     yield make
     for client in clients:
+        client.hold.release()
         client.__exit__(None, None, None)
+
+
+def in_background(call) -> tuple[threading.Thread, dict]:
+    """Run `call()` in a thread; its result lands in the dict under "result"."""
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.update(result=call()), daemon=True)
+    thread.start()
+    return thread, out
 
 
 def test_body_over_the_limit_is_413(make_client):
@@ -93,18 +108,24 @@ def test_admission_is_bounded_and_says_when_the_engine_is_down(model_dir):
 
 
 def test_a_full_server_answers_429_with_retry_after_at_once(make_client):
-    client = make_client(max_batch=1, max_queued=1)
+    client = make_client(held=True, max_batch=1, max_queued=1)
     admission = client.app.state.admission
     assert admission.capacity == 2
-    admission.inside = 2  # two requests decoding or queued
-    started = time.monotonic()
+    # Two requests take both places: they wait in the engine until released.
+    held = [in_background(lambda: client.post("/v1/chat/completions", json=CHAT))
+            for _ in range(2)]
+    client.hold.wait_for("arrived", 2)
     body = assert_problem(client.post("/v1/chat/completions", json=CHAT), 429)
-    assert time.monotonic() - started < 5  # shed, not queued
     assert body["retryable"] is True and body["error"]["type"] == "rate_limit_error"
     resp = client.post("/v1/messages", json={**CHAT, "max_tokens": 8})
     assert_error(resp, 429, kind="rate_limit_error")
     assert int(resp.headers["retry-after"]) >= 1
-    admission.inside = 0
+    # Shed, not queued: both answers came while the two places were still taken.
+    assert not client.hold.released and client.hold.arrived == 2 and admission.inside == 2
+    client.hold.release()
+    for thread, out in held:
+        thread.join(timeout=60)
+        assert out["result"].status_code == 200
     assert client.post("/v1/chat/completions", json=CHAT).status_code == 200
     assert admission.inside == 0  # every place taken was given back
     client.engine.alive = lambda: False
@@ -114,14 +135,15 @@ def test_a_full_server_answers_429_with_retry_after_at_once(make_client):
 
 
 def test_request_over_its_time_limit_is_cancelled_with_504(make_client):
-    client = make_client(request_timeout_s=0.5)
-    client.engine.stall_s = 30
-    started = time.monotonic()
+    client = make_client(held=True, request_timeout_s=0.5)
+    # Held in the engine and never released: only the time limit can answer.
     body = assert_problem(client.post("/v1/chat/completions", json=CHAT), 504,
                           says="0.5 s time limit")
-    assert time.monotonic() - started < 10 and body["retryable"] is True
+    assert body["retryable"] is True
     stream = client.post("/v1/chat/completions", json={**CHAT, "stream": True})
     assert stream.status_code == 200 and "request-timeout" in stream.text
+    client.hold.wait_for("cancelled", 2)  # both decodes were stopped, not left running
+    assert not client.hold.released and client.engine.stats()["running"] == 0
     assert client.app.state.admission.inside == 0
 
 
@@ -135,18 +157,15 @@ def test_shutting_down_refuses_new_requests_with_503(make_client):
 
 
 def test_a_running_request_is_answered_503_before_the_grace_ends(make_client):
-    client = make_client()
-    client.engine.stall_s = 30
-
-    async def shut_down_soon():
-        await asyncio.sleep(0.3)  # after the gate let the request in
-        client.app.state.shutdown_deadline = time.monotonic() + 1.5
-
-    client.portal.start_task_soon(shut_down_soon)
-    started = time.monotonic()
-    assert_problem(client.post("/v1/chat/completions", json=CHAT), 503,
-                   says="shutting down and could not finish")
-    assert time.monotonic() - started < 10
+    client = make_client(held=True)
+    thread, out = in_background(lambda: client.post("/v1/chat/completions", json=CHAT))
+    client.hold.wait_for("arrived", 1)  # the gate let it in: it is in the engine
+    client.app.state.shutdown_deadline = time.monotonic() + 1.5  # what SIGTERM sets
+    thread.join(timeout=60)
+    assert_problem(out["result"], 503, says="shutting down and could not finish")
+    # Answered while the engine still held it (never released): the decode was cancelled.
+    client.hold.wait_for("cancelled", 1)
+    assert not client.hold.released
 
 
 @pytest.mark.parametrize(("route", "body", "param"), [
