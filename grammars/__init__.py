@@ -12,6 +12,7 @@ from grammars.bridge import BridgedBackend, bridge_demoted, is_bridged, reported
 from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
 from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
+from grammars.metaschema import MAX_NESTING, check_json_value, checked_client_schema
 from grammars.specs import (GrammarSpec, JsonSchemaSpec, StructuralTagSpec, TaggedSpec,
                             TextOrToolCallsSpec, ToolCallsSpec, ToolSpec, canonical_json,
                             check_schema)
@@ -63,4 +64,5 @@ __all__ = [
     "ToolSpec", "UnsupportedSchemaError", "XgrammarBackend", "XgrammarMatcher",
     "bfcl_to_json_schema", "canonical_json", "tokenizer_fingerprint",
     "check_schema", "make_backend",
+    "MAX_NESTING", "check_json_value", "checked_client_schema",
 ]
