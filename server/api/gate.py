@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import math
 import re
 import time
 import uuid
@@ -27,8 +28,12 @@ GENERATION_ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 # Echoed ids go into log lines and headers: printable, short, no spaces.
 _GOOD_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
-# A JSON escape of a UTF-16 surrogate; only bodies with one are parsed here.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# What may stand for a value JSON text cannot hold, once Python's parser has read it: a
+# surrogate's escape or its bytes (CESU-8, which the parser decodes with surrogatepass), NaN
+# and Infinity (which it accepts), a number too large for a float (read as inf). Only
+# bodies with one, or in UTF-16/32 (which the parser detects), are parsed here.
+_SUSPECT = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\xed[\xa0-\xbf]|NaN|Infinity"
+                      rb"|[0-9][eE][+-]?[0-9]{3}|[0-9.]{300}")
 
 
 class RequestIdFilter(logging.Filter):
@@ -73,7 +78,7 @@ class Gate:
             body = await self._body(scope, receive)
             if body is None:
                 return  # the client left while sending
-            _refuse_lone_surrogates(body)
+            _refuse_what_json_cannot_hold(body)
             if scope["path"] in GENERATION_ROUTES:
                 admission = scope["app"].state.admission
                 admission.enter()
@@ -181,37 +186,53 @@ def _replay(body: bytes, receive: Any) -> Any:
     return replayed
 
 
-def _refuse_lone_surrogates(body: bytes) -> None:
+def _refuse_what_json_cannot_hold(body: bytes) -> None:
     """A lone UTF-16 surrogate (`"a\\ud800b"`) is legal JSON but no Unicode text: no
-    tokenizer can read it. Refused with the path, not replaced: a replacement character
-    would change what the client asked without a word, and the client's encoder is what
-    needs fixing."""
-    if not _SURROGATE_ESCAPE.search(body):
+    tokenizer can read it, no encoder write it. Refused with the path, not replaced: a
+    replacement character would change what the client asked without a word, and the
+    client's encoder is what needs fixing. NaN and Infinity are no JSON at all, yet Python
+    reads them; every field of every route is checked here, once, before any route sees it."""
+    if not _SUSPECT.search(body) and json.detect_encoding(body) == "utf-8":
         return
     try:
         parsed = json.loads(body)
-    except ValueError:
-        return  # not JSON: the route says so
-    path = _surrogate_path(parsed)
-    if path is not None:
-        raise InvalidRequest(f"{path or 'the body'} holds a lone UTF-16 surrogate escape "
+    except (ValueError, RecursionError):
+        return  # not JSON (or nested past the parser): the route says so
+    found = _unwritable(parsed)
+    if found is None:
+        return
+    path, value = found
+    if isinstance(value, str):
+        raise InvalidRequest(f"{path or 'the body'} holds a lone UTF-16 surrogate "
                              "(\\ud800-\\udfff without its pair), which is not Unicode text; "
                              "send the character it stands for, or remove it",
                              param=path or None, code="invalid_unicode")
+    raise InvalidRequest(f"{path or 'the body'} is {value!r} (NaN, Infinity or a number too "
+                         "large for a float), which JSON has no way to write; send a finite "
+                         "number", param=path or None, code="invalid_number")
 
 
-def _surrogate_path(value: Any) -> str | None:
+def _unwritable(value: Any) -> tuple[str, Any] | None:
+    """The first (path, value) that no JSON text can hold: a string or key with a lone
+    surrogate (the string), or a float that is not finite."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         where, item = stack.pop()
         if isinstance(item, str):
-            if any("\ud800" <= ch <= "\udfff" for ch in item):
-                return where
+            if _has_surrogate(item):
+                return where, item
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return where, item
         elif isinstance(item, dict):
             for key, sub in reversed(list(item.items())):
-                if any("\ud800" <= ch <= "\udfff" for ch in key):
-                    return where or key.encode("utf-8", "backslashreplace").decode()
+                if _has_surrogate(key):
+                    return where or key.encode("utf-8", "backslashreplace").decode(), key
                 stack.append((f"{where}.{key}" if where else key, sub))
         elif isinstance(item, list):
             stack.extend((f"{where}[{i}]", sub) for i, sub in reversed(list(enumerate(item))))
     return None
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)

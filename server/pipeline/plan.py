@@ -9,7 +9,7 @@ from typing import Any, Literal
 from contracts import Contract, ContractRegistry
 from grammars import (Analysis, Budget, BudgetExceeded, EnforcementReport, GrammarError,
                       GrammarPolicy, GrammarSpec, JsonSchemaSpec, TextOrToolCallsSpec,
-                      ToolCallsSpec, ToolSpec, bfcl_to_json_schema)
+                      ToolCallsSpec, ToolSpec, checked_client_schema)
 from server.protocol import (ChatCompletionRequest, NamedToolChoice, ResponseFormatJsonObject,
                                 ResponseFormatJsonSchema, Tool)
 from server.errors import InvalidRequest, UnsupportedFeature
@@ -173,8 +173,9 @@ def _convert_tools(tools: list[Tool], registry: ContractRegistry, budget: Budget
         contract = registry.get(fn.name)
         try:
             # A registered contract is authoritative: its schema, not the client's.
-            schema = contract.schema() if contract else \
-                bfcl_to_json_schema(fn.parameters or _NO_ARGUMENTS)
+            schema = contract.schema() if contract else checked_client_schema(
+                fn.parameters or _NO_ARGUMENTS, where=f"the parameters of tool {fn.name!r}",
+                dialect="bfcl")
             if contract is None:  # a registered contract is the operator's: trusted
                 budget.check_schema(schema, where=f"the parameters of tool {fn.name!r}")
             analysis = policy.check(schema, where=f"the parameters of tool {fn.name!r}")
@@ -235,8 +236,8 @@ def plan_schema(schema: Any, *, where: str, budget: Budget,
                 policy: GrammarPolicy) -> tuple[JsonSchemaSpec, Analysis]:
     """A client JSON Schema checked against the budgets and classified; 400 if refused."""
     try:
-        if isinstance(schema, dict):
-            budget.check_schema(schema, where=where)
+        schema = checked_client_schema(schema, where=where)
+        budget.check_schema(schema, where=where)
         analysis = policy.check(schema, where=where)
     except BudgetExceeded as exc:
         raise _over_budget(exc, param=where) from None
