@@ -83,7 +83,7 @@ Block = _one_of(TextBlock, ToolUseBlock, ToolResultBlock, other=OtherBlock)
 
 class InputMessage(_Wire):
     role: Literal["user", "assistant"]
-    content: str | list[Block]
+    content: str | Annotated[list[Block], Field(min_length=1)]  # [] would be no turn at all
 
 
 # -- tools ------------------------------------------------------------------------------

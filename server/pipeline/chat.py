@@ -291,7 +291,9 @@ class ChatPipeline:
         if plan.spec is None:
             return None
         return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s,
-                              bridge_wait_s=self.settings.bridge_wait_s)
+                              bridge_wait_s=self.settings.bridge_wait_s,
+                              param="response_format.json_schema.schema"
+                              if plan.mode == "json" else "tools")
 
     def _option(self, req: ChatCompletionRequest, name: str, setting: str) -> Any:
         """The request's `strictcall.<name>` when it sends one, else the server's setting."""

@@ -111,3 +111,89 @@ def test_a_surrogate_in_a_message_as_bytes_is_a_400(client):
     body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "@"}]})
     resp = _sent(client, "/v1/chat/completions", body.encode().replace(b"@", b"\xed\xb0\x80"))
     assert resp.status_code == 400 and _error(resp)[0] == "messages[0].content"
+
+
+def _deep(levels: int) -> str:
+    return '{"a": ' * levels + "1" + "}" * levels
+
+
+@pytest.mark.parametrize("route", ["/v1/contracts/reissue_card/validate",
+                                   "/v1/tools/check_access_request_status/invoke"])
+def test_arguments_nested_past_the_limit_are_a_400_naming_where(client, route):
+    """800 levels: the violation's value went through dataclasses.asdict, a RecursionError
+    and a 500."""
+    body = f'{{"arguments": {{"request_id": {_deep(800)}}}}}'.encode()
+    resp = _sent(client, route, body)
+    assert resp.status_code == 400, resp.text
+    param, message = _error(resp)
+    assert param.startswith("arguments.request_id.a.a") and "more than 128 deep" in message
+
+
+def test_a_seed_past_64_bits_is_a_400():
+    """10**30 reached torch's manual_seed: "Overflow when unpacking long long", an engine
+    failure (503) on every engine that seeds a generator."""
+    from server.protocol import ChatCompletionRequest
+
+    with pytest.raises(ValueError, match="seed"):
+        ChatCompletionRequest.model_validate({"model": "m", "messages": USER, "seed": 10**30})
+    ChatCompletionRequest.model_validate({"model": "m", "messages": USER, "seed": 2**63 - 1})
+
+
+def test_a_seed_past_64_bits_is_a_400_naming_it(client):
+    body = {"model": "scripted", "messages": USER, "seed": 10**30}
+    resp = _sent(client, "/v1/chat/completions", json.dumps(body).encode())
+    assert resp.status_code == 400 and _error(resp)[0] == "seed"
+
+
+def test_an_idempotency_key_header_that_breaks_its_rules_is_a_400(client):
+    """The header was validated by InvokeBody.model_validate outside FastAPI's request
+    validation: a pydantic ValidationError, a 500."""
+    resp = client.post("/v1/tools/check_access_request_status/invoke",
+                       json={"arguments": {"request_id": "AR-004217"}},
+                       headers={"Idempotency-Key": b"\xff\xfe"})  # latin-1 text
+    assert wire_problems("/invoke", resp.status_code, dict(resp.headers), resp.content) == []
+    assert resp.status_code == 400 and _error(resp)[0] == "Idempotency-Key"
+
+
+def test_a_messages_turn_with_no_content_is_a_400_naming_it(client):
+    """`"content": []` made no chat message at all; the chat request then failed its own
+    validation with no parameter named."""
+    body = {"model": "scripted", "max_tokens": 8, "messages": [{"role": "user",
+                                                                "content": []}]}
+    resp = _sent(client, "/v1/messages", json.dumps(body).encode())
+    assert resp.status_code == 400
+    assert resp.json()["strictcall"]["param"] == "messages[0].content"
+
+
+@pytest.mark.parametrize(("schema", "says"), [
+    ({"type": "integer", "minimum": 2**70}, "Integer exceeds maximum limit"),
+    ({"type": "array", "minItems": 5, "maxItems": 1}, "minItems is greater than maxItems"),
+    ({"type": "number", "exclusiveMinimum": 3, "exclusiveMaximum": 3}, "range"),
+])
+@pytest.mark.parametrize("api", ["compile", "chat_format", "responses_format", "messages"])
+def test_a_schema_the_grammar_library_rejects_is_a_400_naming_it_without_its_files(
+        client, api, schema, says):
+    """xgrammar's message carried its C++ source path ("/project/cpp/json_schema_converter.
+    cc:974: Check failed: ...") into the answer, and the 400 named no parameter."""
+    route, body, param = _with_schema(api, schema)
+    resp = _sent(client, route, json.dumps(body).encode())
+    assert resp.status_code == 400, resp.text
+    assert ".cc" not in resp.text and "/project" not in resp.text and "Check failed" \
+        not in resp.text
+    named = resp.json()["strictcall"]["param"] if api == "messages" else _error(resp)[0]
+    assert says in resp.text and named == {"compile": "the schema", "messages": "tools",
+                                           "chat_format": param,
+                                           "responses_format": param}[api]
+
+
+def test_arguments_that_break_a_contract_name_the_parameter(client):
+    resp = client.post("/v1/tools/check_access_request_status/invoke",
+                       json={"arguments": {"request_id": "nope"}})
+    assert resp.status_code == 422
+    assert resp.json()["error"]["param"] == "arguments.request_id"
+
+
+def test_the_anthropic_body_names_the_parameter_as_the_client_sent_it(client):
+    route, body, _ = _with_schema("messages", {"type": "object", "required": 5})
+    resp = _sent(client, route, json.dumps(body).encode())
+    assert resp.json()["strictcall"]["param"] == "tools[0].input_schema"
