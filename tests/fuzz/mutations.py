@@ -85,59 +85,79 @@ class Case:
         return f"{self.seed.name} POST {self.seed.path} [{'; '.join(self.mutations)}] {shown}"
 
 
+_USER = [{"role": "user", "content": "What is the weather in Paris?"}]
+_PARAMS = {"type": "object", "properties": {
+    "city": {"type": "string", "maxLength": 20, "description": "City name"},
+    "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"],
+    "additionalProperties": False}
+_ANSWER = {"type": "object", "required": ["ok"], "properties": {
+    "ok": {"type": "boolean"},
+    "tags": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 5}}}}
+_FN = {"name": "get_weather", "description": "Weather for a city", "parameters": _PARAMS}
+_STREAMED = ("/v1/chat/completions", "/v1/responses", "/v1/messages")
+
+
 def seeds(model: str, *, max_tokens: int) -> list[Seed]:
-    """A valid request for every route and API (streamed forms too), small decodes."""
-    user = [{"role": "user", "content": "What is the weather in Paris?"}]
-    params = {"type": "object", "properties": {
-        "city": {"type": "string", "maxLength": 20, "description": "City name"},
-        "days": {"type": "integer", "minimum": 1, "maximum": 7},
-        "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"],
-        "additionalProperties": False}
-    answer = {"type": "object", "properties": {"ok": {"type": "boolean"},
-                                               "tags": {"type": "array", "maxItems": 2,
-                                                        "items": {"type": "string",
-                                                                  "maxLength": 5}}},
-              "required": ["ok"]}
-    fn = {"name": "get_weather", "description": "Weather for a city", "parameters": params}
+    """A valid request for every route and API (streamed forms too), small decodes. Shared
+    parts: mutate() copies a seed before it changes anything."""
+    out = [*_chat_seeds(model, max_tokens), *_responses_seeds(model, max_tokens),
+           *_messages_seeds(model, max_tokens), *_other_seeds()]
+    streamed = [Seed(f"{s.name}.stream", s.path, {**s.body, "stream": True}, s.headers)
+                for s in out if s.path in _STREAMED]
+    return out + streamed
+
+
+def _chat_seeds(model: str, max_tokens: int) -> list[Seed]:
+    chat, path = {"model": model, "messages": _USER, "max_tokens": max_tokens}, \
+        "/v1/chat/completions"
+    tool = {"type": "function", "function": _FN}
     contract = {"type": "function", "function": {"name": "search_products"}}
-    chat = {"model": model, "messages": user, "max_tokens": max_tokens}
-    out = [
-        Seed("chat.text", "/v1/chat/completions", {**chat, "temperature": 0.5, "top_p": 0.9,
-                                                   "seed": 7, "stop": ["\n\n"]}),
-        Seed("chat.tools", "/v1/chat/completions", {
-            **chat, "tools": [{"type": "function", "function": fn}, contract],
-            "tool_choice": "required", "parallel_tool_calls": False}),
-        Seed("chat.named", "/v1/chat/completions", {
-            **chat, "tools": [{"type": "function", "function": fn}],
-            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}),
-        Seed("chat.json", "/v1/chat/completions", {**chat, "response_format": {
-            "type": "json_schema", "json_schema": {"name": "answer", "schema": answer,
-                                                   "strict": True}}}),
-        Seed("responses.text", "/v1/responses", {
-            "model": model, "input": "Say hi", "max_output_tokens": max_tokens,
-            "instructions": "Be brief", "temperature": 0.2}),
-        Seed("responses.tools", "/v1/responses", {
-            "model": model, "max_output_tokens": max_tokens, "input": [
-                {"role": "user", "content": [{"type": "input_text", "text": "Paris?"}]}],
-            "tools": [{"type": "function", **fn}], "tool_choice": "required"}),
-        Seed("responses.json", "/v1/responses", {
-            "model": model, "input": "Answer", "max_output_tokens": max_tokens,
-            "text": {"format": {"type": "json_schema", "name": "answer", "schema": answer}}}),
-        Seed("messages.text", "/v1/messages", {
-            "model": model, "max_tokens": max_tokens, "system": "Be brief",
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}),
-        Seed("messages.tools", "/v1/messages", {
-            "model": model, "max_tokens": max_tokens, "messages": user, "tools": [
-                {"name": "get_weather", "description": "Weather", "input_schema": params}],
+    return [
+        Seed("chat.text", path, {**chat, "temperature": 0.5, "top_p": 0.9, "seed": 7,
+                                 "stop": ["\n\n"]}),
+        Seed("chat.tools", path, {**chat, "tools": [tool, contract], "tool_choice": "required",
+                                  "parallel_tool_calls": False}),
+        Seed("chat.named", path, {**chat, "tools": [tool], "tool_choice": {
+            "type": "function", "function": {"name": "get_weather"}}}),
+        Seed("chat.json", path, {**chat, "response_format": {"type": "json_schema",
+                                                             "json_schema": {
+            "name": "answer", "schema": _ANSWER, "strict": True}}}),
+    ]
+
+
+def _responses_seeds(model: str, max_tokens: int) -> list[Seed]:
+    base, path = {"model": model, "max_output_tokens": max_tokens}, "/v1/responses"
+    return [
+        Seed("responses.text", path, {**base, "input": "Say hi", "instructions": "Be brief",
+                                      "temperature": 0.2}),
+        Seed("responses.tools", path, {**base, "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "Paris?"}]}],
+            "tools": [{"type": "function", **_FN}], "tool_choice": "required"}),
+        Seed("responses.json", path, {**base, "input": "Answer", "text": {"format": {
+            "type": "json_schema", "name": "answer", "schema": _ANSWER}}}),
+    ]
+
+
+def _messages_seeds(model: str, max_tokens: int) -> list[Seed]:
+    base, path = {"model": model, "max_tokens": max_tokens}, "/v1/messages"
+    call = {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Paris"}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "Sunny"}
+    return [
+        Seed("messages.text", path, {**base, "system": "Be brief", "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}),
+        Seed("messages.tools", path, {**base, "messages": _USER, "tools": [
+            {"name": "get_weather", "description": "Weather", "input_schema": _PARAMS}],
             "tool_choice": {"type": "any"}}),
-        Seed("messages.turns", "/v1/messages", {"model": model, "max_tokens": max_tokens,
-                                                "messages": [*user, {
-            "role": "assistant", "content": [{"type": "tool_use", "id": "t1",
-                                              "name": "get_weather",
-                                              "input": {"city": "Paris"}}]}, {
-            "role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
-                                         "content": "Sunny"}]}]}),
-        Seed("compile", "/v1/grammars/compile", params),
+        Seed("messages.turns", path, {**base, "messages": [
+            *_USER, {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]}]}),
+    ]
+
+
+def _other_seeds() -> list[Seed]:
+    return [
+        Seed("compile", "/v1/grammars/compile", _PARAMS),
         Seed("validate", "/v1/contracts/reissue_card/validate", {"arguments": {
             "card_last4": "4417", "city": "Kazan", "branch_id": 3}}),
         Seed("invoke.read", "/v1/tools/check_access_request_status/invoke",
@@ -146,10 +166,6 @@ def seeds(model: str, *, max_tokens: int) -> list[Seed]:
             "arguments": {"request_id": "AR-004217", "summary": "Blocked on payroll"},
             "idempotency_key": "idem-fuzz-0001"}, {"X-Tenant-Id": "acme"}),
     ]
-    streamed = [Seed(f"{s.name}.stream", s.path, {**s.body, "stream": True}, s.headers)
-                for s in out if s.path in ("/v1/chat/completions", "/v1/responses",
-                                           "/v1/messages")]
-    return out + streamed
 
 
 def mutate(seed: Seed, rng: random.Random) -> Case:
