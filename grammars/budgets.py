@@ -33,7 +33,13 @@ class Budget:
             raise BudgetExceeded("max_tools", count, self.max_tools, where="the request")
 
     def check_schema(self, schema: dict[str, Any], *, where: str) -> None:
-        size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode())
+        # The first reader of a client schema: it measures whatever it is given, surrogates
+        # and odd `required` values included (metaschema.py refuses those, with a pointer).
+        try:
+            size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+                       .encode("utf-8", "surrogatepass"))
+        except RecursionError:  # nested deeper than the encoder goes: max_depth says so
+            size = 0
         self._over("max_schema_bytes", size, where)
         self._over("max_depth", _depth(schema), where)
         enums = [len(n["enum"]) for n, _ in iter_schema_nodes(schema)
@@ -41,7 +47,9 @@ class Budget:
         self._over("max_enum_values", max(enums, default=0), where)
         props = schema.get("properties", {}) if isinstance(schema.get("properties"), dict) \
             else {}
-        required = set(schema.get("required", []) or [])
+        listed = schema.get("required")
+        required = {r for r in listed if isinstance(r, str)} if isinstance(listed, list) \
+            else set()
         self._over("max_optional_params", sum(1 for p in props if p not in required), where)
         unions = sum(1 for p in props.values() if isinstance(p, dict) and (
             "anyOf" in p or "oneOf" in p or isinstance(p.get("type"), list)))
@@ -54,10 +62,18 @@ class Budget:
 
 
 def _depth(node: Any) -> int:
-    """Subschema nesting depth: 1 for a schema with no subschemas."""
-    if not isinstance(node, dict):
-        return 0
-    children: list[Any] = [node.get(k) for k in SUB_ONE]
-    children += [s for k in SUB_LIST if isinstance(node.get(k), list) for s in node[k]]
-    children += [s for k in SUB_MAP if isinstance(node.get(k), dict) for s in node[k].values()]
-    return 1 + max((_depth(c) for c in children if isinstance(c, dict)), default=0)
+    """Subschema nesting depth: 1 for a schema with no subschemas. Iterative: a client's
+    schema may nest deeper than the stack."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(node, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, dict):
+            continue
+        deepest = max(deepest, depth)
+        children: list[Any] = [item.get(k) for k in SUB_ONE]
+        children += [s for k in SUB_LIST if isinstance(item.get(k), list) for s in item[k]]
+        children += [s for k in SUB_MAP if isinstance(item.get(k), dict)
+                     for s in item[k].values()]
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict))
+    return deepest

@@ -32,7 +32,7 @@ import torch
 from grammars._walk import iter_schema_nodes
 from grammars.backend import TokenBitmasks, tokenizer_fingerprint
 from grammars.backend_types import CompiledGrammar, GrammarMatcher
-from grammars.errors import InvalidSchemaError
+from grammars.errors import InvalidSchemaError, native_reason
 from grammars.keywords import LLGUIDANCE_KEYWORDS
 from grammars.specs import GrammarSpec, StructuralTagSpec, TextOrToolCallsSpec
 
@@ -217,6 +217,6 @@ def _lark_regex_literal(text: str) -> str:
 
 def _rejected(error: str) -> InvalidSchemaError:
     lines = [line for line in error.strip().splitlines() if line.strip()]
-    first_line = lines[0] if lines else "no reason given"
+    first_line = native_reason(lines[0]) if lines else "no reason given"
     return InvalidSchemaError(f"the grammar backend rejected the schema: {first_line}",
                               hint="Simplify or correct the schema.")

@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
-
 from grammars._walk import iter_schema_nodes
 from grammars.errors import InvalidSchemaError, UnsupportedSchemaError
 from grammars.keywords import Analysis, KeywordTable, analyze
+from grammars.metaschema import check_json_value, check_metaschema
 
 
 def canonical_json(schema: Any) -> str:
@@ -53,13 +51,8 @@ def check_schema(schema: Any, *, table: KeywordTable, where: str = "schema") -> 
 @functools.lru_cache(maxsize=1024)
 def _checked(text: str, where: str, table: KeywordTable) -> Analysis:
     schema = json.loads(text)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
-        pointer = "/" + "/".join(str(p) for p in exc.absolute_path) if exc.absolute_path else ""
-        raise InvalidSchemaError(f"{where} is not a valid JSON Schema: {exc.message}",
-                                 pointer=pointer) from None
+    check_json_value(schema, where=where)
+    check_metaschema(schema, where=where)
     _check_patterns(schema, where)
     analysis = analyze(schema, table)
     rejected = analysis.report.of("rejected")

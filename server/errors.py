@@ -45,6 +45,8 @@ class ServiceError(Exception):
         `strictcall`, since Anthropic's closed set of types cannot say "contract violated"."""
         problem = self.problem(instance)
         del problem["error"]
+        if self.param:  # OpenAI's `error` had it; Anthropic's error object has no place
+            problem["param"] = self.param
         fallback = "api_error" if self.status >= 500 else "invalid_request_error"
         return {"type": "error",
                 "error": {"type": ANTHROPIC_TYPES.get(self.status, fallback),

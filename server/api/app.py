@@ -203,7 +203,8 @@ async def compile_grammar(schema: Annotated[Any, Body()], pipeline: PipelineDep)
     spec, analysis = await asyncio.to_thread(
         plan_schema, schema, where="the schema", budget=pipeline.settings.budget,
         policy=pipeline.policy)
-    lookup = await compiled(cache, spec, timeout_s=pipeline.settings.compile_timeout_s)
+    lookup = await compiled(cache, spec, timeout_s=pipeline.settings.compile_timeout_s,
+                            param="the schema")
     return {"object": "grammar", "key": spec.key, "backend": cache.backend.name,
             "backend_version": cache.backend.version, "cache": "hit" if lookup.hit else "miss",
             "compile_ms": round(lookup.grammar.compile_seconds * 1000, 3),

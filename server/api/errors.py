@@ -9,7 +9,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.api.messages_params import with_messages_param
 from server.errors import InvalidRequest, RouteNotFound, ServiceError
 
 log = logging.getLogger("strictcall.api")
@@ -24,7 +27,9 @@ def speaks_anthropic(path: str) -> bool:
 
 def body_of(error: ServiceError, path: str) -> dict:
     """The error body the route's API defines (also for an error event mid-stream)."""
-    return error.anthropic_error(path) if speaks_anthropic(path) else error.problem(path)
+    if speaks_anthropic(path):
+        return with_messages_param(error).anthropic_error(path)
+    return error.problem(path)
 
 
 def render(error: ServiceError, request: Request) -> JSONResponse:
@@ -55,10 +60,42 @@ def install(app: FastAPI) -> None:
         error.status = exc.status_code
         return render(error, request)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s", request.url.path)
-        return render(ServiceError("internal error; the server log has the details"), request)
+    # Innermost, so the 500 carries the request id and is counted like any answer; and
+    # outermost too, for an error in the middlewares themselves.
+    app.user_middleware.append(Middleware(AnswerUnexpected))
+    app.add_middleware(AnswerUnexpected)
+
+
+class AnswerUnexpected:
+    """ASGI middleware: an exception no handler took is logged and answered with the 500
+    problem, and goes no further. Starlette's ServerErrorMiddleware answers it too, but then
+    re-raises it for the server to log, and uvicorn closes the connection: the client's
+    next, well-formed request on its kept-alive connection would fail. Once a response has
+    started (a stream), the exception goes on: that response cannot be finished."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:
+            if started:
+                raise
+            request = Request(scope)
+            log.exception("unhandled error on %s", request.url.path)
+            error = ServiceError("internal error; the server log has the details")
+            await render(error, request)(scope, receive, send)
 
 
 def _from_validation(exc: RequestValidationError, path: str) -> InvalidRequest:

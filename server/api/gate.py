@@ -3,15 +3,16 @@
 In order: a request id (the client's `X-Request-Id`, or a new one) echoed on the response
 and put on every log line of the request; 503 while the server shuts down; the API key
 (401 / 403) when keys are on, and the key's rate limit (429); the body, read up to its size
-limit (413) and checked for lone surrogates (400); a place among the generation requests
-(429, or 503 when the engine is down). Refusals are rendered by the one renderer
-(server/api/errors.py)."""
+limit (413) and checked for what no reader here takes: lone surrogates, NaN or Infinity,
+nesting past MAX_NESTING (400); a place among the generation requests (429, or 503 when the
+engine is down). Refusals are rendered by the one renderer (server/api/errors.py)."""
 
 from __future__ import annotations
 
 import contextvars
 import json
 import logging
+import math
 import re
 import time
 import uuid
@@ -34,8 +35,15 @@ GENERATION_ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 # Echoed ids go into log lines and headers: printable, short, no spaces.
 _GOOD_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
-# A JSON escape of a UTF-16 surrogate; only bodies with one are parsed here.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# What may stand for a value JSON text cannot hold, once Python's parser has read it: a
+# surrogate's escape or its bytes (CESU-8, which the parser decodes with surrogatepass), NaN
+# and Infinity (which it accepts), a number too large for a float (read as inf). Only
+# bodies with one, or in UTF-16/32 (which the parser detects), are parsed here.
+# Objects and arrays inside one another in a body: a schema may nest 64 (grammars'
+# MAX_NESTING), and requests wrap it in a few more.
+MAX_NESTING = 128
+_SUSPECT = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\xed[\xa0-\xbf]|NaN|Infinity"
+                      rb"|[0-9][eE][+-]?[0-9]{3}|[0-9.]{300}")
 
 
 class RequestIdFilter(logging.Filter):
@@ -80,7 +88,7 @@ class Gate:
             body = await self._body(scope, receive)
             if body is None:
                 return  # the client left while sending
-            _refuse_lone_surrogates(body)
+            _refuse_what_json_cannot_hold(body)
             if scope["path"] in GENERATION_ROUTES:
                 admission = scope["app"].state.admission
                 admission.enter()
@@ -188,37 +196,69 @@ def _replay(body: bytes, receive: Any) -> Any:
     return replayed
 
 
-def _refuse_lone_surrogates(body: bytes) -> None:
+def _refuse_what_json_cannot_hold(body: bytes) -> None:
     """A lone UTF-16 surrogate (`"a\\ud800b"`) is legal JSON but no Unicode text: no
-    tokenizer can read it. Refused with the path, not replaced: a replacement character
-    would change what the client asked without a word, and the client's encoder is what
-    needs fixing."""
-    if not _SURROGATE_ESCAPE.search(body):
+    tokenizer can read it, no encoder write it. Refused with the path, not replaced: a
+    replacement character would change what the client asked without a word, and the
+    client's encoder is what needs fixing. NaN and Infinity are no JSON at all, yet Python
+    reads them. Nesting past MAX_NESTING: every reader behind this one recurses. Every
+    field of every route is checked here, once, before any route sees it."""
+    containers = body.count(b"[") + body.count(b"{")  # nesting is at most this
+    if containers <= MAX_NESTING and not _SUSPECT.search(body) \
+            and json.detect_encoding(body) == "utf-8":
         return
     try:
         parsed = json.loads(body)
+    except RecursionError:
+        raise InvalidRequest(f"the body nests objects and arrays more than {MAX_NESTING} "
+                             "deep; flatten it", code="too_deep") from None
     except ValueError:
         return  # not JSON: the route says so
-    path = _surrogate_path(parsed)
-    if path is not None:
-        raise InvalidRequest(f"{path or 'the body'} holds a lone UTF-16 surrogate escape "
-                             "(\\ud800-\\udfff without its pair), which is not Unicode text; "
-                             "send the character it stands for, or remove it",
+    found = _unwritable(parsed)
+    if found is None:
+        return
+    path, why, value = found
+    where = path or "the body"
+    if why == "surrogate":
+        raise InvalidRequest(f"{where} holds a lone UTF-16 surrogate (\\ud800-\\udfff "
+                             "without its pair), which is not Unicode text; send the "
+                             "character it stands for, or remove it",
                              param=path or None, code="invalid_unicode")
+    if why == "number":
+        raise InvalidRequest(f"{where} is {value!r} (NaN, Infinity or a number too large for "
+                             "a float), which JSON has no way to write; send a finite number",
+                             param=path or None, code="invalid_number")
+    raise InvalidRequest(f"{where} nests objects and arrays more than {MAX_NESTING} deep "
+                         "(counted from the body); flatten it", param=path or None,
+                         code="too_deep")
 
 
-def _surrogate_path(value: Any) -> str | None:
-    stack: list[tuple[str, Any]] = [("", value)]
+def _unwritable(value: Any) -> tuple[str, str, Any] | None:
+    """The first (path, why, value) no reader here takes: a string or key with a lone
+    surrogate ("surrogate"), a float that is not finite ("number"), a container nested past
+    MAX_NESTING ("deep")."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack:
-        where, item = stack.pop()
+        where, item, depth = stack.pop()
+        if isinstance(item, (dict, list)) and depth >= MAX_NESTING:
+            return where, "deep", None
         if isinstance(item, str):
-            if any("\ud800" <= ch <= "\udfff" for ch in item):
-                return where
+            if _has_surrogate(item):
+                return where, "surrogate", item
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return where, "number", item
         elif isinstance(item, dict):
             for key, sub in reversed(list(item.items())):
-                if any("\ud800" <= ch <= "\udfff" for ch in key):
-                    return where or key.encode("utf-8", "backslashreplace").decode()
-                stack.append((f"{where}.{key}" if where else key, sub))
+                if _has_surrogate(key):
+                    return where or key.encode("utf-8", "backslashreplace").decode(), \
+                        "surrogate", key
+                stack.append((f"{where}.{key}" if where else key, sub, depth + 1))
         elif isinstance(item, list):
-            stack.extend((f"{where}[{i}]", sub) for i, sub in reversed(list(enumerate(item))))
+            stack.extend((f"{where}[{i}]", sub, depth + 1)
+                         for i, sub in reversed(list(enumerate(item))))
     return None
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from server.api.deps import PipelineDep, caller_of
 from server.errors import InvalidRequest
@@ -45,11 +45,21 @@ async def invoke_tool(name: str, body: InvokeBody, tools: ToolsDep, request: Req
         raise InvalidRequest("the Idempotency-Key header and idempotency_key differ; send "
                              "one of them", param="idempotency_key")
     if key is None and header is not None:
-        key = InvokeBody.model_validate({"arguments": {}, "idempotency_key": header}) \
-            .idempotency_key
+        key = _header_key(header)
     done = await tools.invoke(name, body.arguments, key, caller_of(request))
     response.status_code = done.status
     return done.body
+
+
+def _header_key(header: str) -> str | None:
+    """The Idempotency-Key header's key, held to the body field's rules."""
+    try:
+        return InvokeBody.model_validate({"arguments": {}, "idempotency_key": header}) \
+            .idempotency_key
+    except ValidationError as exc:
+        raise InvalidRequest(f"the Idempotency-Key header: {exc.errors()[0]['msg']}; send 8 "
+                             "to 128 of A-Z a-z 0-9 . _ : -", param="Idempotency-Key",
+                             code="invalid_idempotency_key") from None
 
 
 async def resolve_execution(name: str, key: str, body: ResolveBody, tools: ToolsDep,

@@ -144,7 +144,7 @@ class ToolService:
             first = outcome.violations[0]
             raise ArgumentsInvalid(
                 f"the arguments break {contract.name!r}'s contract at {first.pointer or '/'!r}: "
-                f"{first.message}; the handler was not called",
+                f"{first.message}; the handler was not called", param=_param(first.pointer),
                 extensions={"violations": [v.as_dict() for v in outcome.violations]})
         return outcome.arguments
 
@@ -234,3 +234,12 @@ def _source(contract: Contract, field: str) -> str:
     if isinstance(source, FromHeader):
         return f"from the {source.header!r} header or the API key"
     return "generated: a write's Generated field is its idempotency key"
+
+
+def _param(pointer: str) -> str:
+    """The request field a violation's JSON Pointer (inside `arguments`) is at."""
+    out = "arguments"
+    for token in pointer.split("/")[1:] if pointer else []:
+        token = token.replace("~1", "/").replace("~0", "~")
+        out += f"[{token}]" if token.isdigit() else f".{token}"
+    return out

@@ -156,7 +156,7 @@ class ChatPipeline:
             prefill = ""
         prompt_ids = self.engine.encode(prompt + prefill)
         sampling = self._sampling(task, len(prompt_ids))  # the limits, before any compile
-        lookup = await self._grammar(plan)  # before decoding: every 400 costs nothing
+        lookup = await self._grammar(task, plan)  # before decoding: every 400 costs nothing
         request = GenerationRequest(prompt_ids, sampling, lookup.grammar if lookup else None)
         fallback = None
         if plan.fallback is not None:
@@ -166,11 +166,13 @@ class ChatPipeline:
                                decided_by=lookup)
         return Decode(plan, lookup, request, options.guards, fallback)
 
-    async def _grammar(self, plan: Plan) -> Lookup | None:
+    async def _grammar(self, task: Task, plan: Plan) -> Lookup | None:
         if plan.spec is None:
             return None
+        names = task.names  # a refusal names the schema the client sent
         return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s,
-                              bridge_wait_s=self.settings.bridge_wait_s)
+                              bridge_wait_s=self.settings.bridge_wait_s,
+                              param=names.answer_schema if plan.mode == "json" else names.tools)
 
     def _sampling(self, task: Task, prompt_len: int) -> SamplingParams:
         """The sampling, and the one check of the token limits: the server's cap, then the

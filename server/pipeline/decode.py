@@ -20,7 +20,7 @@ log = logging.getLogger("strictcall.pipeline")
 
 
 async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float,
-                   bridge_wait_s: float | None = None) -> Lookup:
+                   bridge_wait_s: float | None = None, param: str | None = None) -> Lookup:
     """The compiled grammar, never compiled on the event loop. Shielded: a caller that gives
     up does not cancel a compilation other requests share; it finishes and is cached.
 
@@ -43,9 +43,10 @@ async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float,
     except TimeoutError:
         raise InvalidRequest(f"compiling the grammar for this schema took longer than "
                              f"{timeout_s:g} s; simplify the schema (fewer unions, shallower "
-                             "nesting, smaller enums)", code="grammar_timeout") from None
-    except GrammarError as exc:
-        raise InvalidRequest(exc.render(), code="invalid_schema") from None
+                             "nesting, smaller enums)", param=param,
+                             code="grammar_timeout") from None
+    except GrammarError as exc:  # `param`: the request field whose schema it was
+        raise InvalidRequest(exc.render(), param=param, code="invalid_schema") from None
 
 
 async def decode(engine: Engine, request: GenerationRequest, *,

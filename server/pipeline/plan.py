@@ -19,7 +19,7 @@ from grammars import (
     GrammarSpec,
     JsonSchemaSpec,
     ToolSpec,
-    bfcl_to_json_schema,
+    checked_client_schema,
 )
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.formats.base import Ask, AskedTool, ModelFormat, Rendering, UnsupportedFormat
@@ -154,8 +154,9 @@ class Planner:
             # A registered contract is authoritative (and the operator's: trusted).
             if contract is not None:
                 schema, description = contract.schema(), contract.description
-            else:
-                schema = bfcl_to_json_schema(parameters or _NO_ARGUMENTS)
+            else:  # checked against the metaschema before anything else reads it
+                schema = checked_client_schema(parameters or _NO_ARGUMENTS, where=where,
+                                               dialect="bfcl")
                 self.budget.check_schema(schema, where=where)
             analysis = self.policy.check(schema, where=where)
         except BudgetExceeded as exc:
@@ -212,8 +213,8 @@ def plan_schema(schema: Any, *, where: str, budget: Budget,
     """A client JSON Schema checked against the budgets and classified; 400 if refused.
     `where` names it in the client's API (the error's `param`)."""
     try:
-        if isinstance(schema, dict):
-            budget.check_schema(schema, where=where)
+        schema = checked_client_schema(schema, where=where)
+        budget.check_schema(schema, where=where)
         analysis = policy.check(schema, where=where)
     except BudgetExceeded as exc:
         raise _over_budget(exc, param=where) from None

@@ -256,3 +256,40 @@ def _ordered(value: Any, schema: Any) -> Any:
     props = schema.get("properties", {}) if isinstance(schema, dict) else {}
     keys = [k for k in props if k in value] + [k for k in value if k not in props]
     return {k: _ordered(value[k], props.get(k)) for k in keys}
+
+
+# -- malformed schemas (the mutation fuzz tier's compile test) --------------------------------
+
+KEYWORDS = ("type", "properties", "required", "items", "prefixItems", "enum", "const",
+            "anyOf", "oneOf", "allOf", "not", "$ref", "$defs", "definitions", "$schema", "$id",
+            "$anchor", "$dynamicRef", "pattern", "patternProperties", "format", "minimum",
+            "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
+            "maxLength", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
+            "maxContains", "minProperties", "maxProperties", "additionalProperties",
+            "unevaluatedProperties", "propertyNames", "dependentRequired", "dependentSchemas",
+            "if", "then", "else", "default", "examples", "description", "title", "nullable",
+            "optional", "strict", "x-unknown")
+# Values a keyword may meet: every JSON type at its edges, names of types (and near misses),
+# refs and regexes that do not resolve or compile, text that is no Unicode.
+ODD_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(width=64),
+    st.sampled_from(["object", "array", "string", "number", "integer", "boolean", "null",
+                     "dict", "float", "tuple", "any", "strnig", "", "\ud800", "a\udfff",
+                     "#", "#/$defs/a", "#/properties/a", "http://example.com/s.json",
+                     "https://json-schema.org/draft/2020-12/schema",
+                     "http://json-schema.org/draft-04/schema#", "(", "[a-", "\\p{L}",
+                     "(?<=a)b", "a{3,1}", "^$", "date", "uuid", "x" * 5000]),
+    st.text(max_size=6))
+
+
+def malformed_schemas() -> st.SearchStrategy[dict[str, Any]]:
+    """Objects keyed by JSON Schema keywords (and a few no draft has), nested, with values of
+    any type: now and then a valid schema, mostly one a metaschema refuses."""
+    keys = st.sampled_from(KEYWORDS)
+    return st.recursive(
+        st.dictionaries(keys, ODD_LEAVES, max_size=4),
+        lambda inner: st.dictionaries(keys, st.one_of(
+            ODD_LEAVES, inner, st.lists(st.one_of(inner, ODD_LEAVES), max_size=3),
+            st.dictionaries(st.sampled_from(NAMES + KEYWORDS), st.one_of(inner, ODD_LEAVES),
+                            max_size=3)), max_size=5),
+        max_leaves=16)

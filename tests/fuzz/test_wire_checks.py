@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
-from server.errors import EngineFailure, InvalidRequest, RequestTimeout, Unavailable
-from tests.fuzz.wire_checks import TOKEN_BOUND, bound_tokens, wire_problems
+from server.errors import (ArgumentsInvalid, EngineFailure, InvalidRequest, OutputInvalid,
+                           RequestTimeout, Unavailable)
+from tests.fuzz.wire_checks import (TOKEN_BOUND, bound_tokens, leak_problems,
+                                    unnamed_parameter, wire_problems)
 
 PROBLEM = {"content-type": "application/problem+json"}
 ANTHROPIC = {"content-type": "application/json"}
@@ -65,3 +67,27 @@ def test_token_budgets_are_lowered_and_odd_values_left_alone():
                                   "strictcall": {"reasoning_budget": 0}, "messages": []}
     assert bound_tokens([1, 2]) == [1, 2]
     assert bound_tokens({"max_tokens": True}) == {"max_tokens": True}
+
+
+def test_a_traceback_or_a_server_path_in_an_error_is_a_finding():
+    for leaked in ('Traceback (most recent call last):', 'File "/srv/app.py", line 3',
+                   "at /project/cpp/json_schema_converter.cc:974", "/usr/lib/site-packages/x"):
+        body = json.dumps({"detail": f"no: {leaked}"}).encode()
+        assert leak_problems(400, body), leaked
+    fine = json.dumps({"detail": "send ../../etc/passwd? no: 'a/b' at '/properties/a~1b'"})
+    assert leak_problems(400, fine.encode()) == []
+    # a success is the model's text, a stream's error events are checked
+    assert leak_problems(200, b'{"content": "see /srv/app.py"}') == []
+    assert leak_problems(200, b'data: {"error": "File \\"/srv/a.py\\", line 3"}\n\n')
+
+
+def test_a_400_must_name_its_parameter():
+    for path in ("/v1/chat/completions", "/v1/messages"):
+        status, _, body = _answer(InvalidRequest("no", param="tools[0]"), path)
+        assert unnamed_parameter(status, body) == [], path
+        status, _, body = _answer(InvalidRequest("no"), path)
+        assert unnamed_parameter(status, body), path
+    status, _, body = _answer(ArgumentsInvalid("no"))
+    assert unnamed_parameter(status, body)  # arguments that break a contract: which one?
+    status, _, body = _answer(OutputInvalid("the model's output"))
+    assert unnamed_parameter(status, body) == []  # about the output, not the request

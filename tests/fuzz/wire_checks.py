@@ -5,6 +5,7 @@ so their own unit tests (test_wire_checks.py) run in the fast tier."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 PROBLEM = "application/problem+json"
@@ -105,3 +106,45 @@ def bound_tokens(body: Any) -> Any:
 
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+# A traceback, a source location or a path into the server's files: never in an answer.
+_LEAK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]*\", line [0-9]+"
+                   r"|site-packages|(?:/[\w.+-]+)+/[\w+-]+\.(?:py|pyc|cc|cpp|h|hpp|so|rs)\b")
+# The 4xx that answer a request's content, so must say which part: 400, and a 422 for
+# arguments that break a contract (other 422s are about the model's output, not the
+# request; 404, 409, 413 and 429 are about routes, keys, sizes and rates).
+_NAMED = {400: None, 422: "arguments-invalid"}
+
+
+def leak_problems(status: int, body: bytes) -> list[str]:
+    """A traceback or a server file path in an error answer (or in a stream's error
+    event). Successful answers carry the model's text, which may say anything."""
+    text = body.decode("utf-8", "replace")
+    if status < 400:  # a stream: only its error events
+        text = "\n".join(line for line in text.splitlines() if "error" in line)
+    found = _LEAK.search(text)
+    return [f"{status} body leaks {found.group(0)[:80]!r}"] if found else []
+
+
+def unnamed_parameter(status: int, body: bytes) -> list[str]:
+    """A 400 (or a 422 arguments-invalid) that names no parameter: OpenAI's `error.param`,
+    or on Anthropic's routes the problem's `param` (under `strictcall`)."""
+    if status not in _NAMED:
+        return []
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return []  # wire_problems says so
+    if not isinstance(parsed, dict):
+        return []
+    anthropic = isinstance(parsed.get("strictcall"), dict)
+    problem = parsed["strictcall"] if anthropic else parsed
+    kind = str(problem.get("type", "")).rpartition(":")[2]
+    if _NAMED[status] is not None and kind != _NAMED[status]:
+        return []
+    error = parsed.get("error") if isinstance(parsed.get("error"), dict) else {}
+    param = problem.get("param") if anthropic else error.get("param")
+    if isinstance(param, str) and param.strip():
+        return []
+    return [f"{status} {kind} names no parameter: {str(error.get('message'))[:100]!r}"]

@@ -32,3 +32,25 @@ def test_within_budget_passes():
     SMALL.check_tools(2)
     with pytest.raises(BudgetExceeded, match="max_tools"):
         SMALL.check_tools(3)
+
+
+@pytest.mark.parametrize("schema", [
+    _obj({"a": {}}, [{}]),  # was TypeError: unhashable type: 'dict'
+    _obj({"a": {}}, [["a"]]),  # unhashable type: 'list'
+    {**_obj({"a": {}}), "required": 5},  # 'int' object is not iterable
+    {**_obj({"a": {}}), "required": True},
+    {**_obj({"a": {}}), "required": None},
+    {"description": "\ud800"},  # was UnicodeEncodeError: surrogates not allowed
+])
+def test_the_first_reader_measures_any_schema_without_crashing(schema):
+    """The metaschema check refuses these first (with a pointer); budgets measure them all."""
+    Budget().check_schema(schema, where="the schema")
+
+
+def test_depth_is_measured_past_the_stack():
+    schema: dict = {}
+    for _ in range(5000):
+        schema = {"items": schema}
+    with pytest.raises(BudgetExceeded) as info:
+        Budget().check_schema(schema, where="the schema")
+    assert (info.value.limit, info.value.measured) == ("max_depth", 5001)

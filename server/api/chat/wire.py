@@ -124,7 +124,7 @@ class ChatCompletionRequest(_Wire):
     max_completion_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), lt=2**63)  # what a sampler's generator takes
     stop: str | list[str] | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None

@@ -88,7 +88,7 @@ Block = Annotated[Annotated[TextBlock, Tag("TextBlock")]
 
 class InputMessage(_Wire):
     role: Literal["user", "assistant"]
-    content: str | list[Block]
+    content: str | Annotated[list[Block], Field(min_length=1)]  # [] would be no turn at all
 
 
 # -- tools ------------------------------------------------------------------------------

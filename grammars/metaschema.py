@@ -1,0 +1,160 @@
+"""A client's JSON Schema checked before anything here reads it.
+
+First as a JSON value: no lone UTF-16 surrogate (no encoder can write it), no NaN or
+Infinity (Python's parser accepts them, JSON has neither), nested at most `MAX_NESTING`
+deep (every reader after this one recurses). Then against its draft's metaschema: 2020-12,
+unless `$schema` names another draft that jsonschema knows. Budgets, the keyword analysis
+and the compilers may then trust the schema's shape (`required` a list of strings, `type`
+a name or a list of names, ...) instead of each guarding against every odd value.
+
+BFCL's dialect (`dict`, `float`, `tuple`, `any`, `optional`) is converted to JSON Schema
+(dialect.py) between the two checks, so the metaschema sees standard types."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections import OrderedDict
+from typing import Any, Literal
+
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from grammars.dialect import bfcl_to_json_schema
+from grammars.errors import InvalidSchemaError
+
+# Containers inside containers. Generous next to the max_depth budget (10 subschemas, about
+# 20-30 containers); jsonschema's own check recurses ~10 frames a level and meets Python's
+# recursion limit near 100 nested subschemas.
+MAX_NESTING = 64
+Dialect = Literal["json-schema", "bfcl"]
+_MESSAGE_CHARS = 300  # jsonschema quotes the offending value: a 100k string stays out
+
+
+def checked_client_schema(schema: Any, *, where: str,
+                          dialect: Dialect = "json-schema") -> dict[str, Any]:
+    """`schema` as JSON Schema (converted from BFCL's dialect if `dialect` is "bfcl"), once
+    it is a JSON object that its draft's metaschema accepts; InvalidSchemaError, naming the
+    JSON Pointer inside the schema and what is wrong, if not."""
+    if not isinstance(schema, dict):
+        raise InvalidSchemaError(f"{where} must be a JSON object, got {_json_type(schema)}",
+                                 hint="Send a JSON Schema object such as {\"type\": \"object\"}.")
+    check_json_value(schema, where=where)
+    if dialect == "bfcl":
+        schema = bfcl_to_json_schema(schema)
+    check_metaschema(schema, where=where)
+    return schema
+
+
+def check_json_value(value: Any, *, where: str) -> None:
+    """Refuse what parsed but is no JSON text: lone surrogates, NaN and infinities (also a
+    number too large for a float), and nesting deeper than MAX_NESTING. Iterative: a deep
+    value must not exhaust the stack of the check meant to refuse it."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
+    while stack:
+        node, pointer, depth = stack.pop()
+        if isinstance(node, (dict, list)) and depth > MAX_NESTING:
+            raise InvalidSchemaError(
+                f"{where} nests objects and arrays more than {MAX_NESTING} deep",
+                pointer=pointer, hint="Flatten the schema, or move shared parts into $defs.")
+        if isinstance(node, dict):
+            for key, sub in node.items():
+                child = f"{pointer}/{escape_pointer(key)}"
+                if _has_surrogate(key):
+                    raise _surrogate(where, child, "a key")
+                stack.append((sub, child, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((sub, f"{pointer}/{i}", depth + 1) for i, sub in enumerate(node))
+        elif isinstance(node, str) and _has_surrogate(node):
+            raise _surrogate(where, pointer, "a string")
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise InvalidSchemaError(
+                f"{where} holds {node!r} (NaN, Infinity or a number too large for a float), "
+                "which JSON has no way to write", pointer=pointer,
+                hint="Send a finite number, or leave the keyword out.")
+
+
+def check_metaschema(schema: dict[str, Any], *, where: str) -> None:
+    """Refuse a schema its draft's metaschema rejects (draft 2020-12 unless `$schema` names
+    one jsonschema knows), naming the most relevant error's JSON Pointer."""
+    problem = _PROBLEMS.get_or_find(schema)
+    if problem is not None:
+        pointer, message = problem
+        raise InvalidSchemaError(f"{where} is not a valid JSON Schema: {message}",
+                                 pointer=pointer)
+
+
+def draft_for(schema: dict[str, Any]) -> type[jsonschema.protocols.Validator]:
+    """The validator class of the schema's draft (2020-12 if `$schema` names none known).
+    A `$schema` that is no string is left to the 2020-12 metaschema to refuse."""
+    if not isinstance(schema.get("$schema", ""), str):
+        return jsonschema.Draft202012Validator
+    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+
+
+def escape_pointer(token: str) -> str:
+    """One reference token of a JSON Pointer (RFC 6901)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _metaschema_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
+    """(pointer, message) of the most relevant metaschema error, or None."""
+    cls = draft_for(schema)
+    meta = cls.META_SCHEMA
+    checker = jsonschema.validators.validator_for(meta, default=cls)(
+        meta, format_checker=cls.FORMAT_CHECKER)
+    error = best_match(checker.iter_errors(schema))
+    if error is None:
+        return None
+    pointer = "".join(f"/{escape_pointer(str(p))}" for p in error.absolute_path)
+    message = error.message
+    if len(message) > _MESSAGE_CHARS:
+        message = message[:_MESSAGE_CHARS] + "..."
+    return pointer, message
+
+
+class _ProblemCache:
+    """Metaschema verdicts by the schema's digest: clients send the same tools with every
+    request, and checking a large schema takes milliseconds. Keyed by 32 bytes, not by the
+    schema's text, so a thousand large schemas do not stay in memory."""
+
+    def __init__(self, max_entries: int) -> None:
+        self._found: OrderedDict[bytes, tuple[str, str] | None] = OrderedDict()
+        self._max = max_entries
+        self._lock = threading.Lock()
+
+    def get_or_find(self, schema: dict[str, Any]) -> tuple[str, str] | None:
+        text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        with self._lock:
+            if digest in self._found:
+                self._found.move_to_end(digest)
+                return self._found[digest]
+        problem = _metaschema_problem(schema)
+        with self._lock:
+            self._found[digest] = problem
+            while len(self._found) > self._max:
+                self._found.popitem(last=False)
+        return problem
+
+
+_PROBLEMS = _ProblemCache(max_entries=4096)
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def _surrogate(where: str, pointer: str, what: str) -> InvalidSchemaError:
+    return InvalidSchemaError(
+        f"{where} holds {what} with a lone UTF-16 surrogate (\\ud800-\\udfff without its "
+        "pair), which is not Unicode text", pointer=pointer,
+        hint="Send the character it stands for, or remove it.")
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
