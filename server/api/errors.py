@@ -12,7 +12,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.api.messages_params import with_messages_param
 from server.errors import InvalidRequest, RouteNotFound, ServiceError
 
 log = logging.getLogger("strictcall.api")
@@ -28,7 +27,7 @@ def speaks_anthropic(path: str) -> bool:
 def body_of(error: ServiceError, path: str) -> dict:
     """The error body the route's API defines (also for an error event mid-stream)."""
     if speaks_anthropic(path):
-        return with_messages_param(error).anthropic_error(path)
+        return error.anthropic_error(path)
     return error.problem(path)
 
 
