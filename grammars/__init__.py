@@ -14,7 +14,6 @@ from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
 from grammars.diskstore import DiskStore
 from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
-from grammars.metaschema import MAX_NESTING, check_json_value, checked_client_schema
 from grammars.keywords import (
     JSON_SCHEMA_READING,
     TIERS,
@@ -25,6 +24,7 @@ from grammars.keywords import (
     departures,
     with_policies,
 )
+from grammars.metaschema import MAX_NESTING, check_json_value, checked_client_schema
 from grammars.policy import DEFAULT_POLICIES, POLICY_FLAGS, GrammarPolicy, PolicyFlag
 from grammars.specs import (
     GrammarSpec,

@@ -42,10 +42,9 @@ def checked_client_schema(schema: Any, *, where: str,
         raise InvalidSchemaError(f"{where} must be a JSON object, got {_json_type(schema)}",
                                  hint="Send a JSON Schema object such as {\"type\": \"object\"}.")
     check_json_value(schema, where=where)
-    if dialect == "bfcl":
-        schema = bfcl_to_json_schema(schema)
-    check_metaschema(schema, where=where)
-    return schema
+    checked: dict[str, Any] = bfcl_to_json_schema(schema) if dialect == "bfcl" else schema
+    check_metaschema(checked, where=where)
+    return checked
 
 
 def check_json_value(value: Any, *, where: str) -> None:
@@ -89,9 +88,10 @@ def check_metaschema(schema: dict[str, Any], *, where: str) -> None:
 def draft_for(schema: dict[str, Any]) -> type[jsonschema.protocols.Validator]:
     """The validator class of the schema's draft (2020-12 if `$schema` names none known).
     A `$schema` that is no string is left to the 2020-12 metaschema to refuse."""
-    if not isinstance(schema.get("$schema", ""), str):
-        return jsonschema.Draft202012Validator
-    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    found: type[jsonschema.protocols.Validator] = jsonschema.Draft202012Validator
+    if isinstance(schema.get("$schema", ""), str):
+        found = jsonschema.validators.validator_for(schema, default=found)
+    return found
 
 
 def escape_pointer(token: str) -> str:
