@@ -132,7 +132,7 @@ def test_arguments_nested_past_the_limit_are_a_400_naming_where(client, route):
 def test_a_seed_past_64_bits_is_a_400():
     """10**30 reached torch's manual_seed: "Overflow when unpacking long long", an engine
     failure (503) on every engine that seeds a generator."""
-    from server.protocol import ChatCompletionRequest
+    from server.api.chat.wire import ChatCompletionRequest
 
     with pytest.raises(ValueError, match="seed"):
         ChatCompletionRequest.model_validate({"model": "m", "messages": USER, "seed": 10**30})
