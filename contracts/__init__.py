@@ -31,13 +31,15 @@ from contracts.contract import (
                                contract_of,
                                tool,
 )
-from contracts.markers import FromHeader, Generated, Redact, RuntimeSource
+from contracts.fields import FieldRules, FieldValues
+from contracts.markers import Ask, Confirm, FromHeader, Generated, Grounded, Redact, RuntimeSource
 from contracts.registry import ContractRegistry
 from contracts.violations import Violated, Violation, ViolationCode
 
 __all__ = [
     "CatalogEntry", "ExecutionSpec", "Handler", "HttpHandler", "Kind", "Lifecycle", "Partial",
     "Risk", "ToolContext", "ToolFailed",
+    "Ask", "Confirm", "FieldRules", "FieldValues", "Grounded",
     "Contract", "ContractError", "ContractRegistry", "FromHeader", "Generated",
     "MissingRuntimeValue", "Outcome", "Redact", "RuntimeSource", "Violated", "Violation",
     "ViolationCode", "allowed_values", "contract_of", "tool",

@@ -25,6 +25,7 @@ from contracts.catalog import (
     Lifecycle,
     Risk,
 )
+from contracts.fields import FieldRules, FieldValues, field_rules
 from contracts.markers import FromHeader, Generated, RuntimeSource
 from contracts.redaction import redact, redacted_paths
 from contracts.violations import Violated, Violation, code_for
@@ -77,6 +78,15 @@ class Contract:
     redacted: tuple[str, ...] = ()
     catalog: CatalogEntry = CatalogEntry()  # owner, kind, risk, lifecycle, version
     execution: ExecutionSpec | None = None  # None: StrictCall returns calls, never runs them
+    # Grounded, Ask and Confirm fields (contracts.fields).
+    rules: FieldRules = FieldRules()
+    # What the handler returns, validated before it goes back (None: not checked).
+    output: type[BaseModel] | None = None
+
+    @cached_property
+    def fields(self) -> FieldValues:
+        """Each field as a function from raw text to the JSON value it stands for."""
+        return FieldValues(self.model)
 
     def redact(self, value: Any, *, at: str = "") -> Any:
         """`value` (at pointer `at` of this tool's arguments) as an audit record shows it:
@@ -151,12 +161,13 @@ class Contract:
 def tool(*, name: str, description: str, reasoning: int = 0, owner: str = "unowned",
          kind: Kind = "write", risk: Risk = "medium", lifecycle: Lifecycle = "active",
          version: str = "1", handler: Handler | None = None, timeout_s: float = 10.0,
-         retries: int = 2) -> Callable[[M], M]:
+         retries: int = 2, output: type[BaseModel] | None = None) -> Callable[[M], M]:
     """Class decorator: register a Pydantic model as the contract of tool `name`.
     `reasoning`: a budget of free-reasoning tokens before its calls (server/formats).
     Catalog metadata (contracts.catalog): `owner`, `kind`, `risk`, `lifecycle`, `version`;
     `handler` (a Python callable, sync or async, or an `HttpHandler`) lets the server run
-    validated calls, each attempt within `timeout_s`, reads retried up to `retries` times."""
+    validated calls, each attempt within `timeout_s`, reads retried up to `retries` times;
+    `output` is the model its result must fit before it goes back (else the outcome fails)."""
     entry = _catalog_entry(name, owner, kind, risk, lifecycle, version)
     execution = _execution(name, handler, timeout_s, retries)
 
@@ -168,8 +179,12 @@ def tool(*, name: str, description: str, reasoning: int = 0, owner: str = "unown
                    for meta in info.metadata if isinstance(meta, (FromHeader, Generated))}
         if reasoning < 0:
             raise ContractError(f"@tool({name!r}): reasoning is a token budget, >= 0")
+        if output is not None and not (isinstance(output, type)
+                                       and issubclass(output, BaseModel)):
+            raise ContractError(f"@tool({name!r}): output must be a pydantic BaseModel")
         setattr(model, _ATTR, Contract(name, description, model, runtime, reasoning,
-                                       redacted_paths(model), entry, execution))
+                                       redacted_paths(model), entry, execution,
+                                       field_rules(model), output))
         return model
 
     return wrap

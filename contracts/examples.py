@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from contracts.catalog import ToolContext, ToolFailed
 from contracts.contract import tool
-from contracts.markers import FromHeader, Generated, Redact
+from contracts.markers import Ask, Confirm, FromHeader, Generated, Grounded, Redact
 from contracts.violations import Violated
 
 # Reference data for reissue_card: the branches of each city.
@@ -82,15 +82,20 @@ def _digits(value: Any) -> Any:
 @tool(name="open_dispute", description="Open a dispute about a card operation the customer "
       "does not recognise or that went wrong.", owner="cards", kind="write", risk="high")
 class OpenDispute(_Contract):
-    # Card digits stay out of the audit log (it shows "[redacted]").
-    card_last4: Annotated[str, Redact(), Field(pattern=r"^[0-9]{4}$",
-                                               description="Last four digits of the card")]
-    operation_date: Annotated[dt.date | RelativeDay, Field(
+    # What the customer must have said is Grounded: the model can only copy it from the
+    # conversation, or leave it "not given" and the customer is asked. Card digits stay out
+    # of the audit log (it shows "[redacted]"); the amount is money a person confirms.
+    card_last4: Annotated[str, Redact(), Grounded(), Field(
+        pattern=r"^[0-9]{4}$", description="Last four digits of the card")]
+    operation_date: Annotated[dt.date | RelativeDay, Grounded(), Field(
         description="Date of the operation: YYYY-MM-DD, or today / yesterday")]
-    amount: Annotated[str, Field(pattern=r"^[0-9]{1,9}(\.[0-9]{1,2})?$",
-                                 description="Amount of the operation, e.g. 1200.50")]
+    amount: Annotated[str, Grounded(), Confirm(), Field(
+        pattern=r"^[0-9]{1,9}(\.[0-9]{1,2})?$",
+        description="Amount of the operation, e.g. 1200.50")]
     reason: Reason
-    original_operation_id: Annotated[str | None, Field(
+    original_operation_id: Annotated[str | None, Grounded(), Ask(
+        "Which of the two charges came first? Please give the id of that original "
+        "operation (it looks like OP-123456, on your statement)."), Field(
         pattern=r"^OP-[0-9]{6}$",
         description="Id of the original operation (OP-123456); required for duplicate")] = None
 

@@ -70,3 +70,26 @@ class Redact:
     model, the validators and the client see it as usual; the audit record has
     "[redacted]" in its place (in the arguments and in any violation that shows it), so an
     audit file can be kept and read more widely than the data it describes."""
+
+
+@dataclass(frozen=True)
+class Grounded:
+    """A value someone gave: `Annotated[str, Grounded()]`. The model may only copy it from
+    the conversation (what the user wrote, or a tool returned; not the system prompt or the
+    model's own earlier turns), after the field's own normalizing validators: the grammar
+    holds exactly those values, and "not given". Not given (or nothing there to copy): the
+    user is asked for it (`Ask`), never a value made up."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """The question to ask when the field is missing, by meaning: `Ask("Which of the two
+    charges came first?")`. Without it, the question is written from the description."""
+
+    question: str
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """A value a person must see (money, contact details): repair never changes it; a
+    violation asks the user to confirm or correct it, showing the value."""

@@ -14,6 +14,7 @@ from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
 from grammars.diskstore import DiskStore
 from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
+from grammars.grounded import GROUNDED, NOT_GIVEN, grounded_schema, grounding_uses
 from grammars.keywords import (
     JSON_SCHEMA_READING,
     TIERS,
@@ -94,4 +95,5 @@ __all__ = [
     "bfcl_to_json_schema", "canonical_json", "tokenizer_fingerprint",
     "check_schema", "make_backend",
     "MAX_NESTING", "check_json_value", "checked_client_schema",
+    "GROUNDED", "NOT_GIVEN", "grounded_schema", "grounding_uses",
 ]

@@ -68,6 +68,11 @@ class EnforcementReport:
             shown = " ".join(f"{u.keyword}@{u.pointer or '/'}" for u in late[:listed])
             more = f" +{len(late) - listed}" if len(late) > listed else ""
             text += f"; validator: {shown}{more}"
+        grounded = [u for u in self.uses if u.keyword == "x-strictcall-grounded"]
+        if grounded:  # each with how many values the conversation gave it
+            text += "; grounded: " + " ".join(
+                f"{u.pointer.replace('/properties/', '/')}={u.note.split()[0]}"
+                for u in grounded)
         return text
 
 

@@ -8,6 +8,7 @@ validation and repair attempt with its violations, the outcome and the timings:
 
     outcome  valid     calls returned as decoded (after validation)
              repaired  calls returned after at least one repair
+             needs_input  a question instead of a call (a value nobody gave, or to confirm)
              rejected  a 422: output or contract validation failed (error says which)
              failed    another error ended the checks (a repair decode's engine failure)
              cut_off   the constrained output was cut (max_tokens, context, a loop guard)
@@ -34,7 +35,8 @@ from server.identity import Caller
 from server.pipeline.answer import Call, Finish
 
 log = logging.getLogger("strictcall.audit")
-Outcome = Literal["valid", "repaired", "rejected", "failed", "cut_off", "no_call"]
+Outcome = Literal["valid", "repaired", "rejected", "failed", "cut_off", "no_call",
+                  "needs_input"]
 REDACTED = "[redacted]"
 
 
@@ -104,10 +106,18 @@ class Decision:
             **(offer.extension() or {}), "principal": offer.principal.as_dict(),
             "policy": {name: v.as_dict() for name, v in offer.verdicts.items()}}
 
-    def finished(self, calls: tuple[Call, ...], finish: Finish, *, complete: bool) -> None:
+    def finished(self, calls: tuple[Call, ...], finish: Finish, *, complete: bool,
+                 needs_input: dict[str, Any] | None = None) -> None:
+        """`needs_input`: the question asked instead of a call (its fields, no values)."""
         if calls:
             repaired = any(c["repaired"] for c in self.record["contracts"])
             outcome: Outcome = "repaired" if repaired else "valid"
+        elif needs_input is not None:
+            outcome = "needs_input"
+            self.record["needs_input"] = {
+                "tool": needs_input["tool"],
+                "fields": [m["field"] for m in needs_input.get("missing", [])]
+                + [c["field"] for c in needs_input.get("confirm", [])]}
         else:
             outcome = "no_call" if complete else "cut_off"
         self._write(outcome, finish)

@@ -1,27 +1,47 @@
 """A decoded call list, checked: each call validated against its schema, contract calls
-enforced and repaired, and each call annotated for the execution layer: a write call's
-idempotency key (server-generated, one per call, never decoded) and the approval marker of
-a tool the policy puts under `approval_required`, naming the exact fields to approve."""
+enforced and repaired, a call that needs what nobody gave turned into a question, and each
+call annotated for the execution layer: a write call's idempotency key (server-generated,
+one per call, never decoded) and the approval marker of a tool the policy puts under
+`approval_required`, naming the exact fields to approve."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from contracts import Contract
-from server.errors import ContractViolation, ServiceError
+from server.errors import ContractViolation, OutputInvalid, ServiceError
 from server.execution import RequestTrace, new_call_key, with_call_key
 from server.execution.policy import Verdict
 from server.metrics import Metrics
-from server.pipeline.answer import Call
+from server.pipeline.answer import Call, RepairUsage
 from server.pipeline.audit import Decision
+from server.pipeline.grounding import Grounding
 from server.pipeline.plan import Plan
 from server.pipeline.prepared import CallContext
-from server.pipeline.repair import Repairer
+from server.pipeline.questions import NeedsInput, collected, missing
+from server.pipeline.repair import Repair, RepairAsk, Repairer
 from server.pipeline.validation import new_call_id, parse_json, validate
 
 APPROVAL_HEADER = "X-StrictCall-Approval-Required"
+
+
+@dataclass(frozen=True)
+class CheckedCalls:
+    calls: tuple[Call, ...]
+    extension: dict[str, Any] | None
+    repair: RepairUsage = RepairUsage()
+
+
+@dataclass(frozen=True)
+class Asking:
+    """The calls cannot be made yet: a question (and what the repairs it took cost)."""
+
+    needs: NeedsInput
+    repair: RepairUsage = RepairUsage()
 
 
 class CallChecks:
@@ -31,60 +51,69 @@ class CallChecks:
 
     async def check(self, plan: Plan, context: CallContext, calls_text: str,
                     audit: Decision | None, *, ids: Mapping[int, str]
-                    ) -> tuple[tuple[Call, ...], dict[str, Any] | None]:
+                    ) -> CheckedCalls | Asking:
         """The decoded calls, validated (contracts repaired), and the extension that reports
-        the contracts' checks and the execution layer's notes on each call. `ids`: calls
-        that already have one (a stream gave it), by index."""
+        the contracts' checks and the execution layer's notes on each call; or the question
+        the first call that needs input asks. `ids`: calls that already have one (a stream
+        gave it), by index."""
         calls, reports, notes = [], [], []
-        trace = context.trace
+        spent = RepairUsage()
         for index, call in enumerate(parse_json(calls_text)):
             name, arguments = call["name"], call["arguments"]
-            trace.event("tool_call_decoded", tool=name)
+            context.trace.event("tool_call_decoded", tool=name)
             if audit is not None:
                 audit.call(name, arguments)
-            try:
-                validate(plan.schemas[name], arguments, where=f"arguments of {name!r}")
-            except ServiceError as exc:
-                _rejected(trace, name, exc)
-                raise
             contract = plan.contracts.get(name)
+            grounding = plan.groundings.get(name, Grounding())
             call_id, key = ids.get(index) or new_call_id(), new_call_key(contract)
-            if contract is not None:
-                arguments, report = await self._enforce(context, contract, arguments, audit,
-                                                        key)
-                reports.append(report)
+            checked: dict[str, Any] | NeedsInput | Repair
+            if contract is None:
+                checked = self._client(plan, name, arguments, grounding, context.trace)
             else:
-                trace.event("validated", tool=name)
+                checked = await self._enforce(plan, context, contract, arguments, audit, key)
+            if isinstance(checked, Repair):
+                spent = _plus(spent, checked.usage)
+                if checked.questions:
+                    return Asking(self._asking(contract, checked, grounding), spent)
+                arguments = checked.arguments or {}
+                reports.append({"tool": name, "repaired": checked.repaired,
+                                "attempts": len(checked.attempts)})
+            elif isinstance(checked, NeedsInput):
+                return Asking(checked, spent)
+            else:
+                arguments = checked
             note = _note(call_id, name, key, arguments, context.offer.verdicts.get(name))
             if note is not None:
                 notes.append(note)
             calls.append(Call(call_id, name, json.dumps(arguments, ensure_ascii=False,
                                                         separators=(",", ":"))))
-        extension: dict[str, Any] = {}
-        if reports:
-            extension = {"contracts": reports,
-                         "repaired": any(r["repaired"] for r in reports)}
-        if notes:
-            extension["calls"] = notes
-            if audit is not None:
-                audit.record["call_notes"] = notes
-        return tuple(calls), extension or None
+        return CheckedCalls(tuple(calls), _extension(reports, notes, audit), spent)
 
-    async def _enforce(self, context: CallContext, contract: Contract,
+    def _client(self, plan: Plan, name: str, arguments: dict[str, Any], grounding: Grounding,
+                trace: RequestTrace) -> dict[str, Any] | NeedsInput:
+        """A client tool's call against its schema; fields left "not given" that the schema
+        requires are asked for, those it does not are left out."""
+        given, absent = _schema_check(plan.schemas[name], name, arguments, grounding, trace)
+        if absent:
+            return NeedsInput(name, tuple(missing(f, grounding) for f in absent), given)
+        trace.event("validated", tool=name)
+        return given
+
+    async def _enforce(self, plan: Plan, context: CallContext, contract: Contract,
                        arguments: dict[str, Any], audit: Decision | None,
-                       key: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+                       key: str | None) -> Repair:
+        grounding = plan.groundings.get(contract.name, Grounding())
+        _schema_check(plan.schemas[contract.name], contract.name, arguments, grounding,
+                      context.trace)
         runtime = with_call_key(contract, dict(context.runtime[contract.name]), key,
                                 context.caller.headers)
-        report = await self.repairer.run(contract, arguments, messages=list(context.messages),
-                                         runtime=runtime, budget=context.repair)
+        ask = RepairAsk(plan.written[contract.name], grounding, list(context.messages),
+                        runtime, context.repair, context.charge)
+        report = await self.repairer.run(contract, arguments, ask)
         if audit is not None:
             audit.contract(contract, report.attempts, report.arguments, report.repaired)
-        if self.metrics is not None:
-            outcome = "failed" if report.arguments is None else \
-                "repaired" if report.repaired else "valid"
-            self.metrics.contract(tool=contract.name, outcome=outcome, violation_codes=[
-                v["code"] for a in report.attempts for v in a["violations"]])
-        if report.arguments is None:
+        self._count(contract, report)
+        if report.arguments is None and not report.questions:
             last = report.attempts[-1]["violations"]
             error = ContractViolation(
                 f"the call to {contract.name!r} broke its contract after "
@@ -92,10 +121,67 @@ class CallChecks:
                 extensions={"violations": last, "attempts": report.attempts})
             _rejected(context.trace, contract.name, error)
             raise error
-        context.trace.event("repaired" if report.repaired else "validated",
-                            tool=contract.name, attempts=len(report.attempts))
-        return report.arguments, {"tool": contract.name, "repaired": report.repaired,
-                                  "attempts": len(report.attempts)}
+        context.trace.event("asked" if report.questions else "repaired" if report.repaired
+                            else "validated", tool=contract.name,
+                            attempts=len(report.attempts))
+        return report
+
+    def _count(self, contract: Contract, report: Repair) -> None:
+        if self.metrics is None:
+            return
+        outcome = "needs_input" if report.questions else "failed" \
+            if report.arguments is None else "repaired" if report.repaired else "valid"
+        first = report.attempts[0]["violations"]
+        self.metrics.contract(tool=contract.name, outcome=outcome, first_valid=not first,
+                              violations=[(v["code"], v["pointer"]) for a in report.attempts
+                                          for v in a["violations"]],
+                              repair_tokens=report.usage.prompt_tokens
+                              + report.usage.completion_tokens)
+
+    @staticmethod
+    def _asking(contract: Contract | None, report: Repair, grounding: Grounding) -> NeedsInput:
+        assert contract is not None  # only contract calls are repaired
+        broken = {v["pointer"].split("/")[1] for v in report.attempts[-1]["violations"]
+                  if v["pointer"].startswith("/")}
+        asked = {q.field.lstrip("/") for q in report.questions}
+        kept = collected(report.last, contract, leave_out=broken | asked,
+                         context={"today": dt.date.today()})
+        return NeedsInput(contract.name, tuple(report.questions), kept)
+
+
+def _schema_check(schema: dict[str, Any], name: str, arguments: dict[str, Any],
+                  grounding: Grounding, trace: RequestTrace) -> tuple[dict[str, Any], list[str]]:
+    """The arguments checked against the tool's schema, fields left "not given" out of them
+    and out of `required` (the questions deal with those): (the given ones, the required
+    ones not given). A 422 for anything else the schema refuses."""
+    given = {k: v for k, v in arguments.items() if not (k in grounding.asked and v is None)}
+    required = list(schema.get("required") or ())
+    absent = [f for f in grounding.asked if f in required and f not in given]
+    checked = {**schema, "required": [r for r in required if r not in absent]} \
+        if absent else schema
+    try:
+        validate(checked, given, where=f"arguments of {name!r}")
+    except OutputInvalid as exc:
+        _rejected(trace, name, exc)
+        raise
+    return given, absent
+
+
+def _plus(a: RepairUsage, b: RepairUsage) -> RepairUsage:
+    return RepairUsage(a.attempts + b.attempts, a.prompt_tokens + b.prompt_tokens,
+                       a.completion_tokens + b.completion_tokens)
+
+
+def _extension(reports: list[dict[str, Any]], notes: list[dict[str, Any]],
+               audit: Decision | None) -> dict[str, Any] | None:
+    extension: dict[str, Any] = {}
+    if reports:
+        extension = {"contracts": reports, "repaired": any(r["repaired"] for r in reports)}
+    if notes:
+        extension["calls"] = notes
+        if audit is not None:
+            audit.record["call_notes"] = notes
+    return extension or None
 
 
 def _note(call_id: str, name: str, key: str | None, arguments: dict[str, Any],

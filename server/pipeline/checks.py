@@ -5,15 +5,15 @@ answer validated, a cut-off never passed off as complete, and the audit record w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, assert_never
 
 from server.engines.base import Engine, GenerationResult
 from server.errors import OutputInvalid, ServiceError
 from server.formats.reading import Reading
-from server.pipeline.answer import Call, Finish
+from server.pipeline.answer import Call, Finish, RepairUsage
 from server.pipeline.audit import AuditSink, Decision
-from server.pipeline.calls import CallChecks, approval_header
+from server.pipeline.calls import Asking, CallChecks, CheckedCalls, approval_header
 from server.pipeline.plan import Plan
 from server.pipeline.prepared import Decode, Prepared
 from server.pipeline.runaway import Trip
@@ -30,9 +30,10 @@ class Checked:
     reasoning: str | None = None
     stop_string: str | None = None
     # The `strictcall` extension: the contracts' checks, the execution layer's notes on
-    # each call, the tools the request could see, what a runaway guard did.
+    # each call, the tools the request could see, what a runaway guard did, the question.
     extension: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    repair: RepairUsage = RepairUsage()  # what the repair decodes took
 
 
 class Finisher:
@@ -52,9 +53,9 @@ class Finisher:
         try:
             reading = plan.reader.read(result.text, complete=complete)
             if complete and reading.calls is not None:
-                calls, extension = await self.calls.check(plan, context, reading.calls, audit,
-                                                           ids=call_ids or {})
-                checked = Checked(reading.content, calls, "tool_calls", extension=extension)
+                found = await self.calls.check(plan, context, reading.calls, audit,
+                                               ids=call_ids or {})
+                checked = _checked(found, reading.content)
             else:
                 checked = self._answer(plan, step, result, reading, complete=complete)
         except ServiceError as exc:  # a 422, or a failed repair decode (503)
@@ -68,6 +69,8 @@ class Finisher:
             extension["tools"] = tools
         if trip is not None:
             extension["runaway"] = trip.note
+        if checked.repair.attempts:
+            extension["repair"] = asdict(checked.repair)
         if audit is not None:
             audit.tool_set(context.offer)
             audit.finished(checked.calls, checked.finish, complete=complete)
@@ -117,3 +120,13 @@ class Finisher:
             return None
         rest = self.engine.decode(result.token_ids)[len(result.text):]
         return next((stop for stop in stops if rest.startswith(stop)), None)
+
+
+def _checked(found: CheckedCalls | Asking, content: str | None) -> Checked:
+    """The calls, or the question asked instead of them (the model's text before the calls
+    is no answer to it, so only the question is said)."""
+    if isinstance(found, Asking):
+        return Checked(found.needs.text(), (), "stop",
+                       extension={"needs_input": found.needs.as_dict()}, repair=found.repair)
+    return Checked(content, found.calls, "tool_calls", extension=found.extension,
+                   repair=found.repair)

@@ -20,12 +20,15 @@ from grammars import (
     JsonSchemaSpec,
     ToolSpec,
     checked_client_schema,
+    grounded_schema,
+    grounding_uses,
 )
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.formats.base import Ask, AskedTool, ModelFormat, Rendering, UnsupportedFormat
 from server.formats.instructions import json_instructions
 from server.formats.reading import Mode, Reader
 from server.options import AutoTools, ToolPrompt, ToolStyle
+from server.pipeline.grounding import Grounding, evidence, ground
 from server.pipeline.request_options import RequestOptions
 from server.task import NamedTool, Task
 
@@ -41,6 +44,10 @@ class Plan:
     enforcement: EnforcementReport | None = None
     # "auto" decided by an empty call list: the plan that answers instead.
     fallback: Plan | None = None
+    # Per tool with grounded, asked or confirmed fields: what they may take, and ask.
+    groundings: Mapping[str, Grounding] = field(default_factory=dict)
+    # Per tool: the schema the model writes to (grounded fields narrowed); repair too.
+    written: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def mode(self) -> Mode:
@@ -57,9 +64,11 @@ class Plan:
 
 @dataclass(frozen=True)
 class _Tool:
-    asked: AskedTool
+    asked: AskedTool  # its schema: what the model writes (grounded fields narrowed)
+    schema: dict[str, Any]  # what its arguments are validated against
     report: EnforcementReport
     contract: Contract | None = None
+    grounding: Grounding = Grounding()
 
 
 @dataclass(frozen=True)
@@ -138,16 +147,17 @@ class Planner:
         except BudgetExceeded as exc:
             raise _over_budget(exc, param=names.tools) from None
         out: dict[str, _Tool] = {}
+        texts = evidence(task.turns)
         for i, tool in enumerate(task.tools):
             if tool.name in out:
                 raise InvalidRequest(f"tool name {tool.name!r} appears twice; names must be "
                                      "unique", param=names.tool("name", i))
             out[tool.name] = self._tool(tool.name, tool.description, tool.parameters,
-                                        param=names.tool("parameters", i))
+                                        param=names.tool("parameters", i), texts=texts)
         return out
 
     def _tool(self, name: str, description: str | None, parameters: dict[str, Any] | None,
-              *, param: str) -> _Tool:
+              *, param: str, texts: list[str]) -> _Tool:
         contract = self.registry.get(name)
         where = f"the parameters of tool {name!r}"
         try:
@@ -158,13 +168,18 @@ class Planner:
                 schema = checked_client_schema(parameters or _NO_ARGUMENTS, where=where,
                                                dialect="bfcl")
                 self.budget.check_schema(schema, where=where)
-            analysis = self.policy.check(schema, where=where)
+            grounding = ground(schema, contract, texts)
+            written = grounded_schema(schema, grounding.candidates(),
+                                      nullable=grounding.asked) if grounding else schema
+            analysis = self.policy.check(written, where=where)
         except BudgetExceeded as exc:
             raise _over_budget(exc, param=param) from None
         except GrammarError as exc:
             raise _schema_error(exc, param=param) from None
-        asked = AskedTool(name, schema, ToolSpec.from_analysis(name, analysis), description)
-        return _Tool(asked, analysis.report.prefixed(f"{name}#"), contract)
+        asked = AskedTool(name, written, ToolSpec.from_analysis(name, analysis), description)
+        report = EnforcementReport(analysis.report.backend, (
+            *analysis.report.uses, *grounding_uses(grounding.report())))
+        return _Tool(asked, schema, report.prefixed(f"{name}#"), contract, grounding)
 
     def _answer(self, task: Task, options: RequestOptions) -> _Answer | None:
         if task.answer is None:
@@ -179,12 +194,14 @@ def _assemble(rendering: Rendering, tools: dict[str, _Tool], answer: _Answer | N
     answers = {"": answer.schema} if answer is not None else {}
     if rendering.reader.mode in ("text", "json"):
         return Plan(rendering, answers, enforcement=answer.report if answer else None)
-    schemas = {**{n: t.asked.schema for n, t in tools.items()}, **answers}
+    schemas = {**{n: t.schema for n, t in tools.items()}, **answers}
     contracts = {n: t.contract for n, t in tools.items() if t.contract is not None}
     first = next(iter(tools.values()))
     report = EnforcementReport.merge(first.report.backend, [t.report for t in tools.values()])
     fallback = None if rendering.fallback is None else _assemble(rendering.fallback, {}, answer)
-    return Plan(rendering, schemas, contracts, report, fallback)
+    groundings = {n: t.grounding for n, t in tools.items() if t.grounding}
+    written = {n: t.asked.schema for n, t in tools.items()}
+    return Plan(rendering, schemas, contracts, report, fallback, groundings, written)
 
 
 def _style(prompt: ToolPrompt, *, forced: ToolStyle) -> ToolStyle:

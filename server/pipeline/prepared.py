@@ -4,7 +4,7 @@ audit need of the request. `Prepared` holds both, for one request."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -66,6 +66,8 @@ class CallContext:
     repair: RepairBudget
     # The chat template's messages of the decode, which a repair prompt continues.
     messages: tuple[dict[str, Any], ...]
+    # Charges tokens to the caller's key (repair decodes count as the request's own).
+    charge: Callable[[int], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,14 @@
-"""The bounded repair loop for contract calls.
+"""The bounded repair loop for contract calls, honest about what it may do.
 
 Fields that passed are frozen. Only the failing fields are decoded again, under a grammar
 for just those fields (narrowed to the allowed values when a violation lists them), with the
-violations in the prompt. Bounded by attempts and wall time; every attempt is kept."""
+violations in the prompt. Bounded by attempts and wall time; every attempt is kept, with the
+tokens it took.
+
+What repair never does: write a value nobody gave. A grounded or asked field that is "not
+given" keeps its null branch and its candidates; when a rule needs it, the loop stops with
+a question instead (server/pipeline/questions.py). A `Confirm` field is never re-decoded: a
+violation there asks the user."""
 
 from __future__ import annotations
 
@@ -11,19 +17,24 @@ import copy
 import datetime as dt
 import json
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from contracts import Contract, Violation
 from grammars import GrammarCache, GrammarError, GrammarPolicy
-from server.engines.base import Engine, GenerationRequest, SamplingParams
+from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import InvalidRequest
 from server.formats.base import ModelFormat
+from server.pipeline.answer import RepairUsage
 from server.pipeline.decode import compiled, decode
+from server.pipeline.grounding import Grounding
+from server.pipeline.questions import Question, sorted_out
 from server.pipeline.request_options import RepairBudget
 from server.task import EarlierCall, Turn
 
 REPAIR_MAX_TOKENS = 256
+
 
 @dataclass
 class Repair:
@@ -31,6 +42,9 @@ class Repair:
 
     attempts: list[dict[str, Any]] = field(default_factory=list)
     arguments: dict[str, Any] | None = None  # normalized, once valid
+    questions: list[Question] = field(default_factory=list)  # why it stopped to ask
+    last: dict[str, Any] = field(default_factory=dict)  # the arguments it ended with
+    usage: RepairUsage = RepairUsage()
 
     @property
     def repaired(self) -> bool:
@@ -42,6 +56,23 @@ class Repair:
             entry["note"] = note
         self.attempts.append(entry)
 
+    def spent(self, result: GenerationResult) -> None:
+        u = self.usage
+        self.usage = RepairUsage(u.attempts + 1, u.prompt_tokens + result.prompt_tokens,
+                                 u.completion_tokens + result.completion_tokens)
+
+
+@dataclass(frozen=True)
+class RepairAsk:
+    """What one contract call's repair needs besides the call."""
+
+    written: dict[str, Any]  # the schema the model writes to (grounded fields narrowed)
+    grounding: Grounding
+    messages: list[dict[str, Any]]  # the decode's prompt messages, which repair continues
+    runtime: dict[str, Any]
+    budget: RepairBudget
+    charge: Callable[[int], None] | None = None  # each repair decode's tokens, to the key
+
 
 class Repairer:
     def __init__(self, engine: Engine, cache: GrammarCache, policy: GrammarPolicy,
@@ -52,32 +83,37 @@ class Repairer:
         self.format = fmt  # the earlier call is written back in the model's own syntax
         self.compile_timeout_s = compile_timeout_s
 
-    async def run(self, contract: Contract, arguments: dict[str, Any], *,
-                  messages: list[dict[str, Any]], runtime: dict[str, Any], budget: RepairBudget,
+    async def run(self, contract: Contract, arguments: dict[str, Any], ask: RepairAsk, *,
                   today: dt.date | None = None) -> Repair:
         report = Repair()
-        outcome = contract.validate(arguments, runtime=runtime, today=today)
+        outcome = contract.validate(arguments, runtime=ask.runtime, today=today)
         report.record(arguments, outcome.violations)
-        deadline = time.monotonic() + budget.seconds
-        while not outcome.valid and len(report.attempts) <= budget.attempts:
+        deadline = time.monotonic() + ask.budget.seconds
+        while not outcome.valid:
+            report.questions, repairable = sorted_out(outcome.violations, arguments,
+                                                      ask.grounding)
             left = deadline - time.monotonic()
-            if left <= 0:
+            if report.questions or len(report.attempts) > ask.budget.attempts or left <= 0:
                 break
-            fixed = await self._attempt(contract, arguments, outcome.violations, messages, left)
+            fixed = await self._attempt(contract, arguments, tuple(repairable), ask, report,
+                                        left)
             if fixed is None:
                 report.record(arguments, outcome.violations,
                               note="the repair decode ran out of time or tokens")
                 continue
             arguments = {**arguments, **fixed}
-            outcome = contract.validate(arguments, runtime=runtime, today=today)
+            outcome = contract.validate(arguments, runtime=ask.runtime, today=today)
             report.record(arguments, outcome.violations)
-        report.arguments = outcome.arguments
+        report.arguments, report.last = outcome.arguments, arguments
         return report
 
     async def _attempt(self, contract: Contract, arguments: dict[str, Any],
-                       violations: tuple[Violation, ...], messages: list[dict[str, Any]],
+                       violations: tuple[Violation, ...], ask: RepairAsk, report: Repair,
                        seconds: float) -> dict[str, Any] | None:
-        schema = repair_schema(contract.schema(), violations)
+        schema = repair_schema(ask.written, violations, keep_null=ask.grounding.asked,
+                               frozen=ask.grounding.confirmed)
+        if not schema["properties"]:
+            return None  # nothing repair may change
         try:
             spec = self.policy.json_schema_spec(schema, where=f"the repair of {contract.name!r}")
             lookup = await compiled(self.cache, spec,
@@ -85,7 +121,7 @@ class Repairer:
         except (GrammarError, InvalidRequest):
             return None  # recorded as an attempt that could not be made
         # The call as the model wrote it, in its own syntax, then what is wrong with it.
-        prompt = messages + self.format.messages([
+        prompt = ask.messages + self.format.messages([
             Turn("assistant", "", (EarlierCall("call_0", contract.name, arguments),)),
             Turn("user", feedback(contract.name, violations, schema))])
         ids = self.engine.encode(self.engine.render_chat(
@@ -96,9 +132,13 @@ class Repairer:
             result = await asyncio.wait_for(decode(self.engine, request), timeout=seconds)
         except TimeoutError:
             return None
+        report.spent(result)
+        if ask.charge is not None:
+            ask.charge(result.prompt_tokens + result.completion_tokens)
         if not result.grammar_complete:
             return None
-        return json.loads(result.text)
+        fixed: dict[str, Any] = json.loads(result.text)
+        return fixed
 
 
 def feedback(tool: str, violations: tuple[Violation, ...], schema: dict[str, Any]) -> str:
@@ -108,15 +148,20 @@ def feedback(tool: str, violations: tuple[Violation, ...], schema: dict[str, Any
             f"Answer only with a JSON object holding corrected values for: {fields}.")
 
 
-def repair_schema(schema: dict[str, Any], violations: tuple[Violation, ...]) -> dict[str, Any]:
+def repair_schema(schema: dict[str, Any], violations: tuple[Violation, ...], *,
+                  keep_null: Collection[str] = (), frozen: Collection[str] = ()
+                  ) -> dict[str, Any]:
     """An object of just the failing top-level fields, each narrowed by what its violation
-    allows; every field is required, since each must be written again."""
-    props = schema.get("properties", {})
+    allows; every field is required, since each must be written again. `keep_null`: fields
+    that may stay "not given" (grounded, asked); `frozen`: fields repair never writes."""
+    props = {k: v for k, v in schema.get("properties", {}).items() if k not in frozen}
     failing = [v for v in violations if v.field in props] or \
         [Violation(f"/{name}", "cross_field", None, None, "") for name in props]
     out_props: dict[str, Any] = {}
     for v in failing:
-        out_props[v.field] = _narrow(copy.deepcopy(props[v.field]), v)  # type: ignore[index]
+        name = v.field or ""
+        out_props[name] = _narrow(copy.deepcopy(props[name]), v,
+                                  keep_null=name in keep_null)
     out: dict[str, Any] = {"type": "object", "properties": out_props,
                            "required": list(out_props), "additionalProperties": False}
     if "$defs" in schema:
@@ -124,13 +169,13 @@ def repair_schema(schema: dict[str, Any], violations: tuple[Violation, ...]) -> 
     return out
 
 
-def _narrow(node: dict[str, Any], violation: Violation) -> dict[str, Any]:
+def _narrow(node: dict[str, Any], violation: Violation, *, keep_null: bool) -> dict[str, Any]:
     allowed = violation.allowed
     if isinstance(allowed, list) and allowed and all(
-            isinstance(a, (str, int, float, bool)) for a in allowed):
+            isinstance(a, (str, int, float, bool)) for a in allowed) and not keep_null:
         return {"enum": allowed}  # the only values that can pass: the grammar enforces them
-    if violation.observed is None and isinstance(node.get("anyOf"), list):
-        # A missing value must now be written: drop the `null` branch of an optional field.
+    if violation.observed is None and isinstance(node.get("anyOf"), list) and not keep_null:
+        # An optional value a rule needs must now be written: drop the `null` branch.
         kept = [b for b in node["anyOf"] if b.get("type") != "null"]
         if kept:
             node["anyOf"] = kept

@@ -120,6 +120,10 @@ class _View:
     def __init__(self, step: Decode) -> None:
         self.reader = step.plan.reader
         self.contracts = step.plan.contracts
+        # Calls to tools with grounded, asked or confirmed fields may turn into a question:
+        # nothing of them, nor of any call after them, is shown before the checks.
+        self.unseen = set(step.plan.groundings)
+        self.hidden: set[int] = set()  # calls held back, by index
         self.thought = ""                # reasoning shown
         self.holdback = max((len(s) for s in step.request.sampling.stop), default=1) - 1
         self.shown = ""                  # content shown
@@ -165,10 +169,14 @@ class _View:
             if isinstance(item, CallNamed):
                 self.names[item.index] = item.name
                 self.ids[item.index] = new_call_id()
-                events.append(CallStarted(item.index, self.ids[item.index], item.name,
-                                          held=item.name in self.contracts))
-            elif isinstance(item, ArgumentsFragment) and self.names[item.index] not in \
-                    self.contracts:  # contract arguments only after validation
+                if item.name in self.unseen or self.hidden:
+                    self.hidden.add(item.index)
+                else:
+                    events.append(CallStarted(item.index, self.ids[item.index], item.name,
+                                              held=item.name in self.contracts))
+            elif isinstance(item, ArgumentsFragment) and item.index not in self.hidden \
+                    and self.names[item.index] not in self.contracts:
+                # (contract arguments only after validation)
                 self.streamed[item.index] = self.streamed.get(item.index, "") + item.text
                 events.append(ArgumentsDelta(item.index, item.text))
         return events
@@ -176,11 +184,13 @@ class _View:
     def close(self, checked: Checked) -> list[Event]:
         """The rest, once the final (validated, normalized) answer is known."""
         events = self._think(checked.reasoning or "")
+        if checked.extension and "needs_input" in checked.extension:  # a question instead
+            return events + [TextDelta(("\n" if self.shown else "") + (checked.content or ""))]
         if not checked.calls:
             return events + (self._show(checked.content or "")
                              if checked.content is not None else [])
         for index, call in enumerate(checked.calls):
-            if index not in self.names:  # decoded all at once (a very short stream)
+            if index not in self.names or index in self.hidden:  # shown only now
                 events += [CallStarted(index, call.id, call.name),
                            ArgumentsDelta(index, call.arguments)]
             elif call.name in self.contracts:

@@ -44,8 +44,13 @@ def client(model_dir, script):
         yield c
 
 
-def call(client, tool, *, headers=None, **extra):
-    body = {"model": "scripted", "messages": [{"role": "user", "content": "help"}],
+# What a customer said, for the grounded fields of open_dispute: the values a call may copy.
+DISPUTE = ("My card ending 4417 was charged 10 on 2099-01-01 (or was it 2098-01-01 or "
+           "2097-01-01?) and I did not make it.")
+
+
+def call(client, tool, *, headers=None, said="help", **extra):
+    body = {"model": "scripted", "messages": [{"role": "user", "content": said}],
             "tools": [{"type": "function", "function": {"name": tool}}],
             "tool_choice": "required", **extra}
     return client.post("/v1/chat/completions", json=body, headers=headers or {})
@@ -101,9 +106,10 @@ def test_repair_grammar_allows_only_the_listed_values(client, script):
 
 def test_out_of_attempts_is_a_422_problem_with_every_attempt(client, script):
     script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud"}}]')
+                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
     script.repairs = ['{"operation_date":"2098-01-01"}', '{"operation_date":"2097-01-01"}']
-    resp = call(client, "open_dispute")
+    resp = call(client, "open_dispute", said=DISPUTE)
     body = assert_problem(resp, 422, says="broke its contract after 3 attempt(s)")
     assert body["retryable"] is False and body["owner_action_required"] is True
     assert body["type"] == "urn:strictcall:problem:contract-violation"
@@ -116,26 +122,43 @@ def test_out_of_attempts_is_a_422_problem_with_every_attempt(client, script):
 
 def test_per_request_attempt_budget(client, script):
     script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud"}}]')
-    resp = call(client, "open_dispute", strictcall={"max_repair_attempts": 0})
+                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
+    resp = call(client, "open_dispute", said=DISPUTE, strictcall={"max_repair_attempts": 0})
     body = assert_problem(resp, 422)
     assert len(body["attempts"]) == 1
 
 
 def test_per_request_time_budget(client, script):
     script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud"}}]')
-    resp = call(client, "open_dispute", strictcall={"repair_timeout_s": 1e-9})
+                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
+    resp = call(client, "open_dispute", said=DISPUTE, strictcall={"repair_timeout_s": 1e-9})
     assert len(assert_problem(resp, 422)["attempts"]) == 1  # no time left for a repair
 
 
-def test_missing_value_is_required_on_repair(client, script):
+def test_a_missing_value_is_asked_for_never_invented(client, script):
+    """A duplicate needs the original operation's id, which nobody gave: no repair writes
+    one (the grammar holds only what the conversation has, here nothing: null); the answer
+    asks for it by meaning, with what was collected so far."""
+    said = "Yesterday my card ending 4417 was charged 10 twice."
     script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"yesterday","amount":"10","reason":"duplicate"}}]')
-    script.repairs = ['{"original_operation_id":"OP-000042"}']
-    args = only_call(call(client, "open_dispute"))[1]
-    assert args["original_operation_id"] == "OP-000042"
-    assert args["operation_date"] != "yesterday"  # normalized to a date
+                    '"operation_date":"yesterday","amount":"10","reason":"duplicate",'
+                    '"original_operation_id":null}}]')
+    script.repairs = ['{"original_operation_id":"OP-000042"}']  # must never be asked for
+    resp = call(client, "open_dispute", said=said)
+    assert resp.status_code == 200, resp.text
+    choice = resp.json()["choices"][0]
+    assert choice["finish_reason"] == "stop" and not choice["message"]["tool_calls"]
+    assert "Which of the two charges came first?" in choice["message"]["content"]
+    needs = resp.json()["strictcall"]["needs_input"]
+    assert needs["tool"] == "open_dispute"
+    assert needs["missing"] == [{"field": "/original_operation_id",
+                                 "question": choice["message"]["content"]}]
+    assert needs["collected"]["card_last4"] == "4417" and needs["collected"]["amount"] == "10"
+    assert needs["collected"]["operation_date"] != "yesterday"  # normalized to a date
+    assert script.repairs == ['{"original_operation_id":"OP-000042"}']  # no repair decode
+    assert "OP-000042" not in resp.text
 
 
 def test_runtime_fields_come_from_headers_never_from_the_model(client, script):

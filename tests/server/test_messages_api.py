@@ -25,6 +25,9 @@ WEATHER = {"name": "get_weather", "description": "Weather for a city",
                             "required": ["city"]}}
 NOOP = {"name": "noop", "input_schema": {"type": "object"}}
 USER = [{"role": "user", "content": "Weather in Paris?"}]
+# What open_dispute's grounded fields may copy from.
+DISPUTE = [{"role": "user", "content": "Card ending 4417: someone charged 10 on 2026-11-01, "
+            "and again on 2099-01-01. That is fraud. And the weather in Oslo?"}]
 PARIS = '[{"name":"get_weather","arguments":{"city":"Paris"}}]'
 
 
@@ -166,8 +169,9 @@ def test_max_tokens_cut(client, script):
 
 def test_contract_call_carries_the_strictcall_report(client, script):
     script.calls = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"2026-11-01","amount":"10","reason":"fraud"}}]')
-    body = message(create(client, tools=[{"name": "open_dispute"}],
+                    '"operation_date":"2026-11-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
+    body = message(create(client, tools=[{"name": "open_dispute"}], messages=DISPUTE,
                           tool_choice={"type": "any"}))
     assert body["content"][0]["input"]["original_operation_id"] is None
     assert body["strictcall"]["repaired"] is False
@@ -326,10 +330,12 @@ def assert_blocks_run_one_after_another(events: list[dict]) -> None:
 
 def test_stream_holds_a_contract_call_until_it_is_validated(client, script):
     script.calls = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"2026-11-01","amount":"10","reason":"fraud"}},'
+                    '"operation_date":"2026-11-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}},'
                     '{"name":"get_weather","arguments":{"city":"Oslo"}}]')
     events = stream_events(create(client, stream=True, tool_choice={"type": "any"},
-                                  tools=[{"name": "open_dispute"}, WEATHER], max_tokens=200))
+                                  tools=[{"name": "open_dispute"}, WEATHER], max_tokens=200,
+                                  messages=DISPUTE))
     assert_blocks_run_one_after_another(events)
     final = accumulate(events)
     assert [b.name for b in final.content] == ["open_dispute", "get_weather"], final.content
@@ -346,9 +352,10 @@ def test_stream_stop_sequence(client, script):
 
 def test_stream_failure_ends_with_an_error_event(client, script):
     script.calls = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud"}}]')
+                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
     events = stream_events(create(client, stream=True, tool_choice={"type": "any"},
-                                  tools=[{"name": "open_dispute"}],
+                                  tools=[{"name": "open_dispute"}], messages=DISPUTE,
                                   strictcall={"max_repair_attempts": 0}))
     assert events[-1]["type"] == "error"
     assert events[-1]["error"]["type"] == "invalid_request_error"

@@ -12,6 +12,10 @@ from server.engines.scripted import ScriptedEngine
 from server.settings import Settings
 from tests.server.test_api import OTHER, TOOL, USER, Replies, assert_problem
 
+# What open_dispute's grounded fields may copy from.
+DISPUTE = [{"role": "user", "content": "Card ending 4417: someone charged 10 on 2026-11-01, "
+            "and again on 2099-01-01. That is fraud."}]
+
 
 @pytest.fixture()
 def replies():
@@ -120,8 +124,10 @@ def test_decide_fallback_keeps_the_response_format(client, decide):
 
 def test_decide_contract_call_is_validated_and_normalized(client, decide):
     decide.calls = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"2026-11-01","amount":"10","reason":"fraud"}}]')
-    body = chat(client, tools=[{"type": "function", "function": {"name": "open_dispute"}}]).json()
+                    '"operation_date":"2026-11-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
+    body = chat(client, messages=DISPUTE,
+                tools=[{"type": "function", "function": {"name": "open_dispute"}}]).json()
     args = json.loads(body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])
     assert args["original_operation_id"] is None and body["strictcall"]["repaired"] is False
 
@@ -248,8 +254,10 @@ def test_stream_contract_arguments_arrive_normalized(client, replies):
 
 def test_stream_contract_failure_ends_with_an_error_event(client, replies):
     replies.text = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
-                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud"}}]')
+                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
     resp = chat(client, stream=True, tool_choice="required", strictcall={"max_repair_attempts": 0},
+                messages=DISPUTE,
                 tools=[{"type": "function", "function": {"name": "open_dispute"}}])
     chunks = events(resp)
     assert chunks[-1]["status"] == 422 and chunks[-1]["error"]["type"] == "invalid_output_error"
