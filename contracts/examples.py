@@ -159,13 +159,31 @@ class CreateSupportTicket(_Contract):
     idempotency_key: Annotated[str, Generated("uuid4", header="Idempotency-Key")]
 
 
+class AccessRequestStatus(_Contract):
+    """What check_access_request_status returns (its result is checked against this)."""
+
+    request_id: str
+    status: Literal["pending", "approved", "rejected"]
+    waiting_days: Annotated[int, Field(ge=0)]
+    system: str
+    stuck: bool
+
+
+class UrgentTicket(_Contract):
+    """What open_urgent_ticket returns."""
+
+    ticket_id: Annotated[str, Field(pattern=r"^URG-[0-9]{4}$")]
+    queue: Literal["urgent"]
+
+
 @tool(name="check_access_request_status",
       description="Read the status of an access request. Changes nothing.",
       owner="identity-team", kind="read", risk="low", handler=DESK.status,
-      timeout_s=5)
+      timeout_s=5, output=AccessRequestStatus)
 class CheckAccessRequestStatus(_Contract):
-    request_id: Annotated[str, Field(pattern=r"^AR-[0-9]{6}$",
-                                     description="Access request id, e.g. AR-004217")]
+    # An id the user (or an earlier tool result) gave: copied, never made up.
+    request_id: Annotated[str, Grounded(), Field(pattern=r"^AR-[0-9]{6}$",
+                                                 description="Access request id, e.g. AR-004217")]
 
 
 @tool(name="search_products", description="Search the product catalogue.", owner="commerce",
@@ -203,10 +221,10 @@ class ReissueCard(_Contract):
       description="Open an urgent support ticket for an access request that is stuck "
       "(pending for days). Check the request's status first.",
       owner="support-platform", kind="write", risk="high", version="2",
-      handler=DESK.open_urgent, timeout_s=5)
+      handler=DESK.open_urgent, timeout_s=5, output=UrgentTicket)
 class OpenUrgentTicket(_Contract):
-    request_id: Annotated[str, Field(pattern=r"^AR-[0-9]{6}$",
-                                     description="The stuck access request, e.g. AR-004217")]
+    request_id: Annotated[str, Grounded(), Field(
+        pattern=r"^AR-[0-9]{6}$", description="The stuck access request, e.g. AR-004217")]
     summary: Annotated[str, Field(min_length=1, max_length=200,
                                   description="What the requester is blocked on")]
     tenant_id: Annotated[str, FromHeader("X-Tenant-Id")]

@@ -12,17 +12,25 @@ and one normalized outcome whatever happened.
     denied               (decided before running) the policy refuses it
 
 A sync handler runs on a worker thread: on a timeout the thread cannot be stopped and runs
-on; an async handler is cancelled."""
+on; an async handler is cancelled.
+
+What a handler returns goes back only if it fits the contract's `output` model (where it
+has one): a read whose result does not fit has `failed`; a write that acted and returned
+something else is `side_effect_unknown`. Never the raw payload: neither that, nor an
+exception's text or an HTTP error body, reaches the client or the model; they are kept, as
+`internal`, for the audit log. Every problem says whether a retry may help (`retryable`,
+`retry_after` where known) and whether a person must act (`owner_action_required`)."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from contracts import ExecutionSpec, HttpHandler, Kind, Partial, ToolContext, ToolFailed
 
@@ -37,19 +45,35 @@ class Execution:
     problem: dict[str, Any] | None = None
     attempts: int = 0
     seconds: float = 0.0
+    internal: str | None = None  # what went wrong in the handler's words: the audit's only
 
     def as_dict(self) -> dict[str, Any]:
+        """What the client (and the idempotency store's replay) gets: no `internal`."""
         return {"outcome": self.outcome, "result": self.result, "problem": self.problem,
                 "attempts": self.attempts, "seconds": round(self.seconds, 6)}
 
 
-def problem(slug: str, title: str, detail: str, *, retryable: bool = False) -> dict[str, Any]:
-    return {"type": f"urn:strictcall:problem:{slug}", "title": title, "detail": detail,
-            "retryable": retryable}
+def problem(slug: str, title: str, detail: str, *, retryable: bool = False,
+            retry_after: int | None = None, owner: bool = False) -> dict[str, Any]:
+    """An execution's problem (RFC 9457): `owner`: a person must act before it can go on."""
+    out: dict[str, Any] = {"type": f"urn:strictcall:problem:{slug}", "title": title,
+                           "detail": detail, "retryable": retryable,
+                           "owner_action_required": owner}
+    if retryable and retry_after is not None:
+        out["retry_after"] = retry_after
+    return out
 
 
 class _MayHaveActed(Exception):
     """The handler failed in a way that does not say whether it acted."""
+
+
+class _Refused(Exception):
+    """An HTTP endpoint refused the call (a 4xx): it did not act."""
+
+    def __init__(self, public: str, internal: str) -> None:
+        super().__init__(public)
+        self.public, self.internal = public, internal
 
 
 class Runner:
@@ -57,7 +81,14 @@ class Runner:
         self._http = http
 
     async def run(self, spec: ExecutionSpec, arguments: dict[str, Any], *, kind: Kind,
-                  context: ToolContext) -> Execution:
+                  context: ToolContext, output: type[BaseModel] | None = None) -> Execution:
+        done = await self._run(spec, arguments, kind=kind, context=context)
+        if output is None or done.outcome not in ("succeeded", "partial"):
+            return done
+        return _fitted(done, output, tool=context.tool, kind=kind)
+
+    async def _run(self, spec: ExecutionSpec, arguments: dict[str, Any], *, kind: Kind,
+                   context: ToolContext) -> Execution:
         started = time.perf_counter()
         tries = 1 + (spec.retries if kind == "read" else 0)  # writes: never retried blindly
         attempt, last = 0, Execution("failed")
@@ -68,7 +99,7 @@ class Runner:
             if not retry:
                 break
         return Execution(last.outcome, last.result, last.problem, attempt,
-                         time.perf_counter() - started)
+                         time.perf_counter() - started, last.internal)
 
     async def _attempt(self, spec: ExecutionSpec, arguments: dict[str, Any], kind: Kind,
                        ctx: ToolContext) -> tuple[Execution, bool]:
@@ -81,18 +112,23 @@ class Runner:
             if read:
                 return Execution("timed_out", problem=problem(
                     "tool-timed-out", "Tool timed out", f"{ctx.tool!r} did not answer within "
-                    f"{spec.timeout_s:g} s", retryable=True)), True
-            return _unknown(ctx.tool, f"did not answer within {spec.timeout_s:g} s"), False
-        except ToolFailed as exc:
+                    f"{spec.timeout_s:g} s", retryable=True, retry_after=1)), True
+            return unknown_outcome(ctx.tool, f"did not answer within {spec.timeout_s:g} s"), False
+        except _Refused as exc:  # an HTTP endpoint's 4xx: its body is the audit's only
             return Execution("failed", problem=problem(
-                "tool-failed", "Tool failed", exc.detail, retryable=exc.retryable)), \
-                read and exc.retryable
+                "tool-failed", "Tool failed", exc.public), internal=exc.internal), False
+        except ToolFailed as exc:  # the handler's own words, written for the caller
+            return Execution("failed", problem=problem(
+                "tool-failed", "Tool failed", exc.detail, retryable=exc.retryable,
+                retry_after=1)), read and exc.retryable
         except Exception as exc:  # noqa: BLE001 - a handler's crash is an outcome, not a 500
+            raised = f"{type(exc).__name__}: {exc}"
             if read:
                 return Execution("failed", problem=problem(
-                    "tool-error", "Tool error", f"{ctx.tool!r} raised "
-                    f"{type(exc).__name__}: {exc}", retryable=True)), True
-            return _unknown(ctx.tool, f"raised {type(exc).__name__}: {exc}"), False
+                    "tool-error", "Tool error", f"{ctx.tool!r} raised an error (the audit "
+                    "log has it)", retryable=True, retry_after=1), internal=raised), True
+            return unknown_outcome(ctx.tool, "raised an error (the audit log has it)",
+                            internal=raised), False
         if isinstance(value, Partial):
             return Execution("partial", value.result, problem(
                 "tool-partial", "Tool did part of the work", value.detail)), False
@@ -116,16 +152,18 @@ class Runner:
                 "idempotency_key": ctx.idempotency_key}
         try:
             resp = await self._http.post(handler.url, json=body, headers=headers)
-        except httpx.ConnectError as exc:  # never reached the endpoint: nothing was done
-            raise ToolFailed(f"cannot reach {handler.url}: {exc}", retryable=True) from None
+        except httpx.ConnectError:  # never reached the endpoint: nothing was done
+            raise ToolFailed(f"the tool's endpoint cannot be reached ({ctx.tool!r})",
+                             retryable=True) from None
         except httpx.TimeoutException:
             raise
         except httpx.HTTPError as exc:
             raise _MayHaveActed(f"{handler.url}: {type(exc).__name__}: {exc}") from None
         if resp.status_code >= 500:
-            raise _MayHaveActed(f"{handler.url} answered {resp.status_code}")
+            raise _MayHaveActed(f"{handler.url} answered {resp.status_code}: {resp.text[:300]}")
         if resp.status_code >= 400:
-            raise ToolFailed(f"{handler.url} answered {resp.status_code}: {resp.text[:300]}")
+            raise _Refused(f"the tool's endpoint refused the call ({resp.status_code})",
+                           f"{handler.url} answered {resp.status_code}: {resp.text[:300]}")
         try:
             value = resp.json()
         except ValueError:
@@ -135,9 +173,35 @@ class Runner:
         return value
 
 
-def _unknown(tool: str, what: str) -> Execution:
+def unknown_outcome(tool: str, what: str, *, internal: str | None = None) -> Execution:
+    """A write that may have acted: no retry, a person resolves its key."""
     return Execution("side_effect_unknown", problem=problem(
         "side-effect-unknown", "Side effect unknown",
         f"the write {tool!r} {what} after it may have acted; it will not run again with "
         "this idempotency key until someone checks the system it writes to and resolves "
-        "the key (POST /v1/tools/{name}/executions/{key}/resolve)"))
+        "the key (POST /v1/tools/{name}/executions/{key}/resolve)", owner=True),
+        internal=internal)
+
+
+def _fitted(done: Execution, output: type[BaseModel], *, tool: str, kind: Kind) -> Execution:
+    """`done` with its result as the output model holds it, or the outcome that says it
+    did not fit (the payload itself never goes back)."""
+    try:
+        fitted = output.model_validate(done.result).model_dump(mode="json")
+    except ValidationError as exc:
+        where = ", ".join(sorted({"/" + "/".join(map(str, e["loc"])) for e in exc.errors()}))
+        internal = f"the result does not fit {output.__name__}: {exc}"
+        if kind == "read":
+            return replace(done, outcome="failed", result=None, internal=internal,
+                           problem=problem("tool-output-invalid", "Tool result invalid",
+                                           f"{tool!r} returned a result that does not fit "
+                                           f"its output contract (at {where})",
+                                           retryable=True, retry_after=1))
+        return replace(done, outcome="side_effect_unknown", result=None, internal=internal,
+                       problem=problem("tool-output-invalid", "Tool result invalid",
+                                       f"the write {tool!r} acted and returned a result that "
+                                       f"does not fit its output contract (at {where}); "
+                                       "check the system it writes to and resolve the key "
+                                       "(POST /v1/tools/{name}/executions/{key}/resolve)",
+                                       owner=True))
+    return replace(done, result=fitted)

@@ -30,7 +30,7 @@ from server.errors import (
 )
 from server.execution.events import Events, RequestTrace
 from server.execution.policy import Principal, ToolPolicy, Verdict
-from server.execution.runner import Execution, Runner
+from server.execution.runner import Execution, Runner, unknown_outcome
 from server.execution.runtime import contract_runtime, with_call_key
 from server.execution.store import IdempotencyStore, Scope
 from server.identity import Caller
@@ -105,10 +105,11 @@ class ToolService:
         context = ToolContext(contract.name, key, principal.tenant, principal.roles, 1)
         try:
             done = await self.runner.run(contract.execution, valid, kind=contract.catalog.kind,
-                                         context=context)
+                                         context=context, output=contract.output)
         except BaseException:  # cancelled mid-run: it may have acted
             if scope is not None:
-                self.store.finish(scope, Execution("side_effect_unknown").as_dict())
+                self.store.finish(scope, unknown_outcome(
+                    contract.name, "was cancelled mid-run").as_dict())
             raise
         if scope is not None:
             self.store.finish(scope, done.as_dict())
@@ -200,7 +201,9 @@ class ToolService:
                      "kind": contract.catalog.kind, "outcome": done.outcome,
                      "idempotency_key": key, "replayed": replayed, "attempts": done.attempts,
                      "arguments": None if arguments is None else contract.redact(arguments),
-                     "problem": done.problem}, caller)
+                     "problem": done.problem,
+                     # The handler's own words (an exception, an HTTP body): here only.
+                     "internal": _scrubbed(done.internal, arguments, contract)}, caller)
 
     def _write(self, record: dict[str, Any], caller: Caller) -> None:
         if self.audit is None:
@@ -226,7 +229,7 @@ def _approval(verdict: Verdict, arguments: dict[str, Any]) -> dict[str, Any]:
             "detail": "the policy needs a human approval before this call runs: a caller it "
                       "allows invokes the same arguments and idempotency key",
             "fields": {f: arguments.get(f) for f in fields}, "rule": verdict.rule,
-            "retryable": False}
+            "retryable": False, "owner_action_required": True}
 
 
 def _source(contract: Contract, field: str) -> str:
@@ -243,3 +246,15 @@ def _param(pointer: str) -> str:
         token = token.replace("~1", "/").replace("~0", "~")
         out += f"[{token}]" if token.isdigit() else f".{token}"
     return out
+
+
+def _scrubbed(text: str | None, arguments: dict[str, Any] | None,
+              contract: Contract) -> str | None:
+    """`text` with the values of the contract's redacted fields taken out."""
+    if text is None or not arguments or not contract.redacted:
+        return text
+    hidden = contract.redact(arguments)
+    for name, value in arguments.items():
+        if hidden.get(name) != value and isinstance(value, (str, int, float)) and str(value):
+            text = text.replace(str(value), "[redacted]")
+    return text

@@ -102,3 +102,39 @@ class OldLookup(_Model):
       kind="read", risk="low", lifecycle="retired", version="0")
 class AncientLookup(_Model):
     order_id: Annotated[str, Field(pattern=r"^ORD-[0-9]{3}$")]
+
+
+class Balance(_Model):
+    """What get_balance must return."""
+
+    account: Annotated[str, Field(pattern=r"^AC-[0-9]{3}$")]
+    balance: int
+
+
+class Transfer(_Model):
+    transfer_id: Annotated[str, Field(pattern=r"^TR-[0-9]{4}$")]
+
+
+def _balance(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    """A read whose backend answers in another shape (and leaks a secret doing it)."""
+    LEDGER["balance"] += 1
+    return {"acct": arguments["account"], "balance": "lots", "debug_token": "SECRET-7731"}
+
+
+def _transfer(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    """A write that acted, then answered something its contract does not know."""
+    LEDGER["transfer"] += 1
+    return {"ok": True, "internal_ref": "SECRET-8842"}
+
+
+@tool(name="get_balance", description="Read an account's balance.", owner="payments",
+      kind="read", risk="low", handler=_balance, timeout_s=2, retries=0, output=Balance)
+class GetBalance(_Model):
+    account: Annotated[str, Field(pattern=r"^AC-[0-9]{3}$")]
+
+
+@tool(name="send_transfer", description="Send money to an account.", owner="payments",
+      kind="write", risk="high", handler=_transfer, timeout_s=2, output=Transfer)
+class SendTransfer(_Model):
+    account: Annotated[str, Field(pattern=r"^AC-[0-9]{3}$")]
+    amount: Annotated[int, Field(ge=1, le=1000)]

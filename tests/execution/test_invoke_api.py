@@ -70,12 +70,17 @@ def test_a_write_needs_a_key_and_runs_once_per_key(client):
     assert failed["outcome"] == "failed" and "manager" in failed["problem"]["detail"]
 
 
-def test_a_crash_after_acting_refuses_retries_until_resolved(client):
+def test_a_crash_after_acting_refuses_retries_until_resolved(client, audit_path):
     admin = who("acme", "admin")
     first = outcome(invoke(client, "charge_card", {"amount": 10}, key="idem-charge-1",
                            headers=admin))
-    assert first["outcome"] == "side_effect_unknown" and "RuntimeError" in \
-        first["problem"]["detail"]
+    assert first["outcome"] == "side_effect_unknown"
+    # The exception's text is the audit log's, never the client's (nor the model's).
+    assert "RuntimeError" not in json.dumps(first)
+    assert first["problem"]["owner_action_required"] is True
+    assert first["problem"]["retryable"] is False
+    (executed,) = [r for r in audit(audit_path) if r.get("event") == "executed"]
+    assert "RuntimeError" in executed["internal"]
     again = outcome(invoke(client, "charge_card", {"amount": 10}, key="idem-charge-1",
                            headers=admin))
     assert again["outcome"] == "side_effect_unknown" and again["replayed"]
@@ -135,3 +140,28 @@ def test_a_returned_call_runs_as_returned_once(client, script, spans, audit_path
     records = [r for r in audit(audit_path) if r.get("event") == "executed"]
     assert [r["outcome"] for r in records] == ["succeeded", "succeeded"]
     assert records[0]["arguments"]["tenant_id"] == "acme"
+
+
+def test_a_result_that_breaks_its_output_contract_never_goes_back(client, audit_path):
+    """A read whose result does not fit its `output` model has failed (a retry may help);
+    the payload itself, a secret in it included, goes to neither client nor model."""
+    body = outcome(invoke(client, "get_balance", {"account": "AC-001"}, headers=who("acme")))
+    assert body["outcome"] == "failed" and body["result"] is None
+    problem = body["problem"]
+    assert problem["type"] == "urn:strictcall:problem:tool-output-invalid"
+    assert problem["retryable"] is True and problem["owner_action_required"] is False
+    assert "/balance" in problem["detail"] and "SECRET" not in json.dumps(body)
+    (executed,) = [r for r in audit(audit_path) if r.get("tool") == "get_balance"]
+    assert "does not fit Balance" in executed["internal"]
+
+
+def test_a_write_that_acted_with_a_wrong_result_needs_a_person(client):
+    admin = who("acme", "admin")
+    body = outcome(invoke(client, "send_transfer", {"account": "AC-001", "amount": 5},
+                          key="idem-transfer-1", headers=admin))
+    assert body["outcome"] == "side_effect_unknown" and body["result"] is None
+    assert body["problem"]["owner_action_required"] is True
+    assert "SECRET" not in json.dumps(body)
+    again = outcome(invoke(client, "send_transfer", {"account": "AC-001", "amount": 5},
+                           key="idem-transfer-1", headers=admin))
+    assert again["replayed"] and LEDGER["transfer"] == 1  # never a second transfer

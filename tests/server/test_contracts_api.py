@@ -184,7 +184,7 @@ def test_missing_runtime_header_is_400_before_decoding(client, script):
 
 def test_contract_is_authoritative_over_client_parameters(client, script):
     script.first = '[{"name":"check_access_request_status","arguments":{"request_id":"AR-000001"}}]'
-    body = {"model": "scripted", "messages": [{"role": "user", "content": "status?"}],
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "AR-000001 status?"}],
             "tool_choice": "required", "tools": [{"type": "function", "function": {
                 "name": "check_access_request_status", "parameters": {
                     "type": "object", "properties": {"anything": {"type": "string"}}}}}]}
