@@ -12,6 +12,7 @@ command line does not import `bench`; this one hands each benchmark its own flag
     strictcall-bench gpu-decode [--tiny]
     strictcall-bench serve --target NAME=URL [--workload ...] [--rate 1,2] [--concurrency 4]
     strictcall-bench serve compare A.json B.json
+    strictcall-bench grounding [--sampled 2]
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
               "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl", "load": "bench.load",
               "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection",
               "latency": "bench.latency", "gpu-decode": "bench.gpu_decode",
-              "serve": "bench.serve"}
+              "serve": "bench.serve", "grounding": "bench.grounding"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,3 +48,6 @@ class StrictCallOptions(BaseModel):
     # `catalogs`), and at most `select_k` tools when selecting (server default: --select-k).
     catalog: str | None = Field(None, min_length=1, max_length=64)
     select_k: int | None = Field(None, ge=1, le=64)
+    # Grounded fields copied from the conversation (server default: --grounding). Off: the
+    # model writes them like any other field (what `strictcall-bench grounding` compares).
+    grounding: bool | None = None

@@ -156,6 +156,10 @@ class Settings(BaseSettings):
                                           "think)", metavar="TOKENS", ge=0, le=32768)
     max_calls: int | None = setting(None, "calls in one response at most (default: no "
                                           "limit)", ge=1, le=64)
+    grounding: bool = setting(True, "grounded fields (contracts' Grounded(), schemas' "
+                                    "x-strictcall-grounded) take only values copied from the "
+                                    "conversation, else a question; off: written like any "
+                                    "field, only to measure what grounding prevents")
     repair_attempts: int = setting(2, "repair decodes of a contract call at most", ge=0, le=5)
     repair_seconds: float = setting(10.0, "time a contract call's repairs may take", gt=0,
                                     le=120)

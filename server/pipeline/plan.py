@@ -100,7 +100,7 @@ class Planner:
                                  "reasoning pass; send stop without reasoning, or no stop",
                                  param=names.stop)
         answer = self._answer(task, options)
-        tools = self._tools(task)
+        tools = self._tools(task, grounded=options.grounding)
         ask = self._ask(task, options, tools, answer)
         try:
             rendering = self.fmt.render(ask)
@@ -138,7 +138,7 @@ class Planner:
                                                                 forced="full"),
                    reasoning=options.reasoning)
 
-    def _tools(self, task: Task) -> dict[str, _Tool]:
+    def _tools(self, task: Task, *, grounded: bool) -> dict[str, _Tool]:
         if not task.tools:
             return {}
         names = task.names
@@ -147,7 +147,7 @@ class Planner:
         except BudgetExceeded as exc:
             raise _over_budget(exc, param=names.tools) from None
         out: dict[str, _Tool] = {}
-        texts = evidence(task.turns)
+        texts = evidence(task.turns) if grounded else None
         for i, tool in enumerate(task.tools):
             if tool.name in out:
                 raise InvalidRequest(f"tool name {tool.name!r} appears twice; names must be "
@@ -157,7 +157,8 @@ class Planner:
         return out
 
     def _tool(self, name: str, description: str | None, parameters: dict[str, Any] | None,
-              *, param: str, texts: list[str]) -> _Tool:
+              *, param: str, texts: list[str] | None) -> _Tool:
+        """`texts`: what grounded fields may copy from (None: grounding off)."""
         contract = self.registry.get(name)
         where = f"the parameters of tool {name!r}"
         try:
@@ -168,7 +169,7 @@ class Planner:
                 schema = checked_client_schema(parameters or _NO_ARGUMENTS, where=where,
                                                dialect="bfcl")
                 self.budget.check_schema(schema, where=where)
-            grounding = ground(schema, contract, texts)
+            grounding = ground(schema, contract, texts) if texts is not None else Grounding()
             written = grounded_schema(schema, grounding.candidates(),
                                       nullable=grounding.asked) if grounding else schema
             analysis = self.policy.check(written, where=where)

@@ -39,6 +39,7 @@ class RequestOptions:
     reasoning: int  # the free-reasoning budget in tokens (0: no reasoning pass)
     catalog: str | None
     select_k: int
+    grounding: bool = True  # grounded fields copied from the conversation
 
     @classmethod
     def resolve(cls, asked: StrictCallOptions, settings: Settings, *, reasoning: int,
@@ -55,7 +56,8 @@ class RequestOptions:
             schema_prompt=_or(asked.schema_prompt, settings.schema_prompt),
             tool_prompt=_or(asked.tool_prompt, settings.tool_prompt),
             reasoning=reasoning, catalog=asked.catalog,
-            select_k=_or(asked.select_k, settings.select_k))
+            select_k=_or(asked.select_k, settings.select_k),
+            grounding=_or(asked.grounding, settings.grounding))
 
 
 def _or(asked: T | None, setting: T) -> T:
