@@ -209,7 +209,7 @@ def test_formats_served():
     qwen = SERVED["qwen_3"]
     assert isinstance(qwen, FamilyFormat)
     assert replace(qwen, renders_tools=False).template_kwargs(reasoning=True) \
-        == {"enable_thinking": True, "thinking": True}
+        == {"enable_thinking": True, "thinking": True, "thinking_mode": "enabled"}
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen_3", "qwen_3_coder", "deepseek_v3_1"])
