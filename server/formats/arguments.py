@@ -20,6 +20,7 @@ from server.formats.reading import partial_suffix
 from server.formats.syntax import CallSyntax
 from server.formats.values import (
     as_text,
+    constrained,
     dumps,
     is_raw_string,
     property_schema,
@@ -149,18 +150,19 @@ def _flat_value(style: FlatStyle, call: CallSyntax, text: str, start: int, schem
                 is_string: bool | None) -> tuple[str | None, int | None]:
     """(the value's JSON text, or so much of a string as is certain; where its closing tag
     ends, None while it is not written)."""
-    end = -1
-    if is_string is False or (is_string is None and not _may_be_raw(schema)):
+    # (A type attribute is not enough: Kimi K3's grammar lets any type name stand before a
+    # string a union schema takes.)
+    if not _may_be_raw(schema):
         # A JSON value may hold the closing tag inside a string of its own: read it whole.
         try:
             _, after = _DECODER.raw_decode(text, _skip_ws(text, start))
-            end = text.find(style.closing, after)
         except json.JSONDecodeError:
-            end = -1
-    if end < 0:
+            return None, None
+        end = text.find(style.closing, after)
+    else:
         end = text.find(style.closing, start)
     if end < 0:
-        raw = is_string or (is_string is None and is_raw_string(schema))
+        raw = is_raw_string(schema) or (bool(is_string) and not constrained(schema))
         return (_partial_string(text[start:], style, call) if raw else None), None
     value = text[start:end]
     if _newline_layout(call):
@@ -189,7 +191,7 @@ def _may_be_raw(schema: Any) -> bool:
 def _ends_at(text: str, pos: int, end: str) -> int | None:
     """Where `end` ends if it follows at `pos`, after whitespace or not (an end marker may
     open with a newline of its own: Qwen's "\n</function>")."""
-    for at in (pos, _skip_ws(text, pos)):
+    for at in range(pos, _skip_ws(text, pos) + 1):
         if text.startswith(end, at):
             return at + len(end)
     return None

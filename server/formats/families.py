@@ -81,7 +81,7 @@ def write_calls(syntax: FamilySyntax, calls: Sequence[tuple[CallSyntax, Any]]) -
     """An answer of these calls (each call's syntax and arguments) in the family's syntax."""
     written = syntax.separator.join(write_call(call, arguments, index)
                                     for index, (call, arguments) in enumerate(calls))
-    return f"{syntax.calls_begin}{written}{syntax.calls_end}"
+    return f"{syntax.calls_begin}{written}{syntax.calls_end}{syntax.tail}"
 
 
 def _tight(node: Any) -> Any:

@@ -222,7 +222,7 @@ def _gemma(value: Any) -> str:
 def _ends_at(text: str, pos: int, end: str) -> int | None:
     """Where `end` ends if it follows at `pos`, after whitespace or not (an end marker may
     open with a newline of its own: Qwen's "\n</function>")."""
-    for at in (pos, _skip_ws(text, pos)):
+    for at in range(pos, _skip_ws(text, pos) + 1):
         if text.startswith(end, at):
             return at + len(end)
     return None

@@ -122,6 +122,10 @@ def _cached_syntax(family: str, tools_json: str) -> FamilySyntax:
                   and n["begin"] != begin)
     off = structural_tag(family, [], tool_choice="auto", reasoning=False, parallel=True)
     calls_begin, calls_end, separator = wrap or ("", "", "\n")
+    # Calls after a text block the reasoning opens (Kimi K3's response): the block closes
+    # before the calls do.
+    block_ends = [ends[0] for block, ends in texts if block == then and wrap is not None]
+    calls_begin = "".join(block_ends) + calls_begin
     noise -= {begin or "", end or "", then, ""}
     return FamilySyntax(tuple(calls), tuple(sorted(noise, key=len, reverse=True)),
                         begin, end, then, texts, calls_begin, calls_end, separator,
@@ -158,7 +162,9 @@ def _wrap(fmt: dict[str, Any]) -> tuple[str, str, str] | None:
                     and elements[i + 1].get("type") == "const_string":
                 return (elements[i - 1]["value"], elements[i + 1]["value"],
                         element.get("separator", ""))
-    return None
+    # Calls one after another with no list around them (harmony's messages).
+    return next((("", "", n.get("separator", "")) for n in _nodes(fmt)
+                 if n.get("type") == "tags_with_separator"), None)
 
 
 def _tail(fmt: dict[str, Any]) -> str:

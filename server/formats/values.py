@@ -77,11 +77,16 @@ def json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+def constrained(schema: Any) -> bool:
+    """A string schema that lets the grammar put whitespace around the value."""
+    return isinstance(schema, dict) and any(k in schema for k in ("enum", "const", "pattern",
+                                                                   "format"))
+
+
 def is_raw_string(schema: Any) -> bool:
     """Whether the text of this parameter is a plain string, written as it is (so it can
     be streamed before it ends): strings only, nothing that lets whitespace around it."""
-    return types_of(schema) == {"string"} and isinstance(schema, dict) \
-        and not any(k in schema for k in ("enum", "const", "pattern", "format"))
+    return types_of(schema) == {"string"} and not constrained(schema)
 
 
 def typed(raw: str, schema: Any, *, is_string: bool | None = None) -> Any:
@@ -107,10 +112,7 @@ def typed(raw: str, schema: Any, *, is_string: bool | None = None) -> Any:
 def string_value(raw: str, schema: Any) -> str:
     """A string parameter's value: as written, or without the whitespace the grammar lets
     stand around a constrained one (an enum, a const, a pattern, a format)."""
-    if isinstance(schema, dict) and any(k in schema for k in ("enum", "const", "pattern",
-                                                               "format")):
-        return raw.strip()
-    return raw
+    return raw.strip() if constrained(schema) else raw
 
 
 def json_or_text(text: str) -> Any:
