@@ -52,7 +52,11 @@ def _kimi_k3_kind(value: Any) -> str:
         return "boolean"
     if isinstance(value, int | float):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else "null"
 
 
 FLAT_STYLES: dict[str, FlatStyle] = {

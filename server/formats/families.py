@@ -128,7 +128,7 @@ class FamilyFormat:
             return self._answer(ask)
         think = ask.reasoning > 0
         auto = ask.mode == "auto"
-        tools = [(t.name, t.schema) for t in ask.tools]
+        tools = [(t.name, _keys_in_template_order(self.name, t.schema)) for t in ask.tools]
         own_think = think and self.thinks
         parallel = ask.max_calls is None or ask.max_calls > 1
         tag = _tight(structural_tag(self.name, [function_tool(n, s) for n, s in tools],
@@ -213,6 +213,30 @@ class FamilyFormat:
             return {}
         return {"enable_thinking": reasoning, "thinking": reasoning,
                 "thinking_mode": "enabled" if reasoning else "disabled"}
+
+
+# Families whose chat template writes a call's arguments with their keys sorted (Gemma 4's
+# `dictsort`): the grammar, which keeps a schema's property order, takes them in that order.
+SORTED_KEYS = {"gemma_4"}
+
+
+def _keys_in_template_order(family: str, schema: dict[str, Any]) -> dict[str, Any]:
+    if family not in SORTED_KEYS:
+        return schema
+    ordered: dict[str, Any] = _sorted_properties(schema)
+    return ordered
+
+
+def _sorted_properties(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_sorted_properties(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _sorted_properties(v) for k, v in node.items()}
+    if isinstance(node.get("properties"), dict):
+        out["properties"] = {k: _sorted_properties(node["properties"][k])
+                             for k in sorted(node["properties"])}
+    return out
 
 
 # Families whose template writes a call's id into the call itself, in a shape of their

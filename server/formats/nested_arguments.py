@@ -211,7 +211,8 @@ def _read_gemma(call: CallSyntax, text: str, start: int) -> tuple[str, int | Non
 
 def _gemma(value: Any) -> str:
     if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{_gemma(v)}" for k, v in value.items()) + "}"
+        # Keys sorted, as Gemma 4's template writes them (`dictsort`).
+        return "{" + ",".join(f"{k}:{_gemma(v)}" for k, v in sorted(value.items())) + "}"
     if isinstance(value, list):
         return "[" + ",".join(_gemma(v) for v in value) + "]"
     if isinstance(value, str):

@@ -9,7 +9,7 @@ import functools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 # How a family writes a call's arguments (xgrammar's json_schema `style`): each one the
 # reader turns back into JSON (server/formats/arguments.py).
@@ -64,12 +64,13 @@ class FamilySyntax:
 
 
 def structural_tag(family: str, tools: Sequence[Any], *, tool_choice: Any,
-                   reasoning: bool | str, parallel: bool) -> dict[str, Any]:
+                   reasoning: bool | Literal["auto"], parallel: bool) -> dict[str, Any]:
     """xgrammar's structural tag for `family` (a JSON-ready dict); `reasoning` True/False,
     or xgrammar's "auto" (an optional reasoning block)."""
     import xgrammar
 
-    mode = reasoning if isinstance(reasoning, str) else "enabled" if reasoning else "disabled"
+    mode: Literal["enabled", "disabled", "auto"] = "auto" if reasoning == "auto" \
+        else "enabled" if reasoning else "disabled"
     tag = xgrammar.get_model_structural_tag(
         family, tools=list(tools), tool_choice=tool_choice, reasoning=mode,
         parallel_tool_calls=parallel)
@@ -155,8 +156,9 @@ def _wrap(fmt: dict[str, Any]) -> tuple[str, str, str] | None:
     for node in _nodes(fmt):
         if node.get("type") == "tag" and node["content"].get("type") == "tags_with_separator":
             return node["begin"], _one(node["end"]), node["content"].get("separator", "")
-        elements = node.get("elements") if node.get("type") == "sequence" else None
-        for i, element in enumerate(elements or []):
+        elements: list[dict[str, Any]] = node.get("elements") or [] \
+            if node.get("type") == "sequence" else []
+        for i, element in enumerate(elements):
             if element.get("type") == "tags_with_separator" and 0 < i < len(elements) - 1 \
                     and elements[i - 1].get("type") == "const_string" \
                     and elements[i + 1].get("type") == "const_string":

@@ -97,3 +97,13 @@ def streamed(reader: Reader, text: str, seed: str) -> list[tuple[str, object]]:
                 args[event.index] = args.get(event.index, "") + event.text
         fed = len(calls)
     return [(names[i], json.loads(args[i])) for i in sorted(names)]
+
+
+def accepts(tag: str, text: str) -> bool:
+    """The grammar of `tag` (a structural tag's JSON text) takes `text` as a whole answer."""
+    import xgrammar
+
+    compiled = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([]), cache_enabled=False) \
+        .compile_structural_tag(tag)
+    matcher = xgrammar.GrammarMatcher(compiled, terminate_without_stop_token=True)
+    return bool(matcher.accept_string(text)) and matcher.is_terminated()
