@@ -134,3 +134,17 @@ def test_mimo_templates_on_pypi_write_qwen3_coders_layout(name):
     # What mimo writes between two calls is the V2.5 template's: nothing.
     assert "</tool_call><tool_call>" in calls
     assert get_format("mimo").syntax([("f", {})]).separator == ""
+
+
+@pytest.mark.parametrize("snippet, model_type, family", [
+    # Without a template on PyPI: markers as xgrammar's docs for the family write them.
+    ('{{ "<|open|>call tool=\\"" ~ name ~ "\\" index=\\"" }}<|sep|><|close|>call', None,
+     "kimi_k3"),
+    ('{{ "<cofl:tool_calls><cofl:tool_call id=\\"" }}', None, "cohere"),
+    # Cohere's published Command templates write JSON actions, not xgrammar's cohere XML.
+    (template("CohereLabs-command-a-plus-05-2026-w4a4.jinja"), None, "smollm2"),
+    (None, "glm4_moe", "glm_4_7"), (None, "deepseek_v32", "deepseek_v3_2"),
+    (None, "kimi_k2", "kimi"), (None, "minimax_m2", "minimax"), (None, "gemma4", "gemma_4"),
+])
+def test_auto_places_families_without_a_template_here(snippet, model_type, family):
+    assert detect(snippet, model_type)[0] == family
