@@ -38,6 +38,8 @@ TEMPLATES = {
     "google-gemma-4-E4B-it.jinja": ("gemma_4", {"enable_thinking": True}, "<|tool_response>"),
     "google-gemma-4-26B-A4B-it.jinja": ("gemma_4", {"enable_thinking": True},
                                         "<|tool_response>"),
+    # Families served before, whose templates take this turn as it is.
+    "Qwen-Qwen3-0.6B@a55ee1.jinja": ("qwen_3", {"enable_thinking": True}, "<|im_end|>\n"),
 }
 # (No null here: MiniMax M3's template leaves null arguments out, and Gemma 4 E4B's writes
 # Python's `None`; the grammars' own output covers null in test_families.py.)
@@ -143,6 +145,7 @@ def test_mimo_templates_on_pypi_write_qwen3_coders_layout(name):
     ('{{ "<cofl:tool_calls><cofl:tool_call id=\\"" }}', None, "cohere"),
     # Cohere's published Command templates write JSON actions, not xgrammar's cohere XML.
     (template("CohereLabs-command-a-plus-05-2026-w4a4.jinja"), None, "smollm2"),
+    (template("LGAI-EXAONE-EXAONE-4.0-32B.jinja"), None, "exaone"),
     (None, "glm4_moe", "glm_4_7"), (None, "deepseek_v32", "deepseek_v3_2"),
     (None, "kimi_k2", "kimi"), (None, "minimax_m2", "minimax"), (None, "gemma4", "gemma_4"),
 ])
