@@ -1,7 +1,8 @@
 """A GGUF file as a model: `--model PATH.gguf`, or a directory holding only a GGUF. The file
 carries the tokenizer, its special tokens and (usually) the chat template; transformers
-reads them out of it (`gguf_file=`) into a small model directory of its own beside the
-cache, the tokenizer files and config.json next to a link to the GGUF, so that every part
+reads them out of it (`gguf_file=`) into a small model directory of its own in the cache,
+the tokenizer files and config.json (its model_type from the file's architecture, which
+format detection reads) next to a link to the GGUF, so that every part
 that takes a model directory (the llama.cpp engine, the EOS rules, format detection) takes
 this one. Built once per file (the tokenizer of a 262k vocabulary takes ~20 s), checked
 first: a file with no chat template, or a vocabulary xgrammar cannot use, is refused in one
@@ -26,7 +27,7 @@ VOCABULARIES = {"llama": "SentencePiece", "gpt2": "byte-level BPE"}
 TURN_ENDS = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<turn|>",
              "<|end_of_text|>", "<｜end▁of▁sentence｜>")
 _STAMP = ".strictcall-gguf"
-_LAYOUT = 1  # what a built directory holds: a new layout builds anew
+_LAYOUT = 2  # what a built directory holds: a new layout builds anew
 
 
 class GgufModelError(Exception):
@@ -55,7 +56,7 @@ def prepare(gguf: Path, cache_dir: Path, *, chat_template: Path | None = None) -
     if (target / _STAMP).is_file():
         return target
     meta = metadata(gguf, ("tokenizer.ggml.model", "tokenizer.chat_template",
-                           "general.architecture", "tokenizer.ggml.eot_token_id"))
+                           "tokenizer.ggml.eot_token_id"))
     check(gguf, meta, has_template=template is not None)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
@@ -94,7 +95,6 @@ def _build(gguf: Path, out: Path, *, template: str | None, meta: dict[str, Any])
     ends = sorted(set(_ids(config.eos_token_id)) | set(_turn_ends(tokenizer))
                   | set(_ids(meta.get("tokenizer.ggml.eot_token_id"))))
     (out / "generation_config.json").write_text(json.dumps({"eos_token_id": ends}))
-    (out / "gguf_architecture.txt").write_text(str(meta.get("general.architecture", "")))
     (out / gguf.name).symlink_to(gguf.resolve())
     (out / _STAMP).write_text(str(gguf.resolve()))
 

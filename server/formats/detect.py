@@ -35,15 +35,13 @@ TEMPLATE_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("qwen_3", ("<|im_start|>", "<tool_call>", "</tool_call>")),
     ("llama", ("<|start_header_id|>", "<|eot_id|>")),
 )
-# config.json model_type (or a GGUF's general.architecture) -> family, when the template
+# config.json model_type (a GGUF's, from its architecture) -> family, when the template
 # says nothing.
 MODEL_TYPES = {"gpt_oss": "harmony", "qwen3": "qwen_3", "qwen3_moe": "qwen_3",
                "qwen2": "qwen_3", "deepseek_v3": "deepseek_v3_1", "exaone4": "exaone",
                "mimo": "mimo", "glm4_moe": "glm_4_7", "deepseek_v32": "deepseek_v3_2",
                "kimi_k2": "kimi", "minimax_m2": "minimax", "gemma4": "gemma_4",
-               "gemma4_text": "gemma_4",
-               # GGUF architecture names (llama.cpp's), where they differ.
-               "gpt-oss": "harmony", "qwen3moe": "qwen_3", "glm4moe": "glm_4_7"}
+               "gemma4_text": "gemma_4"}
 
 
 def detect(template: str | None, model_type: str | None) -> tuple[str, str]:

@@ -127,3 +127,16 @@ def test_a_format_serves_its_templates_way_of_thinking():
     assert isinstance(get_format("minimax_m3"), FamilyFormat)
     assert get_format("minimax_m3").template_kwargs(reasoning=True)["thinking_mode"] == \
         "enabled"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_template_without_tools_is_shown_a_call_its_grammar_takes(family):
+    """The system turn's example call, for templates that do not render tools, is written
+    in the family's own syntax, and the family's forced grammar takes it."""
+    from dataclasses import replace
+
+    fmt = replace(get_format(family), renders_tools=False)
+    rendering = fmt.render(ask(tools={"get_weather": TOOLS["get_weather"]}))
+    example = (rendering.instructions or "").rsplit("example:\n", 1)[1]
+    assert '"name": "get_weather"' in (rendering.instructions or "")
+    assert accepts(rendering.spec.tag, rendering.reader.syntax.preamble + example), example
