@@ -20,6 +20,7 @@ VSTAMP := $(VVENV)/.strictcall-installed
 
 setup: $(STAMP)
 	$(BIN)/strictcall fetch-model
+	$(BIN)/strictcall fetch-model gemma-3-270m
 
 # Reinstall only when the dependency list changes.
 $(STAMP): pyproject.toml

@@ -38,7 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser("eval", help="contract scenarios against a server: a "
                                            "regression gate for model changes")
     eval_arguments(evaluate)
-    fetch = sub.add_parser("fetch-model", help="download and convert the embedded model")
+    fetch = sub.add_parser("fetch-model", help="download and convert the embedded model "
+                                               "(or the tests' second one)")
+    fetch.add_argument("name", nargs="?", default="smollm2",
+                       choices=["smollm2", "gemma-3-270m"])
     fetch.add_argument("--cache-dir", dest="cache_dir", type=Path)
     contracts = sub.add_parser("contracts", help="contract tools")
     contracts.add_argument("action", choices=["snapshot"],
@@ -53,9 +56,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _fetch_model(args: argparse.Namespace) -> int:
-    from server.model_store import ensure_embedded_model
+    from server.model_store import ensure_embedded_model, ensure_gemma3_gguf
 
-    path = ensure_embedded_model(args.cache_dir)
+    fetch = ensure_gemma3_gguf if args.name == "gemma-3-270m" else ensure_embedded_model
+    path = fetch(args.cache_dir)
     print(path)
     return 0
 

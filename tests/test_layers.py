@@ -38,6 +38,7 @@ FORBIDDEN = {
     "server/identity.py": _SHARED,
     "server/metrics.py": _SHARED,
     "server/model_store.py": _SHARED,
+    "server/gguf_model.py": _SHARED,
     "server/process.py": _SHARED,
     "server/ratelimit.py": _SHARED,
     "server/records.py": _SHARED,

@@ -8,7 +8,12 @@ from typing import TypedDict
 
 from grammars import BRIDGE
 from server.engines.base import Engine
-from server.model_store import ModelNotFoundError, default_cache_dir, resolve_model
+from server.model_store import (
+    ModelNotFoundError,
+    default_cache_dir,
+    is_gguf_model,
+    resolve_model,
+)
 from server.settings import Settings
 
 
@@ -47,7 +52,8 @@ def resolve_engine(settings: Settings) -> str:
         cpu = settings.device == "cpu" or (settings.device == "auto"
                                            and not torch.cuda.is_available())
         llamacpp = (cpu and importlib.util.find_spec("llama_cpp") is not None
-                    and find_gguf(resolve_model(settings.model, settings.cache_dir)))
+                    and find_gguf(resolve_model(settings.model, settings.cache_dir,
+                          chat_template=settings.chat_template)))
         settings.engine = "llamacpp" if llamacpp else "torch"
     return settings.engine
 
@@ -62,12 +68,17 @@ def check_config(settings: Settings) -> None:
     if settings.device not in ("auto", "cpu") and not settings.device.startswith("cuda"):
         raise EngineConfigError(f"unknown --device {settings.device!r}; use auto, cpu or cuda[:N]")
     try:
-        resolve_model(settings.model, settings.cache_dir)
+        resolve_model(settings.model, settings.cache_dir,
+                          chat_template=settings.chat_template)
     except ModelNotFoundError as exc:
         raise EngineConfigError(str(exc)) from None
     engine = resolve_engine(settings)
     if engine == "llamacpp":
         _check_llamacpp(settings)
+    elif is_gguf_model(settings.model):
+        raise EngineConfigError(f"--model {settings.model} is a GGUF file: --engine llamacpp "
+                                "serves it (auto picks it on a CPU host with llama-cpp-python); "
+                                f"--engine {engine} needs a Hugging Face model directory")
     if settings.engine == "vllm" and settings.grammar_backend != "xgrammar":
         raise EngineConfigError("--engine vllm applies its own xgrammar masks; "
                                 f"--grammar-backend {settings.grammar_backend} is for the "
@@ -99,7 +110,8 @@ def _check_llamacpp(settings: Settings) -> None:
     if settings.device.startswith("cuda"):
         raise EngineConfigError("--engine llamacpp runs on the CPU here; use --engine torch "
                                 "(or vllm) on a CUDA GPU")
-    model_dir = resolve_model(settings.model, settings.cache_dir)
+    model_dir = resolve_model(settings.model, settings.cache_dir,
+                          chat_template=settings.chat_template)
     if find_gguf(model_dir) is None:
         raise EngineConfigError(f"--engine llamacpp needs a .gguf file in {str(model_dir)!r} "
                                 "beside the tokenizer files; add the model's GGUF there or "
@@ -107,7 +119,8 @@ def _check_llamacpp(settings: Settings) -> None:
 
 
 def build_engine(settings: Settings) -> Engine:
-    model_dir = resolve_model(settings.model, settings.cache_dir)
+    model_dir = resolve_model(settings.model, settings.cache_dir,
+                          chat_template=settings.chat_template)
     engine = resolve_engine(settings)
     if engine == "vllm":
         from server.engines.vllm_engine import VllmEngine, VllmOptions

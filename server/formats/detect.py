@@ -17,6 +17,15 @@ log = logging.getLogger("strictcall.formats")
 
 # (family, markers that must all be in the chat template), most specific first.
 TEMPLATE_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("gemma_4", ("<|tool_call>", "<tool_call|>")),
+    ("kimi_k3", ("<|open|>", "<|close|>", "<|sep|>")),
+    ("kimi", ("<|tool_calls_section_begin|>", "<|tool_call_begin|>")),
+    ("minimax_m3", ("]<]minimax[>[",)),
+    ("minimax", ("<minimax:tool_call>",)),
+    ("deepseek_v4", ("｜DSML｜", "tool_calls>")),
+    ("deepseek_v3_2", ("｜DSML｜", "function_calls>")),
+    ("cohere", ("<cofl:tool_call",)),
+    ("glm_4_7", ("<tool_call>", "<arg_key>", "<arg_value>")),
     ("harmony", ("<|channel|>", "<|message|>")),
     ("deepseek_r1", ("<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "```json")),
     ("deepseek_v3_1", ("<｜tool▁call▁begin｜>", "<｜tool▁sep｜>")),
@@ -26,10 +35,13 @@ TEMPLATE_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("qwen_3", ("<|im_start|>", "<tool_call>", "</tool_call>")),
     ("llama", ("<|start_header_id|>", "<|eot_id|>")),
 )
-# config.json model_type -> family, when the template says nothing.
+# config.json model_type (a GGUF's, from its architecture) -> family, when the template
+# says nothing.
 MODEL_TYPES = {"gpt_oss": "harmony", "qwen3": "qwen_3", "qwen3_moe": "qwen_3",
                "qwen2": "qwen_3", "deepseek_v3": "deepseek_v3_1", "exaone4": "exaone",
-               "mimo": "mimo"}
+               "mimo": "mimo", "glm4_moe": "glm_4_7", "deepseek_v32": "deepseek_v3_2",
+               "kimi_k2": "kimi", "minimax_m2": "minimax", "gemma4": "gemma_4",
+               "gemma4_text": "gemma_4"}
 
 
 def detect(template: str | None, model_type: str | None) -> tuple[str, str]:

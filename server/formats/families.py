@@ -41,6 +41,11 @@ XGRAMMAR_FAMILIES = ("llama", "qwen_3", "qwen_3_5", "qwen_3_coder", "deepseek_r1
                      "deepseek_v3_1", "deepseek_v3_2", "deepseek_v4", "harmony", "glm_4_7",
                      "gemma_4", "kimi", "kimi_k3", "minimax", "minimax_m3", "cohere",
                      "exaone", "mimo")
+# What stands between two calls where the family's calls sit in free text (xgrammar's
+# triggered tags let any text run there): what the family's chat template writes between
+# them (tests/server/formats/test_templates.py checks each against the template). The
+# grammar of a forced call writes it, and so does an earlier call written as text.
+BETWEEN_CALLS = {"glm_4_7": "", "gemma_4": "", "mimo": ""}
 # The system turn for a family whose chat template does not render tools: the tools, and
 # how a call is written in the family's own syntax (the grammar enforces that syntax).
 FAMILY_TOOLS_INSTRUCTIONS = """You are given a question and a set of tools. When a tool \
@@ -74,8 +79,9 @@ def _example_value(schema: Any) -> Any:
 
 def write_calls(syntax: FamilySyntax, calls: Sequence[tuple[CallSyntax, Any]]) -> str:
     """An answer of these calls (each call's syntax and arguments) in the family's syntax."""
-    written = syntax.separator.join(write_call(call, arguments) for call, arguments in calls)
-    return f"{syntax.calls_begin}{written}{syntax.calls_end}"
+    written = syntax.separator.join(write_call(call, arguments, index)
+                                    for index, (call, arguments) in enumerate(calls))
+    return f"{syntax.calls_begin}{written}{syntax.calls_end}{syntax.tail}"
 
 
 def _tight(node: Any) -> Any:
@@ -92,17 +98,19 @@ def _tight(node: Any) -> Any:
     return node
 
 
-def _calls_only(node: Any) -> Any:
-    """A forced call (tool_choice required or named): the calls with nothing but a newline
-    between them, where xgrammar's tag lets free text run around them (`triggered_tags`)."""
+def _calls_only(node: Any, separator: str = "\n") -> Any:
+    """A forced call (tool_choice required or named): the calls with nothing but the
+    family's separator between them, where xgrammar's tag lets free text run around them
+    (`triggered_tags`)."""
     if isinstance(node, dict):
         if node.get("type") == "triggered_tags":
-            return {"type": "tags_with_separator", "tags": _calls_only(node["tags"]),
-                    "separator": "\n", "at_least_one": True,
+            return {"type": "tags_with_separator",
+                    "tags": _calls_only(node["tags"], separator),
+                    "separator": separator, "at_least_one": True,
                     "stop_after_first": node.get("stop_after_first", False)}
-        return {k: _calls_only(v) for k, v in node.items()}
+        return {k: _calls_only(v, separator) for k, v in node.items()}
     if isinstance(node, list):
-        return [_calls_only(v) for v in node]
+        return [_calls_only(v, separator) for v in node]
     return node
 
 
@@ -120,15 +128,15 @@ class FamilyFormat:
             return self._answer(ask)
         think = ask.reasoning > 0
         auto = ask.mode == "auto"
-        tools = [(t.name, t.schema) for t in ask.tools]
+        tools = [(t.name, _keys_in_template_order(self.name, t.schema)) for t in ask.tools]
         own_think = think and self.thinks
         parallel = ask.max_calls is None or ask.max_calls > 1
         tag = _tight(structural_tag(self.name, [function_tool(n, s) for n, s in tools],
                                     tool_choice="auto" if auto else "required",
                                     reasoning=own_think, parallel=parallel))
-        if not auto:
-            tag = _calls_only(tag)
         syntax = self.syntax(tools)
+        if not auto:
+            tag = _calls_only(tag, syntax.separator)
         instructions = None if self.renders_tools else tool_instructions(ask, syntax)
         prefill = ""
         if own_think:
@@ -169,7 +177,7 @@ class FamilyFormat:
 
     def messages(self, turns: Sequence[Turn]) -> list[dict[str, Any]]:
         if self.renders_tools:
-            return structured(turns)
+            return structured(_family_ids(self.name, turns))
         return flattened(turns, self._write_calls)
 
     def _write_calls(self, calls: Sequence[EarlierCall]) -> str:
@@ -179,11 +187,13 @@ class FamilyFormat:
 
     @staticmethod
     def _think_prefill(syntax: FamilySyntax) -> str:
-        """The opening the grammar expects the prompt to have written: `<think>` where the
-        family's grammar starts inside the block (the template may or may not add it; the
-        pipeline leaves it out when the rendered prompt already ends with it)."""
-        return THINK_OPEN if syntax.think_begin == "" and syntax.think_end == THINK_END \
-            else ""
+        """The opening the grammar expects the prompt to have written (`<think>`,
+        `<mm:think>`, Kimi K3's `<|open|>think<|sep|>`) where the family's grammar starts
+        inside the block (the template may or may not add it; the pipeline leaves it out
+        when the rendered prompt already ends with it)."""
+        if syntax.think_begin != "" or not syntax.think_open:
+            return ""
+        return THINK_OPEN if syntax.think_open == THINK_OPEN.strip() else syntax.think_open
 
     def syntax(self, tools: list[tuple[str, dict[str, Any]]]) -> FamilySyntax:
         syntax = family_syntax(self.name, tools)
@@ -192,11 +202,64 @@ class FamilyFormat:
             raise UnsupportedFormat(
                 f"model format {self.name!r} writes arguments as {sorted(unread)}, which "
                 f"StrictCall cannot read back yet; served formats: {sorted(SERVED)}")
+        if syntax.free_between:
+            syntax = replace(syntax, separator=BETWEEN_CALLS.get(self.name, "\n"))
         return syntax
 
     def template_kwargs(self, *, reasoning: bool) -> dict[str, Any]:
-        # Qwen3's templates read enable_thinking; DeepSeek V3.1's read thinking.
-        return {"enable_thinking": reasoning, "thinking": reasoning} if self.thinks else {}
+        # Qwen3's templates read enable_thinking; DeepSeek V3.1's read thinking; MiniMax
+        # M3's read thinking_mode.
+        if not self.thinks:
+            return {}
+        return {"enable_thinking": reasoning, "thinking": reasoning,
+                "thinking_mode": "enabled" if reasoning else "disabled"}
+
+
+# Families whose chat template writes a call's arguments with their keys sorted (Gemma 4's
+# `dictsort`): the grammar, which keeps a schema's property order, takes them in that order.
+SORTED_KEYS = {"gemma_4"}
+
+
+def _keys_in_template_order(family: str, schema: dict[str, Any]) -> dict[str, Any]:
+    if family not in SORTED_KEYS:
+        return schema
+    ordered: dict[str, Any] = _sorted_properties(schema)
+    return ordered
+
+
+def _sorted_properties(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_sorted_properties(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _sorted_properties(v) for k, v in node.items()}
+    if isinstance(node.get("properties"), dict):
+        out["properties"] = {k: _sorted_properties(node["properties"][k])
+                             for k in sorted(node["properties"])}
+    return out
+
+
+# Families whose template writes a call's id into the call itself, in a shape of their
+# own: Kimi K2's `<|tool_call_begin|>functions.NAME:N<|tool_call_argument_begin|>`, N
+# counting the conversation's calls (its tool-calling guide).
+CALL_IDS = {"kimi": "functions.{name}:{n}"}
+
+
+def _family_ids(family: str, turns: Sequence[Turn]) -> Sequence[Turn]:
+    """`turns` with the calls' ids (and the tool results' references to them) in the
+    family's own shape, where its template writes them."""
+    shape = CALL_IDS.get(family)
+    if shape is None:
+        return turns
+    ids: dict[str, str] = {}
+    out: list[Turn] = []
+    for turn in turns:
+        calls = tuple(replace(c, id=ids.setdefault(c.id, shape.format(name=c.name,
+                                                                        n=len(ids))))
+                      for c in turn.calls)
+        out.append(replace(turn, calls=calls,
+                           call_id=ids.get(turn.call_id or "", turn.call_id)))
+    return out
 
 
 def _served() -> dict[str, ModelFormat]:

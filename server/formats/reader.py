@@ -1,7 +1,8 @@
 """Reading a family's output: reasoning, content and calls, from a partial or complete
 decode, in the family's own syntax (`FamilySyntax`). The calls come out as the pipeline's
 one representation, a JSON array text `[{"name": ..., "arguments": ...}, ...` that only grows
-as the decode goes on (so the streaming scanner reads it as it reads the SmolLM2 list)."""
+as the decode goes on (so the streaming scanner reads it as it reads the SmolLM2 list). The
+arguments are read in the family's own style (server/formats/arguments.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from server.formats.arguments import read_arguments, write_arguments
 from server.formats.reading import Mode, Reading, ReasoningMarks, partial_suffix, split_reasoning
 from server.formats.syntax import CallSyntax, FamilySyntax
 
-_DECODER = json.JSONDecoder()
-_QWEN_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
+
+@dataclass(frozen=True)
+class _Found:
+    """A call that begins at `at`: its syntax and where its arguments start; `call` None
+    while its header is not all written (or names one of several tools still)."""
+
+    at: int
+    call: CallSyntax | None = None
+    args_from: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class TagReader:
     def cut_after(self, text: str, kept: int) -> str:
         _, start, _ = self._reasoning(text)
         _, _, ends = self._calls(text[start:], complete=False)
-        return text[:start + ends[kept - 1]]
+        return text[:start + ends[kept - 1]] + self.syntax.calls_end + self.syntax.tail
 
     @property
     def reasoning_end(self) -> str | None:
@@ -54,8 +63,8 @@ class TagReader:
         answer = text[start:]
         if self.mode in ("text", "json") and not self.syntax.text_blocks:
             return answer[: len(answer) - stop_holdback] if stop_holdback else answer
-        first = self._first_begin(answer)
-        head = answer if first is None else answer[:first[0]]
+        first = self._find(answer, 0, complete=False)
+        head = answer if first is None else answer[:first.at]
         cut = max((partial_suffix(head, b) for b in self._begins()), default=0)
         return self._text_content(head[: len(head) - cut]).rstrip()
 
@@ -63,47 +72,72 @@ class TagReader:
     def _reasoning(self, text: str) -> tuple[str | None, int, bool]:
         s = self.syntax
         if not self.thinks or s.think_end is None:
-            return None, 0, False
+            return None, self._after_preamble(text), False
         begin = s.think_begin or ""
         body = len(begin) if begin and text.startswith(begin) else 0
         reasoning, start, thinking = split_reasoning(ReasoningMarks(s.think_end, s.think_then),
                                                      text[body:])
         return reasoning, body + start, thinking
 
+    def _after_preamble(self, text: str) -> int:
+        """Where the answer starts when reasoning is off: after what the grammar writes
+        first (MiniMax's empty think block), or at the start."""
+        pre = self.syntax.preamble
+        if pre and text.startswith(pre):
+            return len(pre)
+        return len(text) if pre and pre.startswith(text) else 0
+
     # -- calls --------------------------------------------------------------------------
     def _begins(self) -> list[str]:
         return [c.begin for c in self.syntax.calls] + [b for b, _ in self.syntax.text_blocks] \
             + [n for n in self.syntax.noise]
 
-    def _first_begin(self, text: str, start: int = 0) -> tuple[int, CallSyntax] | None:
-        best: tuple[int, CallSyntax] | None = None
-        for call in self.syntax.calls:
-            at = text.find(call.begin, start)
-            if at >= 0 and (best is None or at < best[0]
-                            or (at == best[0] and len(call.begin) > len(best[1].begin))):
-                best = (at, call)
-        return best
+    def _find(self, text: str, start: int, *, complete: bool) -> _Found | None:
+        """The first call at or after `start`. A header names its tool only when no other
+        tool's header could still be the one written (`get` beside `get_weather`)."""
+        at = start
+        while True:
+            hits = [(pos, c) for c in self.syntax.calls if (pos := text.find(c.begin, at)) >= 0]
+            if not hits:
+                return None
+            at = min(pos for pos, _ in hits)
+            matched: list[tuple[int, CallSyntax]] = []
+            pending = False
+            for call in self.syntax.calls:
+                end = _header_end(call, text, at)
+                if end == -1:
+                    pending = pending or not complete
+                elif end is not None:
+                    matched.append((end, call))
+            if pending:
+                return _Found(at)
+            if matched:
+                end, call = max(matched, key=lambda m: m[0])
+                return _Found(at, call, end)
+            at += 1  # a begin that no header completes (a tool not offered): not a call
 
     def _calls(self, text: str, *,
                complete: bool) -> tuple[str | None, str | None, list[int]]:
         """(content, the calls' JSON text, where each complete call ends)."""
-        first = self._first_begin(text)
-        if first is None:
+        found = self._find(text, 0, complete=complete)
+        if found is None:
             return self._text_content(text).strip() if complete else text, None, []
-        content = self._text_content(text[:first[0]]).strip() or None
+        content = self._text_content(text[:found.at]).strip() or None
         parts: list[str] = []
         ends: list[int] = []
-        found: tuple[int, CallSyntax] | None = first
         while found is not None:
-            at, call = found
-            args_from = at + len(call.begin)
-            part, end = _arguments(call, text, args_from)
-            parts.append(f'{{"name": {json.dumps(call.tool)}, "arguments": {part}')
+            if found.call is None:  # a header still being written
+                return content, "[" + ", ".join(parts), ends
+            part, end = read_arguments(found.call, text, found.args_from)
+            parts.append(f'{{"name": {json.dumps(found.call.tool)}, "arguments": {part}')
             if end is None:  # the call is still being written
                 return content, "[" + ", ".join(parts), ends
             parts[-1] += "}"
             ends.append(end)
-            found = self._first_begin(text, end)
+            found = self._find(text, end, complete=complete)
+        if complete:
+            after = self._text_content(text[ends[-1]:]).strip()
+            content = "\n".join(c for c in (content, after) if c) or None
         return content, "[" + ", ".join(parts) + ("]" if complete else ""), ends
 
     def _text_content(self, text: str) -> str:
@@ -117,40 +151,27 @@ class TagReader:
         return text
 
 
-def _arguments(call: CallSyntax, text: str, start: int) -> tuple[str, int | None]:
-    """(the arguments as JSON text so far, where the call's end marker ends or None)."""
-    rest = text[start:]
-    if call.style == "json":
-        try:
-            _, length = _DECODER.raw_decode(rest)
-        except json.JSONDecodeError:
-            return rest, None  # not complete yet: the raw text is a prefix of the final JSON
-        end = rest.find(call.end, length)
-        return rest[:length], None if end < 0 else start + end + len(call.end)
-    end = rest.find(call.end)
-    if end < 0:
-        return "", None  # written all at once, when the call completes
-    # qwen_xml: <parameter=NAME>\nVALUE\n</parameter>; strings raw, other values JSON.
-    properties = call.schema.get("properties", {})
-    values: dict[str, Any] = {}
-    for name, raw in _QWEN_PARAMETER.findall(rest[:end]):
-        values[name] = raw if properties.get(name, {}).get("type") == "string" \
-            else _json_or_text(raw)
-    return json.dumps(values, ensure_ascii=False), start + end + len(call.end)
+def _header_end(call: CallSyntax, text: str, at: int) -> int | None:
+    """Where `call`'s header, starting at `at`, ends: -1 while the text ends inside it,
+    None when the text there is not this call's header."""
+    written = text[at:]
+    if not written.startswith(call.begin):
+        return -1 if call.begin.startswith(written) else None
+    pos = at + len(call.begin)
+    if call.index is None:
+        return pos
+    number = re.compile(call.index).match(text, pos)
+    if number is None:
+        return -1 if pos == len(text) else None
+    pos = number.end()
+    rest = text[pos:]
+    if rest.startswith(call.then):
+        return pos + len(call.then)
+    return -1 if call.then.startswith(rest) else None
 
 
-def write_call(call: CallSyntax, arguments: Any) -> str:
-    """One call in the family's syntax, as its grammar writes it."""
-    if call.style == "json" or not isinstance(arguments, dict):
-        return f"{call.begin}{json.dumps(arguments, ensure_ascii=False)}{call.end}"
-    params = "".join(  # qwen_xml: strings raw, other values as JSON
-        f"<parameter={name}>\n{value if isinstance(value, str) else json.dumps(value)}\n"
-        "</parameter>\n" for name, value in arguments.items())
-    return f"{call.begin}{params.rstrip()}{call.end}"
-
-
-def _json_or_text(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
+def write_call(call: CallSyntax, arguments: Any, index: int = 0) -> str:
+    """One call in the family's syntax, as its chat template writes it (`index`: the
+    number families such as Kimi write in the header)."""
+    header = call.begin if call.index is None else f"{call.begin}{index}{call.then}"
+    return f"{header}{write_arguments(call, arguments)}{call.end}"

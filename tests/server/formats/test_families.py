@@ -1,0 +1,142 @@
+"""Every family xgrammar 0.2.9 ships, without a model: what the family's grammar writes
+(a random walk through it, many outputs each) is read back, plain and streamed in random
+chunks, into calls whose arguments are valid under their tools' schemas; calls written in
+the family's syntax (for templates without tools, for repair prompts) are ones its grammar
+takes and its reader reads back as they were; a runaway guard's cut leaves a complete
+answer."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import pytest
+
+from server.formats.families import XGRAMMAR_FAMILIES, FamilyFormat, get_format, write_calls
+from tests.server.formats.cases import (
+    CALLS,
+    ONE_CALL,
+    REASONING,
+    TOOLS,
+    accepts,
+    ask,
+    closers,
+    markers,
+    render,
+    streamed,
+)
+from tests.server.formats.walk import GrammarWalk
+
+FAMILIES = sorted(XGRAMMAR_FAMILIES)
+
+
+def _thinks(family: str) -> bool:
+    return get_format(family).thinks
+
+
+def _first_syntax(syntax) -> dict:  # noqa: ANN001
+    """Each tool's first call syntax (harmony has several per tool)."""
+    out: dict = {}
+    for call in syntax.calls:
+        out.setdefault(call.tool, call)
+    return out
+
+
+def _check_calls(calls_text: str | None) -> list[dict]:
+    calls = json.loads(calls_text or "[]")
+    for call in calls:
+        jsonschema.validate(call["arguments"], TOOLS[call["name"]])
+    return calls
+
+
+@pytest.mark.parametrize("mode", ["tools", "auto"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_grammar_output_reads_back_valid_plain_and_streamed(family, mode):
+    plan = render(family, mode, reasoning=_thinks(family))
+    walk = GrammarWalk(markers(plan.reader.syntax), closers(plan.reader.syntax))
+    seen_calls = 0
+    for seed in range(4):
+        text = walk.run(plan.spec.tag, random.Random(f"{family}{mode}{seed}"), steps=900)
+        reading = plan.reader.read(text, complete=True)
+        calls = _check_calls(reading.calls)
+        if mode == "tools" and family != "harmony":
+            # (harmony's forced tag, from xgrammar, lets an answer hold no call.)
+            assert calls, f"{family}: a forced answer read as no call: {text!r}"
+        seen_calls += len(calls)
+        if calls:
+            assert streamed(plan.reader, text, f"{family}{seed}") == \
+                [(c["name"], c["arguments"]) for c in calls], text
+        if _thinks(family):
+            assert reading.reasoning is not None
+    assert seen_calls or mode == "auto" or family == "harmony"
+
+
+# (harmony's reasoning and each call are messages of their own: tests/server/test_formats.py)
+@pytest.mark.parametrize("family", sorted(set(FAMILIES) - {"harmony"}))
+def test_calls_written_in_the_familys_syntax_are_its_grammars_and_read_back(family):
+    plan = render(family, reasoning=_thinks(family))
+    syntax = plan.reader.syntax
+    expected = CALLS[:1] if family in ONE_CALL else CALLS
+    by_tool = _first_syntax(syntax)
+    written = write_calls(syntax, [(by_tool[n], a) for n, a in expected])
+    opening = (syntax.think_begin or "") + REASONING + (syntax.think_end or "") \
+        + syntax.think_then if _thinks(family) else syntax.preamble
+    text = opening + written
+    assert accepts(plan.spec.tag, text), f"{family}: its grammar refuses {text!r}"
+    reading = plan.reader.read(text, complete=True)
+    assert [(c["name"], c["arguments"]) for c in json.loads(reading.calls)] == expected
+    assert streamed(plan.reader, text, family) == expected
+    if _thinks(family):
+        assert reading.reasoning == REASONING
+
+
+@pytest.mark.parametrize("family", sorted(set(FAMILIES) - ONE_CALL - {"harmony"}))
+def test_a_runaway_cut_keeps_a_complete_answer(family):
+    plan = render(family, reasoning=False)
+    syntax = plan.reader.syntax
+    by_tool = _first_syntax(syntax)
+    text = syntax.preamble + write_calls(syntax, [(by_tool[n], a) for n, a in CALLS])
+    cut = plan.reader.cut_after(text, 1)
+    assert json.loads(plan.reader.read(cut, complete=True).calls) == \
+        [{"name": CALLS[0][0], "arguments": CALLS[0][1]}]
+    assert cut.endswith(syntax.calls_end + syntax.tail)
+
+
+@pytest.mark.parametrize("family", ["gemma_4", "glm_4_7", "cohere"])
+def test_a_tool_name_that_begins_another_is_not_named_early(family):
+    """`get` and `get_weather`: while the header could still be either, no name goes out."""
+    plan = render(family)
+    by_tool = _first_syntax(plan.reader.syntax)
+    text = plan.reader.syntax.preamble + write_calls(
+        plan.reader.syntax, [(by_tool["get_weather"], CALLS[0][1])])
+    head = text.index(by_tool["get"].begin) + len(by_tool["get"].begin)
+    if by_tool["get"].index is not None:  # Cohere: the name follows the number
+        head = text.index('name="get') + len('name="get')
+    assert plan.reader.read(text[:head], complete=False).calls in ("[", None)
+    assert json.loads(plan.reader.read(text, complete=True).calls)[0]["name"] == "get_weather"
+
+
+def test_a_format_serves_its_templates_way_of_thinking():
+    """The opening the grammar expects from the prompt: each family's own marker."""
+    prefills = {name: get_format(name).render(ask(reasoning=8)).prefill
+                for name in ("minimax_m3", "kimi_k3", "cohere", "glm_4_7", "gemma_4")}
+    assert prefills == {"minimax_m3": "<mm:think>", "kimi_k3": "<|open|>think<|sep|>",
+                        "cohere": "<|START_THINKING|>", "glm_4_7": "<think>\n",
+                        "gemma_4": ""}
+    assert isinstance(get_format("minimax_m3"), FamilyFormat)
+    assert get_format("minimax_m3").template_kwargs(reasoning=True)["thinking_mode"] == \
+        "enabled"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_template_without_tools_is_shown_a_call_its_grammar_takes(family):
+    """The system turn's example call, for templates that do not render tools, is written
+    in the family's own syntax, and the family's forced grammar takes it."""
+    from dataclasses import replace
+
+    fmt = replace(get_format(family), renders_tools=False)
+    rendering = fmt.render(ask(tools={"get_weather": TOOLS["get_weather"]}))
+    example = (rendering.instructions or "").rsplit("example:\n", 1)[1]
+    assert '"name": "get_weather"' in (rendering.instructions or "")
+    assert accepts(rendering.spec.tag, rendering.reader.syntax.preamble + example), example

@@ -1,0 +1,94 @@
+"""`--model PATH.gguf` without a model: the header reader on GGUF files written by the
+`gguf` package, and the one-line refusals (no chat template, a vocabulary xgrammar cannot
+use, not a GGUF, two GGUFs in one directory, --chat-template for a Hugging Face
+directory). The files served for real are in tests/server/engines/test_gguf_serving.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from server.gguf_model import GgufModelError, check, gguf_file, metadata
+from server.model_store import ModelNotFoundError, is_gguf_model, resolve_model
+
+TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['content'] }}<|im_end|>{% endfor %}"
+
+
+def _gguf(path: Path, *, vocabulary: str = "gpt2", template: str | None = TEMPLATE) -> Path:
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tokenizer_model(vocabulary)
+    writer.add_token_list(["a", "b", "<|im_end|>"])
+    writer.add_token_scores([0.0, 0.0, 0.0])
+    writer.add_eos_token_id(2)
+    if template is not None:
+        writer.add_chat_template(template)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_the_header_is_read_and_arrays_skipped(tmp_path):
+    file = _gguf(tmp_path / "m.gguf")
+    meta = metadata(file, ("general.architecture", "tokenizer.ggml.model",
+                           "tokenizer.chat_template", "tokenizer.ggml.eos_token_id"))
+    assert meta == {"general.architecture": "llama", "tokenizer.ggml.model": "gpt2",
+                    "tokenizer.chat_template": TEMPLATE, "tokenizer.ggml.eos_token_id": 2}
+    assert metadata(file, ("tokenizer.ggml.tokens",)) == {
+        "tokenizer.ggml.tokens": ["a", "b", "<|im_end|>"]}
+
+
+def test_a_gguf_without_a_chat_template_is_refused_in_one_line(tmp_path):
+    file = _gguf(tmp_path / "base.gguf", template=None)
+    with pytest.raises(GgufModelError) as caught:
+        check(file, metadata(file, ("tokenizer.ggml.model", "tokenizer.chat_template")),
+              has_template=False)
+    assert str(caught.value) == (
+        "'base.gguf' has no chat template (tokenizer.chat_template, as a base model's GGUF "
+        "may not); pass --chat-template FILE with the model family's Jinja template")
+    # The same file with a template given is fine.
+    check(file, metadata(file, ("tokenizer.ggml.model",)), has_template=True)
+    # Through --model: the message the CLI prints.
+    with pytest.raises(ModelNotFoundError, match="has no chat template"):
+        resolve_model(str(file), tmp_path / "cache")
+
+
+def test_a_vocabulary_xgrammar_cannot_use_is_refused_by_name(tmp_path):
+    file = _gguf(tmp_path / "rwkv.gguf", vocabulary="rwkv")
+    with pytest.raises(ModelNotFoundError,
+                       match=r"'rwkv.gguf' has a 'rwkv' vocabulary \(tokenizer.ggml.model\), "
+                             r"which xgrammar cannot use; GGUF vocabularies served: "
+                             r"llama \(SentencePiece\), gpt2 \(byte-level BPE\)"):
+        resolve_model(str(file), tmp_path / "cache")
+
+
+def test_what_model_names_a_gguf(tmp_path):
+    (tmp_path / "only").mkdir()
+    file = _gguf(tmp_path / "only" / "m.gguf")
+    assert gguf_file(file) == file
+    assert gguf_file(file.parent) == file  # a directory holding only a GGUF
+    assert is_gguf_model(str(file.parent))
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    (hf / "m.gguf").write_bytes(b"")
+    assert gguf_file(hf) is None  # a Hugging Face directory with a GGUF beside it
+    _gguf(file.parent / "other.gguf")
+    with pytest.raises(GgufModelError, match="holds 2 GGUF files; pass one of them"):
+        gguf_file(file.parent)
+
+
+def test_not_a_gguf_and_template_for_a_directory(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"NOPE" + b"\0" * 32)
+    with pytest.raises(ModelNotFoundError, match="'bad.gguf' is not a GGUF file"):
+        resolve_model(str(bad), tmp_path / "cache")
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    with pytest.raises(ModelNotFoundError, match="--chat-template is for a GGUF model"):
+        resolve_model(str(hf), tmp_path / "cache", chat_template=tmp_path / "t.jinja")
