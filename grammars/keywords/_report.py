@@ -68,7 +68,8 @@ class EnforcementReport:
             shown = " ".join(f"{u.keyword}@{u.pointer or '/'}" for u in late[:listed])
             more = f" +{len(late) - listed}" if len(late) > listed else ""
             text += f"; validator: {shown}{more}"
-        grounded = [u for u in self.uses if u.keyword == "x-strictcall-grounded"]
+        grounded = [u for u in self.uses if u.keyword == "x-strictcall-grounded"
+                    and u.tier == "grammar"]
         if grounded:  # each with how many values the conversation gave it
             text += "; grounded: " + " ".join(
                 f"{u.pointer.replace('/properties/', '/')}={u.note.split()[0]}"

@@ -22,6 +22,7 @@ from server.api.admission import Admission
 from server.api.chat.route import chat_completions
 from server.api.deps import PipelineDep
 from server.api.gate import Gate
+from server.api.grammars import compile_grammar
 from server.api.messages.route import create_message
 from server.api.responses.route import create_response
 from server.engines.base import Engine
@@ -33,8 +34,6 @@ from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import Metrics, RequestTimer
 from server.model_store import default_cache_dir
 from server.pipeline.chat import ChatPipeline, Parts
-from server.pipeline.decode import compiled
-from server.pipeline.plan import plan_schema
 from server.ratelimit import RateLimiter
 from server.records import AuditLog
 from server.settings import Settings
@@ -163,7 +162,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
     app.post("/v1/messages", response_model=None)(create_message)
     app.post("/v1/responses", response_model=None)(create_response)
-    app.post("/v1/grammars/compile")(compile_grammar)
+    app.post("/v1/grammars/compile")(compile_grammar)  # server/api/grammars.py
     app.get("/v1/contracts")(tools.list_contracts)
     app.post("/v1/contracts/{name}/validate")(tools.validate_contract)
     app.post("/v1/tools/{name}/invoke")(tools.invoke_tool)
@@ -194,19 +193,3 @@ async def list_models(pipeline: PipelineDep, request: Request) -> dict:
     return {"object": "list", "data": [{"id": pipeline.model_name, "object": "model",
                                         "created": int(request.app.state.started),
                                         "owned_by": "strictcall"}]}
-
-
-async def compile_grammar(schema: Annotated[Any, Body()], pipeline: PipelineDep) -> dict:
-    """Compile a JSON Schema (or find it compiled): which keyword is enforced by what, the
-    compile time, and whether it was a cache hit. A refused keyword is a 400 naming it."""
-    cache = pipeline.cache
-    spec, analysis = await asyncio.to_thread(
-        plan_schema, schema, where="the schema", budget=pipeline.settings.budget,
-        policy=pipeline.policy)
-    lookup = await compiled(cache, spec, timeout_s=pipeline.settings.compile_timeout_s,
-                            param="the schema")
-    return {"object": "grammar", "key": spec.key, "backend": cache.backend.name,
-            "backend_version": cache.backend.version, "cache": "hit" if lookup.hit else "miss",
-            "compile_ms": round(lookup.grammar.compile_seconds * 1000, 3),
-            "lookup_ms": round(lookup.seconds * 1000, 3),
-            "enforcement": analysis.report.to_json()}

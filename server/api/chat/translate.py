@@ -48,7 +48,7 @@ _REFUSED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
 def to_task(req: ChatCompletionRequest) -> Task:
     _refuse_unsupported(req)
     return Task(
-        model=req.model, turns=tuple(_turn(m) for m in req.messages),
+        model=req.model, turns=tuple(turn_of(m) for m in req.messages),
         tools=tuple(ToolDef(t.function.name, t.function.description, t.function.parameters)
                     for t in req.tools or ()),
         tool_choice=_tool_choice(req.tool_choice),
@@ -73,7 +73,7 @@ def _refuse_unsupported(req: ChatCompletionRequest) -> None:
                                  param="n")
 
 
-def _turn(message: Message) -> Turn:
+def turn_of(message: Message) -> Turn:
     text = text_of(message.content)
     if isinstance(message, AssistantMessage):
         return Turn("assistant", text, tuple(

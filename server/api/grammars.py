@@ -1,0 +1,65 @@
+"""POST /v1/grammars/compile: a JSON Schema compiled (or found compiled), with the report of
+which keyword is enforced by what. With `{"schema": ..., "messages": [...]}` the schema's
+grounded properties (`x-strictcall-grounded`) are grounded in those messages first, and the
+report says how many values each had to choose from."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import Body
+from pydantic import TypeAdapter, ValidationError
+
+from grammars import EnforcementReport, grounded_schema, grounding_uses
+from server.api.chat.translate import turn_of
+from server.api.chat.wire import Message
+from server.api.deps import PipelineDep
+from server.errors import InvalidRequest
+from server.pipeline.decode import compiled
+from server.pipeline.grounding import evidence, ground
+from server.pipeline.plan import plan_schema
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep
+                          ) -> dict[str, Any]:
+    """A refused keyword is a 400 naming it."""
+    schema, grounding = _grounded(body)
+    cache = pipeline.cache
+    spec, analysis = await asyncio.to_thread(
+        plan_schema, schema, where="the schema", budget=pipeline.settings.budget,
+        policy=pipeline.policy)
+    lookup = await compiled(cache, spec, timeout_s=pipeline.settings.compile_timeout_s,
+                            param="the schema")
+    report = analysis.report
+    if grounding:
+        report = EnforcementReport(report.backend, (*report.uses, *grounding_uses(grounding)))
+    out = {"object": "grammar", "key": spec.key, "backend": cache.backend.name,
+           "backend_version": cache.backend.version, "cache": "hit" if lookup.hit else "miss",
+           "compile_ms": round(lookup.grammar.compile_seconds * 1000, 3),
+           "lookup_ms": round(lookup.seconds * 1000, 3), "enforcement": report.to_json()}
+    if grounding is not None:
+        out["grounding"] = {"fields": grounding}
+    return out
+
+
+def _grounded(body: Any) -> tuple[Any, dict[str, int] | None]:
+    """(the schema to compile, candidates per grounded property; None: no messages)."""
+    if not (isinstance(body, dict) and set(body) == {"schema", "messages"}):
+        return body, None
+    try:
+        messages = _MESSAGES.validate_python(body["messages"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "messages" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                                     for p in first["loc"] if not str(p)[:1].isupper())
+        raise InvalidRequest(f"{where}: {first['msg']}; send chat messages "
+                             "({role, content})", param=where) from None
+    schema = body["schema"]
+    if not isinstance(schema, dict):
+        return schema, {}  # refused as a schema by the planner, with its own message
+    found = ground(schema, None, evidence([turn_of(m) for m in messages]))
+    written = grounded_schema(schema, found.candidates(), nullable=found.asked)
+    return written, found.report()
