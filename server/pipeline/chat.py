@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from contracts import ContractRegistry
@@ -119,8 +119,16 @@ class ChatPipeline:
             trace.event("rejected", status=exc.status, detail=exc.detail[:300])
             trace.end(error=exc.slug)
             raise
-        context = CallContext(caller, offer, trace, runtime, options.repair, tuple(messages))
+        context = CallContext(caller, offer, trace, runtime, options.repair, tuple(messages),
+                              self._charger(caller))
         return Prepared(task, options, step, context, new_answer_id(), int(time.time()))
+
+    def _charger(self, caller: Caller) -> Callable[[int], None] | None:
+        """Charges tokens to the caller's key (None: no key, or no limits)."""
+        limits, identity = self.rate_limits, caller.identity
+        if limits is None or identity is None:
+            return None
+        return lambda tokens: limits.charge(identity, tokens)
 
     def _check_model(self, task: Task) -> None:
         if task.model != self.model_name:
@@ -232,5 +240,6 @@ class ChatPipeline:
                  results: list[GenerationResult]) -> Answer:
         return Answer(prepared.id, prepared.created, self.model_name, checked.content,
                       checked.calls, checked.finish,
-                      usage_of(self.engine, step.plan, results), checked.reasoning,
-                      checked.stop_string, checked.extension, checked.headers)
+                      usage_of(self.engine, step.plan, results, repair=checked.repair),
+                      checked.reasoning, checked.stop_string, checked.extension,
+                      checked.headers)

@@ -73,7 +73,8 @@ class Finisher:
             extension["repair"] = asdict(checked.repair)
         if audit is not None:
             audit.tool_set(context.offer)
-            audit.finished(checked.calls, checked.finish, complete=complete)
+            audit.finished(checked.calls, checked.finish, complete=complete,
+                           needs_input=extension.get("needs_input"))
         context.trace.end()
         return replace(checked, reasoning=reading.reasoning, extension=extension or None,
                        headers=approval_header(extension))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from server.engines.base import Engine, GenerationResult
-from server.pipeline.answer import Usage
+from server.pipeline.answer import RepairUsage, Usage
 from server.pipeline.plan import Plan
 
 
@@ -24,13 +24,15 @@ def reasoning_tokens(engine: Engine, ids: tuple[int, ...], end: str) -> int:
     return low
 
 
-def usage_of(engine: Engine, plan: Plan, results: Sequence[GenerationResult]) -> Usage:
-    """Tokens of every decode the answer took (two when "auto" decided on no call); `plan`:
-    the last decode's, whose reasoning is counted."""
+def usage_of(engine: Engine, plan: Plan, results: Sequence[GenerationResult], *,
+             repair: RepairUsage = RepairUsage()) -> Usage:
+    """Tokens of every decode the answer took (two when "auto" decided on no call; and
+    every repair decode); `plan`: the last decode's, whose reasoning is counted."""
     end = plan.reader.reasoning_end if plan.rendering.thinks else None
     reasoning = None if end is None else reasoning_tokens(engine, results[-1].token_ids, end)
-    return Usage(prompt_tokens=sum(r.prompt_tokens for r in results),
-                 completion_tokens=sum(r.completion_tokens for r in results),
+    return Usage(prompt_tokens=sum(r.prompt_tokens for r in results) + repair.prompt_tokens,
+                 completion_tokens=sum(r.completion_tokens for r in results)
+                 + repair.completion_tokens,
                  cached_tokens=sum(int(r.timings.get("prefix_reused_tokens", 0))
                                    for r in results),
                  reasoning_tokens=reasoning)

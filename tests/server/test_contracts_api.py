@@ -259,3 +259,27 @@ def test_repair_prompt_writes_the_call_in_the_models_own_syntax(model_dir, scrip
     assert '<tool_call>\n{"name": "reissue_card", "arguments": {"card_last4": "4417"' \
         in repair_prompt
     assert "<tool_call>[" not in repair_prompt
+
+
+def test_what_repair_costs_is_counted(client, script):
+    """Repair decodes are the request's own: in `usage` (with a `strictcall.repair`
+    breakdown) and in the metrics, per tool and per field."""
+    script.first = ('[{"name":"reissue_card","arguments":'
+                    '{"card_last4":"4417","city":"Kazan","branch_id":101}}]')
+    script.repairs = ['{"branch_id":302}']
+    body = call(client, "reissue_card").json()
+    repair = body["strictcall"]["repair"]
+    assert repair["attempts"] == 1 and repair["prompt_tokens"] > 0 \
+        and repair["completion_tokens"] > 0
+    usage = body["usage"]
+    first_prompt = usage["prompt_tokens"] - repair["prompt_tokens"]
+    assert first_prompt > 0 and usage["total_tokens"] == \
+        usage["prompt_tokens"] + usage["completion_tokens"]
+    assert usage["completion_tokens"] > repair["completion_tokens"]
+    metrics = client.get("/metrics").text
+    assert 'strictcall:repair_tokens_total{tool="reissue_card"} ' \
+        f'{float(repair["prompt_tokens"] + repair["completion_tokens"])}' in metrics
+    assert 'strictcall:contract_first_attempts_total{tool="reissue_card",valid="false"} 1.0' \
+        in metrics
+    assert 'strictcall:contract_field_violations_total{code="semantic_mismatch",' \
+        'pointer="/branch_id",tool="reissue_card"} 1.0' in metrics
