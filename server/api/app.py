@@ -139,7 +139,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
             yield
         finally:
             cache.close()
-            engine.close()
+            await engine.aclose()
             await http.aclose()
             store.close()
             if trace_out is not None:
