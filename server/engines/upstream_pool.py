@@ -49,6 +49,18 @@ class Probe:
     problem: str | None
 
 
+class _QuietProbes(logging.Filter):
+    """httpx logs every request at INFO; the prober's, every few seconds for each upstream,
+    would bury the server's log. Failures are logged here instead."""
+
+    def __init__(self, urls: list[str]) -> None:
+        super().__init__()
+        self._probes = tuple(f"GET {url}/v1/models " for url in urls)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(p in record.getMessage() for p in self._probes)
+
+
 class UpstreamPool:
     def __init__(self, urls: list[str], *, model: str | None, cooldown_s: float,
                  connect_timeout_s: float,
@@ -68,6 +80,8 @@ class UpstreamPool:
         self._thread: threading.Thread | None = None
         # Called (from the prober thread) with an upstream that came back into rotation.
         self.on_back: Callable[[Upstream], None] = lambda upstream: None
+        self._quiet = _QuietProbes([u.url for u in self.upstreams])
+        logging.getLogger("httpx").addFilter(self._quiet)
 
     # -- requests ---------------------------------------------------------------------------
     def choose(self, tried: list[Upstream]) -> Upstream | None:
@@ -137,6 +151,7 @@ class UpstreamPool:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._http.close()
+        logging.getLogger("httpx").removeFilter(self._quiet)
 
     def post(self, upstream: Upstream, path: str, body: dict[str, Any],
              timeout_s: float) -> httpx.Response:
@@ -153,6 +168,7 @@ class UpstreamPool:
     def _probe(self, upstream: Upstream) -> None:
         found = self._ask_models(upstream)
         with self._lock:
+            was_up = upstream.up
             came_back = found.problem is None and not upstream.up
             if found.problem is None:
                 upstream.up, upstream.problem = True, None
@@ -168,8 +184,8 @@ class UpstreamPool:
             log.info("upstream %s in rotation (model %r, max_model_len %s)", upstream.url,
                      upstream.model, upstream.max_model_len)
             self.on_back(upstream)
-        elif found.problem is not None and upstream.failures and not came_back:
-            log.debug("upstream %s still out: %s", upstream.url, found.problem)
+        elif found.problem is not None and was_up:
+            log.warning("upstream %s out of rotation: %s", upstream.url, found.problem)
 
     def _ask_models(self, upstream: Upstream) -> Probe:
         try:
