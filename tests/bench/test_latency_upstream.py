@@ -34,12 +34,13 @@ def test_the_closing_note_gives_the_ratio_and_both_sides_lengths(capsys):
                            row("strictcall-upstream", "json", 80, 20),
                            row("vllm-server", "json", 80, 20)],
               "ratios": [{"ours": "strictcall-upstream", "other": "vllm-server", "kind": k,
-                          "concurrency": 1, "pairs": 8, "e2e_ratio": e, "ttft_ratio": 1.0}
+                          "concurrency": 1, "pairs": 8, "e2e_ratio": e, "ttft_ratio": 1.0,
+                          "tpot_ratio": 1.01}
                          for k, e in (("forced", 1.8), ("json", 1.03))]}
     report["upstream_overhead"] = upstream_overhead(report)
     assert [(r["kind"], r["e2e_ratio"], r["prompt_tokens"]) for r in
             report["upstream_overhead"]] == [("forced", 1.8, (120, 90)), ("json", 1.03, (80, 80))]
     print_upstream_overhead(report)
     said = capsys.readouterr().out
-    assert "json at concurrency 1: 1.03x over 8 prompts" in said
-    assert "forced: StrictCall's prompt carries its own call instructions" in said
+    assert "json at concurrency 1: end to end 1.03x, per output token 1.01x over 8" in said
+    assert "forced calls are not the same decode on both sides" in said
