@@ -129,3 +129,24 @@ def test_an_unreachable_postgres_is_one_line(postgres):
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
     with pytest.raises(StateError, match="cannot reach the state database .* is Postgres up"):
         PostgresStateStore(url, shown=url, connect_timeout_s=1)
+
+
+def test_a_default_tools_db_from_before_is_adopted_once(tmp_path, monkeypatch):
+    """The default file was <cache dir>/tools.sqlite3: the new default state file starts
+    from a copy of it, so keys claimed before the upgrade still replay."""
+    from server.execution import RecordStore, Scope, SqliteStore
+    from server.settings import Settings
+    from server.state import open_state
+
+    monkeypatch.delenv("STRICTCALL_TOOLS_DB", raising=False)  # tests/conftest.py sets it
+    scope = Scope(None, "t", "k")
+    old = SqliteStore(tmp_path / "tools.sqlite3")
+    old.claim(scope, "fp")
+    old.finish(scope, {"outcome": "succeeded"})
+    old.close()
+    state = open_state(Settings(cache_dir=tmp_path))
+    try:
+        assert RecordStore(state, owned=False).get(scope).outcome == {"outcome": "succeeded"}
+    finally:
+        state.close()
+    assert (tmp_path / "state.sqlite3").exists() and (tmp_path / "tools.sqlite3").exists()
