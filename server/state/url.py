@@ -24,8 +24,18 @@ def state_url(settings: Settings) -> str:
     if settings.state_url:
         return settings.state_url
     if settings.tools_db is not None:
-        return f"sqlite:///{settings.tools_db.expanduser().absolute()}"
-    return f"sqlite:///{(settings.cache_dir or default_cache_dir()) / 'state.sqlite3'}"
+        return sqlite_url(settings.tools_db)
+    return sqlite_url((settings.cache_dir or default_cache_dir()) / "state.sqlite3")
+
+
+def sqlite_url(path: Path) -> str:
+    return "sqlite://" + path.expanduser().absolute().as_posix()  # sqlite:///abs/path
+
+
+def sqlite_path(url: str) -> Path:
+    """The file of `sqlite:///abs/path` (or SQLAlchemy's `sqlite:////abs/path`)."""
+    path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+    return Path("/" + path.lstrip("/"))
 
 
 def shown(url: str) -> str:
@@ -44,7 +54,7 @@ def check_urls(settings: Settings) -> None:
     if scheme not in STATE_SCHEMES:
         raise StateError(f"--state-url {shown(url)!r}: use sqlite:///PATH, "
                          "postgresql://USER:PASSWORD@HOST:PORT/DB or memory://")
-    if scheme == "sqlite" and not urllib.parse.urlsplit(url).path:
+    if scheme == "sqlite" and not urllib.parse.urlsplit(url).path.strip("/"):
         raise StateError(f"--state-url {url!r} names no file: sqlite:///absolute/path.sqlite3")
     limits = settings.rate_limit_url
     if limits and urllib.parse.urlsplit(limits).scheme not in LIMIT_SCHEMES:
@@ -68,7 +78,7 @@ def open_state(settings: Settings) -> StateStore:
         return PostgresStateStore(url, shown=shown(url))
     from server.state.sqlite import SqliteStateStore
 
-    path = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
+    path = sqlite_path(url)
     if settings.tools_db is not None and not settings.state_url:
         log.warning("--tools-db is deprecated: --state-url sqlite:///%s says the same", path)
     _adopt_legacy_file(path, settings)
