@@ -22,9 +22,10 @@ import asyncio
 import json
 import logging
 import math
+import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,11 @@ from server.engines.base import (
     GenerationRequest,
     GenerationResult,
     SamplingParams,
+    TokenCallback,
 )
 from server.engines.upstream_pool import Upstream, UpstreamPool, describe
 from server.engines.upstream_wire import (
+    Delta,
     UpstreamError,
     UpstreamGrammarBackend,
     Whitespace,
@@ -77,6 +80,43 @@ class _NotStarted(Exception):
     def __init__(self, why: str, *, at_fault: bool) -> None:
         super().__init__(why)
         self.why, self.at_fault = why, at_fault
+
+
+@dataclass
+class _Streamed:
+    """One decode's stream as it comes: the tokens (each told to `on_token`), the text, how
+    it ended, and when the first token came."""
+
+    started: float
+    tokens: list[int] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)
+    finish: str | None = None
+    stop_reason: int | str | None = None
+    first_at: float | None = None
+
+    def add(self, delta: Delta | None, on_token: TokenCallback | None) -> None:
+        if delta is None:
+            return
+        if delta.token_ids and self.first_at is None:
+            self.first_at = time.perf_counter()
+        for token in delta.token_ids:
+            self.tokens.append(token)
+            if on_token is not None:
+                on_token(token)
+        self.pieces.append(delta.text)
+        self.finish = delta.finish_reason or self.finish
+        if delta.stop_reason is not None:
+            self.stop_reason = delta.stop_reason
+
+    def result(self, request: GenerationRequest, *, constrained: bool) -> GenerationResult:
+        ended = time.perf_counter()
+        reason: FinishReason = "length" if self.finish == "length" else "stop"
+        complete = rules.grammar_complete(
+            constrained=constrained, ended_on_eos=ended_on_eos(self.finish, self.stop_reason))
+        return GenerationResult(tuple(self.tokens), "".join(self.pieces), reason,
+                                len(request.prompt_ids), grammar_complete=complete,
+                                timings={"total": ended - self.started,
+                                         "first_token": (self.first_at or ended) - self.started})
 
 
 class UpstreamEngine(Engine):
@@ -146,47 +186,23 @@ class UpstreamEngine(Engine):
             whitespace=self.options.whitespace, extra_stop_ids=self._extra_stop_ids,
             skip_special_tokens=self.skip_special_tokens,
             request_id=f"strictcall-{uuid.uuid4().hex}")
-        tokens: list[int] = []
-        pieces: list[str] = []
-        finish: str | None = None
-        stop_reason: int | str | None = None
-        started = time.perf_counter()
-        first_at: float | None = None
+        got = _Streamed(time.perf_counter())
         try:
             async with self._client.stream("POST", f"{upstream.url}/v1/completions",
                                            json=body) as response:
                 if response.status_code != 200:
                     await _refused(response)
                 async for line in response.aiter_lines():
-                    delta = read_event(line)
-                    if delta is None:
-                        continue
-                    if delta.token_ids and first_at is None:
-                        first_at = time.perf_counter()
-                    for token in delta.token_ids:
-                        tokens.append(token)
-                        if request.on_token is not None:
-                            request.on_token(token)
-                    pieces.append(delta.text)
-                    finish = delta.finish_reason or finish
-                    if delta.stop_reason is not None:
-                        stop_reason = delta.stop_reason
-            if finish is None:
+                    got.add(read_event(line), request.on_token)
+            if got.finish is None:
                 raise UpstreamError("the stream ended without a finish reason")
         except asyncio.CancelledError:  # closing the stream makes vLLM abort the request
             self._counts["cancelled"] += 1
             raise
         except (httpx.HTTPError, UpstreamError, ValueError) as exc:
-            self._lost(upstream, exc, len(tokens))
+            self._lost(upstream, exc, len(got.tokens))
         self._counts["finished"] += 1
-        ended = time.perf_counter()
-        reason: FinishReason = "length" if finish == "length" else "stop"
-        complete = rules.grammar_complete(constrained=grammar is not None,
-                                          ended_on_eos=ended_on_eos(finish, stop_reason))
-        return GenerationResult(tuple(tokens), "".join(pieces), reason,
-                                len(request.prompt_ids), grammar_complete=complete,
-                                timings={"total": ended - started,
-                                         "first_token": (first_at or ended) - started})
+        return got.result(request, constrained=grammar is not None)
 
     def _lost(self, upstream: Upstream, exc: Exception, produced: int) -> None:
         """Before the first token the request may move; after it, a 503."""
@@ -231,8 +247,14 @@ class UpstreamEngine(Engine):
                         len(failed), len(results), why)
 
     def _came_back(self, upstream: Upstream) -> None:
-        """From the prober's thread: the context may be known now; warm its grammars."""
+        """From the prober's thread: the context may be known now; its grammars are warmed
+        in a thread of their own, so the prober goes on probing the others."""
         self.max_context = self._context()
+        if self._warm_specs:
+            threading.Thread(target=self._rewarm, args=(upstream,), daemon=True,
+                             name="strictcall-upstream-warm").start()
+
+    def _rewarm(self, upstream: Upstream) -> None:
         results: list[Any] = []
         for spec in self._warm_specs:
             try:

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -27,7 +27,7 @@ PROBE_EVERY_S = 1.0  # an upstream out of rotation, once its cooldown is over
 CHECK_EVERY_S = 5.0  # an upstream in rotation
 
 
-@dataclass
+@dataclass(eq=False)  # one upstream is itself, even if listed twice
 class Upstream:
     url: str  # the server's root, e.g. http://vllm:8000 (no /v1)
     model: str | None  # its served model name: set, or learned from /v1/models
@@ -37,7 +37,7 @@ class Upstream:
     next_probe: float = 0.0  # monotonic
     inflight: int = 0
     failures: int = 0
-    order: int = field(default=0, compare=False)
+    order: int = 0
 
 
 @dataclass(frozen=True)

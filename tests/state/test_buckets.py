@@ -85,8 +85,9 @@ def test_server_defaults_apply_and_a_key_of_zero_is_unlimited(redis_server):
             await shared.aclose()
 
     results = asyncio.run(run())
-    assert results[:5] == ["ok"] * 5 and results[5:7] == ["ok", "ok"]
-    assert isinstance(results[7], RateLimited)
+    assert results[:5] == ["ok"] * 5  # 0: no limit for this key
+    limited = results[5:]  # the server's 2 a minute: two of three, whichever came first
+    assert limited.count("ok") == 2 and sum(isinstance(r, RateLimited) for r in limited) == 1
 
 
 def test_redis_unreachable_is_a_503_with_retry_after():

@@ -178,3 +178,19 @@ def test_warm_has_every_upstream_compile_the_grammars(engine, fakes):
 def test_decode_loop_features_are_reported_off(engine):
     stats = engine.stats()
     assert stats["jump_forward_in_effect"] == 0 and stats["cold_compile_bridge_in_effect"] == 0
+
+
+def test_an_upstream_that_comes_back_gets_the_grammars_warmed_again(model_dir, fakes):
+    fakes[A].mode = "refuse"
+    engine = make_engine(model_dir, fakes, [A, B], cooldown_s=0.2)
+    try:
+        assert engine.stats()["upstreams_up"] == 1
+        asyncio.run(engine.warm([named(engine)]))
+        assert (len(fakes[A].bodies), len(fakes[B].bodies)) == (0, 1)
+        fakes[A].mode = "ok"  # restarted: its compiled grammars are gone
+        wait_for(lambda: len(fakes[A].bodies) == 1)
+        assert fakes[A].bodies[0]["max_tokens"] == 1
+        assert fakes[A].bodies[0]["structured_outputs"] == fakes[B].bodies[0][
+            "structured_outputs"]
+    finally:
+        asyncio.run(engine.aclose())
