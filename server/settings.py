@@ -51,6 +51,8 @@ class GrammarPolicies(BaseModel):
 
 POLICY_NAMES = tuple(GrammarPolicies.model_fields)
 VLLM = "vLLM engine arguments (with --engine vllm)"
+UPSTREAM = "upstream vLLM servers (with --engine upstream)"
+STATE = "shared state (for replicas)"
 ACCESS = "who may call, and how much"
 TOOLS = "the execution layer"
 RECORDS = "records"
@@ -72,9 +74,10 @@ class Settings(BaseSettings):
                                            "$XDG_CACHE_HOME/strictcall)")
     # "auto": llama.cpp on CPU hosts where it is installed and the model has a GGUF, else
     # torch (engines/factory.py resolve_engine), chosen by measurement.
-    engine: Literal["auto", "torch", "llamacpp", "vllm"] = setting(
+    engine: Literal["auto", "torch", "llamacpp", "vllm", "upstream"] = setting(
         "auto", "auto (llamacpp on CPU hosts where it is installed, else torch), torch, "
-                "llamacpp (llama-cpp-python, GGUF) or vllm (needs `make setup-vllm`)")
+                "llamacpp (llama-cpp-python, GGUF), vllm (needs `make setup-vllm`) or "
+                "upstream (vLLM servers you run: --upstream)")
     grammar_backend: Literal["xgrammar", "llguidance", "outlines"] = setting(
         "xgrammar", "token masks from xgrammar (default), llguidance (compiles in "
                     "milliseconds) or outlines-core (the last two: embedded engines only)")
@@ -97,6 +100,25 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = setting(
         "auto", "vLLM weights dtype", group=VLLM)
     enable_prefix_caching: bool | None = setting(None, "vLLM prefix caching", group=VLLM)
+    # --engine upstream (server/engines/upstream.py): vLLM servers StrictCall does not run.
+    upstream: list[str] = setting([], "a vLLM server's URL, e.g. http://vllm:8000 (repeatable; "
+                                      "or one router's URL)", group=UPSTREAM, metavar="URL")
+    upstream_model: str | None = setting(None, "the model name the upstreams serve (default: "
+                                               "the one GET /v1/models lists)", group=UPSTREAM)
+    upstream_connect_timeout_s: float = setting(3.0, "an upstream not connected in this long "
+                                                     "is out of rotation; the request moves",
+                                                group=UPSTREAM, gt=0, le=60)
+    upstream_read_timeout_s: float = setting(60.0, "longest wait for the first token (then "
+                                                   "the request moves) and between tokens "
+                                                   "(then a 503)", group=UPSTREAM, gt=0)
+    upstream_cooldown_s: float = setting(5.0, "a failed upstream stays out of rotation this "
+                                              "long, then is probed back", group=UPSTREAM,
+                                         gt=0, le=3600)
+    # vLLM takes the JSON whitespace setting from its server config only (upstream_wire.py).
+    upstream_json: Literal["bounded", "server"] = setting(
+        "bounded", "JSON schemas as a structural tag with at most one whitespace in a row "
+                   "(bounded), or as vLLM's json kind, for servers started with "
+                   "disable_any_whitespace (server)", group=UPSTREAM)
     policies: GrammarPolicies = Field(default_factory=GrammarPolicies)
     warm_grammars: bool = setting(True, "compile registered contracts' grammars at startup "
                                         "(off only to measure a cold start)")
@@ -198,9 +220,15 @@ class Settings(BaseSettings):
         "bm25", "a request over --max-tools, or naming a catalog, gets its k most relevant "
                 "tools (bm25) or a 400 (off)", group=TOOLS)
     select_k: int = setting(5, "tools kept by selection", group=TOOLS, ge=1, le=64)
-    tools_db: Path | None = setting(None, "SQLite file of idempotency keys and outcomes "
-                                          "(default <cache dir>/tools.sqlite3)", group=TOOLS,
-                                    metavar="FILE")
+    tools_db: Path | None = setting(None, "deprecated: --state-url sqlite:///FILE says the "
+                                          "same", group=TOOLS, metavar="FILE")
+    # server/state: idempotency keys, executions, and later sessions and stored responses.
+    state_url: str | None = setting(None, "where state lives: sqlite:///FILE (default "
+                                          "<cache dir>/state.sqlite3), or postgresql://... "
+                                          "shared by replicas", group=STATE, metavar="URL")
+    rate_limit_url: str | None = setting(None, "where rate-limit buckets live: in this "
+                                               "process (default), or redis://... shared by "
+                                               "replicas", group=STATE, metavar="URL")
     trace_file: Path | None = setting(None, "append each request's OpenTelemetry span as a "
                                             "JSON line", group=TOOLS, metavar="FILE")
     log_format: Literal["text", "json"] = setting("text", "text, or one JSON object per line",

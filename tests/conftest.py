@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# Real Postgres, Redis and `vllm serve` for the `replicas` tier, started on first use.
+from tests.real_servers import postgres, redis_server, vllm_upstream  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
 EVALDATA = ROOT.parent / "shared" / "evaldata"
 

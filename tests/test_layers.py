@@ -41,6 +41,9 @@ FORBIDDEN = {
     "server/gguf_model.py": _SHARED,
     "server/process.py": _SHARED,
     "server/ratelimit.py": _SHARED,
+    # State shared by replicas (records, rate-limit buckets): the execution layer and the
+    # api use it; it knows none of them.
+    "server/state": _SHARED,
     "server/records.py": _SHARED,
     "server/cli.py": ("bench",),
     "server/cli_flags.py": ("bench",),

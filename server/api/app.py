@@ -26,7 +26,7 @@ from server.api.grammars import compile_grammar
 from server.api.messages.route import create_message
 from server.api.responses.route import create_response
 from server.engines.base import Engine
-from server.execution import Events, Runner, SqliteStore, ToolPolicy, file_provider, load_policy
+from server.execution import Events, RecordStore, Runner, ToolPolicy, file_provider, load_policy
 from server.execution.service import ToolService
 from server.formats.detect import resolve as resolve_format
 from server.identity import KeyRing
@@ -34,9 +34,9 @@ from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import Metrics, RequestTimer
 from server.model_store import default_cache_dir
 from server.pipeline.chat import ChatPipeline, Parts
-from server.ratelimit import RateLimiter
 from server.records import AuditLog
 from server.settings import Settings
+from server.state import open_rate_limits, open_state
 
 log = logging.getLogger("strictcall.api")
 EngineFactory = Callable[[Settings], Engine]
@@ -93,12 +93,13 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     if audit is None and settings.audit_log is not None:
         audit = open_audit_log(settings)
     # Rate limits count per key: without keys there is no one to count against.
-    rate_limits = RateLimiter(requests_per_minute=settings.requests_per_minute,
-                              tokens_per_minute=settings.tokens_per_minute) \
-        if keys is not None else None
+    rate_limits = open_rate_limits(settings) if keys is not None else None  # --rate-limit-url
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # --state-url, before the model loads: an unreachable database fails fast. The
+        # idempotency keys live there; sessions and stored responses are meant to.
+        state = app.state.state = open_state(settings)
         engine = engine_factory(settings)
         # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
         policy = GrammarPolicy.for_backend(engine.grammar_backend,
@@ -126,8 +127,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         app.state.pipeline = ChatPipeline(engine, cache, settings, Parts(
             policy, registry=registry, metrics=metrics, fmt=fmt, rate_limits=rate_limits,
             audit=audit, tool_policy=tool_policy, events=events))
-        store = SqliteStore(settings.tools_db or
-                            (settings.cache_dir or default_cache_dir()) / "tools.sqlite3")
+        store = RecordStore(state)
         http = httpx.AsyncClient(timeout=None)  # each attempt's limit is the contract's
         app.state.tools = ToolService(registry, tool_policy, store=store, runner=Runner(http),
                                       events=events, audit=audit)
@@ -138,9 +138,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
             yield
         finally:
             cache.close()
-            engine.close()
+            await engine.aclose()
             await http.aclose()
-            store.close()
+            store.close()  # and the state store under it
+            if rate_limits is not None:
+                await rate_limits.aclose()
             if trace_out is not None:
                 assert isinstance(provider, SdkTracerProvider)  # file_provider's
                 provider.shutdown()

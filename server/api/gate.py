@@ -84,7 +84,7 @@ class Gate:
             limiter = getattr(scope["app"].state, "rate_limits", None)
             if identity is not None and limiter is not None and \
                     _right_for(scope["path"], metrics_auth=self.metrics_auth) == "chat":
-                limiter.admit(identity)  # before the body: a refused client sends no more
+                await limiter.acquire(identity)  # before the body: a refused client sends no more
             body = await self._body(scope, receive)
             if body is None:
                 return  # the client left while sending

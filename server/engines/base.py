@@ -111,3 +111,8 @@ class Engine(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads and memory."""
+
+    async def aclose(self) -> None:
+        """`close`, for engines that hold what only the event loop can release (an async
+        HTTP client's connections); the server's lifespan calls this one."""
+        self.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import urllib.parse
+from pathlib import Path
 from typing import TypedDict
 
 from grammars import BRIDGE
@@ -36,7 +38,8 @@ class SteppedOptions(TypedDict):
 def bridged(settings: Settings) -> bool:
     """Whether xgrammar's cold compiles are bridged by llguidance (--cold-compile)."""
     if settings.cold_compile == "auto":
-        return settings.engine != "vllm" and settings.grammar_backend == "xgrammar"
+        return settings.engine not in ("vllm", "upstream") \
+            and settings.grammar_backend == "xgrammar"
     return settings.cold_compile == "bridge"
 
 
@@ -60,6 +63,9 @@ def resolve_engine(settings: Settings) -> str:
 
 def check_config(settings: Settings) -> None:
     """Cheap checks before anything heavy loads; also fetches the embedded model if needed."""
+    if settings.engine == "upstream":  # no torch, vLLM or llama.cpp needed here
+        _check_upstream(settings)
+        return
     import torch
 
     if settings.device.startswith("cuda") and not torch.cuda.is_available():
@@ -118,9 +124,57 @@ def _check_llamacpp(settings: Settings) -> None:
                                 "use --engine torch")
 
 
+def _check_upstream(settings: Settings) -> None:
+    if not settings.upstream:
+        raise EngineConfigError("--engine upstream needs the vLLM server(s) to send requests "
+                                "to: --upstream http://HOST:PORT (repeatable)")
+    for url in settings.upstream:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise EngineConfigError(f"--upstream {url!r} is not an http(s) URL; give the "
+                                    "vLLM server's root, e.g. http://vllm:8000")
+    unsupported = [flag for flag, off in (
+        (f"--grammar-backend {settings.grammar_backend}", settings.grammar_backend != "xgrammar"),
+        ("--cold-compile bridge", settings.cold_compile == "bridge"),
+        ("--no-strict-objects", not settings.policies.strict_objects)) if off]
+    if unsupported:
+        raise EngineConfigError(f"--engine upstream: the upstream vLLM applies its own xgrammar "
+                                f"masks, so {unsupported[0]} cannot apply; leave it out")
+    _tokenizer_dir(settings)
+
+
+def _tokenizer_dir(settings: Settings) -> Path:
+    """`--model` for --engine upstream: a directory with the tokenizer, chat template and
+    config.json (no weights needed); the embedded model's by default."""
+    if settings.model is None:
+        return resolve_model(None, settings.cache_dir)
+    path = Path(settings.model).expanduser()
+    if not (path / "config.json").is_file() or not any(
+            (path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise EngineConfigError(f"--model {str(path)!r} needs config.json and the tokenizer "
+                                "files (tokenizer.json, tokenizer_config.json) of the model "
+                                "the upstream serves; weights are not needed")
+    return path
+
+
+def _build_upstream(settings: Settings) -> Engine:
+    from server.engines.upstream import UpstreamEngine, UpstreamOptions
+
+    model_dir = _tokenizer_dir(settings)
+    options = UpstreamOptions(
+        model=settings.upstream_model, connect_timeout_s=settings.upstream_connect_timeout_s,
+        read_timeout_s=settings.upstream_read_timeout_s,
+        cooldown_s=settings.upstream_cooldown_s, whitespace=settings.upstream_json,
+        max_model_len=settings.max_model_len)
+    return UpstreamEngine(model_dir, urls=settings.upstream, options=options,
+                          model_name=settings.served_model_name or model_dir.name)
+
+
 def build_engine(settings: Settings) -> Engine:
+    if settings.engine == "upstream":
+        return _build_upstream(settings)
     model_dir = resolve_model(settings.model, settings.cache_dir,
-                          chat_template=settings.chat_template)
+                              chat_template=settings.chat_template)
     engine = resolve_engine(settings)
     if engine == "vllm":
         from server.engines.vllm_engine import VllmEngine, VllmOptions

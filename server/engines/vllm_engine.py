@@ -12,9 +12,7 @@ does not have it; `.venv-vllm` (`make setup-vllm`) does.
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib.metadata
-import json
 import logging
 import os
 import time
@@ -29,7 +27,6 @@ from grammars import (
     GrammarBackend,
     GrammarSpec,
     InvalidSchemaError,
-    TaggedSpec,
     tokenizer_fingerprint,
 )
 from server.engines import rules
@@ -40,6 +37,7 @@ from server.engines.base import (
     GenerationResult,
     SamplingParams,
 )
+from server.engines.vllm_specs import structured_outputs
 
 # Compact JSON, as the torch engine writes it; xgrammar, as our tables assume. Benchmarks
 # give vLLM's own server the same (bench/latency_systems.py), so both write alike.
@@ -68,17 +66,6 @@ def cpu_environment(threads: int, cache_dir: Path) -> dict[str, str]:
     no core pinning, a 1 GiB KV cache, our thread count, its files kept under our cache."""
     return {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1",
             "OMP_NUM_THREADS": str(threads), "VLLM_CACHE_ROOT": str(cache_dir / "vllm")}
-
-
-@functools.lru_cache(maxsize=1024)
-def structured_outputs(spec: GrammarSpec) -> dict[str, str]:
-    """The spec as vLLM's StructuredOutputsParams fields (read only; remembered per spec,
-    so a request does not re-serialize its schema). Deterministic text: vLLM's grammar
-    cache is keyed by it, so warming with the same spec makes requests hits."""
-    if isinstance(spec, TaggedSpec):
-        # Not key-sorted: a JSON Schema's property order is the order the grammar writes.
-        return {"structural_tag": json.dumps(spec.structural_tag())}
-    return {"json": json.dumps(spec.json_schema(), separators=(",", ":"))}
 
 
 class VllmGrammarBackend(GrammarBackend):

@@ -11,11 +11,19 @@ from server.execution.policy_file import PolicyFileError, load_policy
 from server.execution.runner import Execution, Runner, Status
 from server.execution.runtime import contract_runtime, new_call_key, with_call_key
 from server.execution.selection import Bm25, Selection, select, tool_words, words
-from server.execution.store import IdempotencyStore, MemoryStore, Scope, SqliteStore, Stored
+from server.execution.store import (
+    IdempotencyStore,
+    MemoryStore,
+    RecordStore,
+    Scope,
+    SqliteStore,
+    Stored,
+)
 
 __all__ = [
     "DECISIONS", "Bm25", "Decision", "Events", "Execution", "IdempotencyStore", "MemoryStore",
-    "Offer", "PolicyFileError", "Principal", "RequestTrace", "Rule", "Runner", "Scope",
+    "Offer", "PolicyFileError", "Principal", "RecordStore", "RequestTrace", "Rule", "Runner",
+    "Scope",
     "Selection", "SqliteStore", "Status", "Stored", "ToolOffers", "ToolPolicy", "Verdict",
     "contract_runtime", "file_provider", "load_policy", "new_call_key", "select", "tool_words",
     "with_call_key", "words",

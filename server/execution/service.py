@@ -12,6 +12,7 @@ outcome an audit record."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import json
@@ -32,6 +33,7 @@ from server.execution.events import Events, RequestTrace
 from server.execution.policy import Principal, ToolPolicy, Verdict
 from server.execution.runner import Execution, Runner, unknown_outcome
 from server.execution.runtime import contract_runtime, with_call_key
+from server.execution.stale import settle_if_stale
 from server.execution.store import IdempotencyStore, Scope
 from server.identity import Caller
 
@@ -96,8 +98,9 @@ class ToolService:
                        caller: Caller, principal: Principal) -> Invoked:
         """Run it: once per key for writes (a key seen before replays its outcome)."""
         scope = Scope(principal.tenant, contract.name, key) if key else None
-        if scope is not None:
-            replay = self._replay(scope, _fingerprint(valid, contract))
+        if scope is not None:  # off the event loop: the store may be a database away
+            replay = await asyncio.to_thread(self._replay, scope, _fingerprint(valid, contract),
+                                             contract)
             if replay is not None:
                 self._record(caller, contract, valid, replay, key, replayed=True)
                 return Invoked(200, self._body(contract.name, replay, key, replayed=True))
@@ -112,7 +115,7 @@ class ToolService:
                     contract.name, "was cancelled mid-run").as_dict())
             raise
         if scope is not None:
-            self.store.finish(scope, done.as_dict())
+            await asyncio.to_thread(self.store.finish, scope, done.as_dict())
         self._record(caller, contract, valid, done, key, replayed=False)
         return Invoked(200, self._body(contract.name, done, key, replayed=False))
 
@@ -149,7 +152,7 @@ class ToolService:
                 extensions={"violations": [v.as_dict() for v in outcome.violations]})
         return outcome.arguments
 
-    def _replay(self, scope: Scope, fingerprint: str) -> Execution | None:
+    def _replay(self, scope: Scope, fingerprint: str, contract: Contract) -> Execution | None:
         found = self.store.claim(scope, fingerprint)
         if found is None:
             return None
@@ -157,6 +160,8 @@ class ToolService:
             raise Conflict(f"idempotency key {scope.key!r} was used for {scope.tool!r} with "
                            "other arguments; use a new key for a new call",
                            param="idempotency_key", code="idempotency_key_reused")
+        if found.state == "running":  # its replica may have died mid-call (execution/stale.py)
+            found = settle_if_stale(self.store, scope, contract) or found
         if found.state == "running" or found.outcome is None:
             raise InProgress(f"a call to {scope.tool!r} with idempotency key {scope.key!r} is "
                              "running; ask again for its outcome later")

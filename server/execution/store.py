@@ -1,24 +1,28 @@
 """Idempotency keys and the outcomes they lead to, so a repeated write returns its first
-outcome instead of acting twice. `IdempotencyStore` is the interface (four methods); the
-default keeps them in SQLite, a file under the cache dir, so a restart remembers.
+outcome instead of acting twice. `IdempotencyStore` is the interface; `RecordStore` keeps
+the keys as records of the state store (server/state, `--state-url`, namespace
+"idempotency"): SQLite by default, so a restart remembers, Postgres where replicas share
+them, memory for tests (`SqliteStore`, `MemoryStore`).
 
 A key is scoped by tenant and tool: two tenants may use the same key string. A record is
 `running` from the moment a call is claimed until its outcome is stored; a claim that
 finds a record gets it back instead (the caller replays its outcome, or refuses to run
-while it is running or needs resolving)."""
+while it is running or needs resolving). The claim is the state store's `create`: one
+atomic step that a second replica cannot also win. A record left `running` longer than
+its call could run (its replica died mid-call) is settled as `side_effect_unknown`: it
+may have acted, so it is never run again until someone resolves it."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
-import threading
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from server.state import MemoryStateStore, Record, StateStore, VersionConflict
+
 State = Literal["running", "done"]
+NAMESPACE = "idempotency"
 
 
 @dataclass(frozen=True)
@@ -60,80 +64,84 @@ class IdempotencyStore(ABC):
     def forget(self, scope: Scope) -> bool:
         """Drop a record (a call resolved as never having acted may run again)."""
 
+    @abstractmethod
+    def settle_stale(self, scope: Scope, *, older_than_s: float,
+                     outcome: dict[str, Any]) -> Stored | None:
+        """If `scope` is still running, claimed more than `older_than_s` ago by the
+        store's clock, store `outcome` for it (done) and return the record; else None."""
+
     def close(self) -> None:  # noqa: B027 - an optional hook: the memory store holds nothing
         """Release what the store holds."""
 
 
-class SqliteStore(IdempotencyStore):
-    """One table in one SQLite file; one connection guarded by a lock (each operation is a
-    single short statement, so requests never wait long)."""
+class RecordStore(IdempotencyStore):
+    """Idempotency records in a `StateStore`; every change after the claim is a
+    compare-and-set on the record's version, so a late finish and a settle on another
+    replica cannot overwrite each other unseen."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("""CREATE TABLE IF NOT EXISTS idempotency (
-            scope TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, state TEXT NOT NULL,
-            outcome TEXT, created REAL NOT NULL, updated REAL NOT NULL)""")
+    def __init__(self, records: StateStore, *, owned: bool = True) -> None:
+        self.records = records
+        self._owned = owned  # close the state store with this one
 
     def claim(self, scope: Scope, fingerprint: str) -> Stored | None:
-        now = time.time()
-        with self._lock:
-            inserted = self._db.execute(
-                "INSERT OR IGNORE INTO idempotency VALUES (?, ?, 'running', NULL, ?, ?)",
-                (scope.id(), fingerprint, now, now)).rowcount
-            if inserted:
-                return None
-        return self.get(scope)
-
-    def get(self, scope: Scope) -> Stored | None:
-        with self._lock:
-            row = self._db.execute("SELECT fingerprint, state, outcome, updated FROM "
-                                   "idempotency WHERE scope = ?", (scope.id(),)).fetchone()
-        if row is None:
-            return None
-        return Stored(row[0], row[1], json.loads(row[2]) if row[2] else None, row[3])
+        found = self.records.create(NAMESPACE, scope.id(), {
+            "fingerprint": fingerprint, "state": "running", "outcome": None})
+        return None if found is None else _stored(found)
 
     def finish(self, scope: Scope, outcome: dict[str, Any]) -> None:
-        with self._lock:
-            self._db.execute("UPDATE idempotency SET state = 'done', outcome = ?, updated = ? "
-                             "WHERE scope = ?", (json.dumps(outcome), time.time(), scope.id()))
+        self._settle(scope, outcome, only_if=None)
+
+    def get(self, scope: Scope) -> Stored | None:
+        found = self.records.get(NAMESPACE, scope.id())
+        return None if found is None else _stored(found)
 
     def forget(self, scope: Scope) -> bool:
-        with self._lock:
-            return bool(self._db.execute("DELETE FROM idempotency WHERE scope = ?",
-                                         (scope.id(),)).rowcount)
+        return self.records.delete(NAMESPACE, scope.id())
+
+    def settle_stale(self, scope: Scope, *, older_than_s: float,
+                     outcome: dict[str, Any]) -> Stored | None:
+        return self._settle(scope, outcome, only_if=older_than_s)
+
+    def _settle(self, scope: Scope, outcome: dict[str, Any], *,
+                only_if: float | None) -> Stored | None:
+        """Store `outcome` (done); with `only_if`, only for a record running that long."""
+        while True:
+            found = self.records.get(NAMESPACE, scope.id())
+            if found is None:  # resolved (forgotten) meanwhile: nothing left to settle
+                return None
+            if only_if is not None and (found.value["state"] != "running"
+                                        or self.records.now() - found.updated < only_if):
+                return None
+            value = {**found.value, "state": "done", "outcome": outcome}
+            try:
+                return _stored(self.records.put(NAMESPACE, scope.id(), value,
+                                                version=found.version))
+            except VersionConflict:  # another replica changed it first: look again
+                continue
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        if self._owned:
+            self.records.close()
 
 
-class MemoryStore(IdempotencyStore):
+class SqliteStore(RecordStore):
+    """The records in one SQLite file (server/state/sqlite.py)."""
+
+    def __init__(self, path: Path) -> None:
+        from server.state.sqlite import SqliteStateStore
+
+        super().__init__(SqliteStateStore(path))
+        self.path = path
+
+
+class MemoryStore(RecordStore):
     """The same contract in a dict: for tests, and servers that need no restart memory."""
 
     def __init__(self) -> None:
-        self._records: dict[str, Stored] = {}
-        self._lock = threading.Lock()
+        super().__init__(MemoryStateStore())
 
-    def claim(self, scope: Scope, fingerprint: str) -> Stored | None:
-        with self._lock:
-            found = self._records.get(scope.id())
-            if found is None:
-                self._records[scope.id()] = Stored(fingerprint, "running", None, time.time())
-            return found
 
-    def finish(self, scope: Scope, outcome: dict[str, Any]) -> None:
-        with self._lock:
-            old = self._records[scope.id()]
-            self._records[scope.id()] = Stored(old.fingerprint, "done", outcome, time.time())
-
-    def get(self, scope: Scope) -> Stored | None:
-        with self._lock:
-            return self._records.get(scope.id())
-
-    def forget(self, scope: Scope) -> bool:
-        with self._lock:
-            return self._records.pop(scope.id(), None) is not None
+def _stored(record: Record) -> Stored:
+    value = record.value
+    return Stored(str(value["fingerprint"]), value["state"], value.get("outcome"),
+                  record.updated)

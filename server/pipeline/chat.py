@@ -34,7 +34,7 @@ from server.pipeline.runaway import Trip
 from server.pipeline.stream import EventStream, Overdue
 from server.pipeline.usage import usage_of
 from server.pipeline.validation import new_answer_id
-from server.ratelimit import RateLimiter
+from server.ratelimit import Limiter
 from server.settings import Settings
 from server.task import Task
 
@@ -47,7 +47,7 @@ class Parts:
     registry: ContractRegistry | None = None
     metrics: Metrics | None = None
     fmt: ModelFormat = SmolLM2Format()
-    rate_limits: RateLimiter | None = None  # tokens are charged to the caller's key
+    rate_limits: Limiter | None = None  # tokens are charged to the caller's key
     audit: AuditSink | None = None  # one record per tool-call decision
     tool_policy: ToolPolicy | None = None  # who may see which tool
     events: Events | None = None  # the requests' OpenTelemetry spans

@@ -41,7 +41,7 @@ def script(prompt: str) -> str:
 
 
 def build_engine(kind: str, model_dir: Any, cache_dir: Any, *,
-                 grammar_backend: str = "xgrammar") -> Engine:
+                 grammar_backend: str = "xgrammar", upstream_url: str = "") -> Engine:
     if kind == "scripted":
         from server.engines.scripted import ScriptedEngine
 
@@ -57,6 +57,10 @@ def build_engine(kind: str, model_dir: Any, cache_dir: Any, *,
 
         return LlamaCppEngine(model_dir, threads=1, max_batch=2,
                               grammar_backend=grammar_backend)
+    if kind == "upstream":  # a real `vllm serve` (tests/real_servers.py)
+        from server.engines.upstream import UpstreamEngine, UpstreamOptions
+
+        return UpstreamEngine(model_dir, urls=[upstream_url], options=UpstreamOptions())
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("needs .venv-vllm (make setup-vllm)")
     from server.engines.vllm_engine import VllmEngine, VllmOptions
@@ -82,15 +86,19 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
     pytest.param(("torch", "llguidance"), marks=pytest.mark.slow, id="torch-llguidance"),
     pytest.param(("llamacpp", "xgrammar"), marks=pytest.mark.slow, id="llamacpp"),
     pytest.param(("vllm", "xgrammar"), marks=[pytest.mark.vllm, pytest.mark.slow], id="vllm"),
+    pytest.param(("upstream", "xgrammar"), marks=[pytest.mark.replicas, pytest.mark.slow],
+                 id="upstream"),
 ])
 def engine(request, model_dir, tmp_path_factory, loop) -> Iterator[Engine]:
     from server.model_store import default_cache_dir
 
     kind, grammar_backend = request.param
+    url = request.getfixturevalue("vllm_upstream").url if kind == "upstream" else ""
     eng = build_engine(kind, model_dir, default_cache_dir() if kind == "vllm"
-                       else tmp_path_factory.mktemp(kind), grammar_backend=grammar_backend)
+                       else tmp_path_factory.mktemp(kind), grammar_backend=grammar_backend,
+                       upstream_url=url)
     yield eng
-    eng.close()
+    loop.run_until_complete(eng.aclose())
 
 
 @pytest.fixture(scope="module")
