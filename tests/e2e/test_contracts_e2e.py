@@ -55,6 +55,11 @@ def test_every_returned_contract_call_satisfies_its_validators(client, registry,
         assert not choice.message.tool_calls
         assert tool not in GRAMMAR_DECIDES, "a bounded call was cut off"
         return
+    needs = (resp.model_extra.get("strictcall") or {}).get("needs_input")
+    if needs is not None:  # a question about a value the prompt does not give
+        assert choice.finish_reason == "stop" and not choice.message.tool_calls
+        assert needs["tool"] == tool and needs["missing"] and choice.message.content
+        return
     (call,) = choice.message.tool_calls
     arguments = json.loads(call.function.arguments)
     # The returned arguments are the validated model's JSON: validating them again holds.
