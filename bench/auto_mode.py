@@ -18,7 +18,8 @@ import openai
 from grammars import bfcl_to_json_schema
 from server.process import ServerProcess
 
-BFCL = Path(__file__).resolve().parents[1].parent / "shared/evaldata/bfcl/BFCL_v4_simple_python.json"
+BFCL = (Path(__file__).resolve().parents[1].parent
+        / "shared/evaldata/bfcl/BFCL_v4_simple_python.json")
 MODEL = "bench-model"
 
 # Requests no BFCL simple_python tool can serve: small talk, writing, opinions, advice.

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_tokens": args.max_tokens, "model": args.model or "embedded",
         "server_args": args.server_args},
         "rows": rows, "samples": samples}, indent=2))
-    print(_table(rows))
+    print(table(rows))
     print(f"report: {args.out}", file=sys.stderr)
     return 0
 
@@ -134,7 +134,7 @@ def _run(args: argparse.Namespace, settings: dict[str, dict[str, Any] | None]
                     got.append({"id": question["id"], "setting": setting, **one})
     rows = []
     for (category, setting), got in samples.items():
-        rows.append(_unsupported(category, setting, unsupported[setting])
+        rows.append(unsupported_row(category, setting, unsupported[setting])
                     if setting in unsupported else _summary(category, setting, got))
     return rows, [s for got in samples.values() for s in got]
 
@@ -267,12 +267,12 @@ def _summary(category: str, setting: str, samples: list[dict[str, Any]]) -> dict
             "reasoning_content": sum(s["reasoning_content"] for s in ok) / n}
 
 
-def _unsupported(category: str, setting: str, message: str) -> dict[str, Any]:
+def unsupported_row(category: str, setting: str, message: str) -> dict[str, Any]:
     return {"category": category, "setting": setting, "status": "unsupported", "n": 0,
             "error": message}
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| category | setting | n | AST accuracy | valid calls | cut off | mean s | "
              "prompt tokens (median) | mean tokens | mean reasoning tokens |",
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -86,7 +86,8 @@ def _same(value: Any, want: Any) -> bool:
     if isinstance(want, str) and isinstance(value, str):
         return _STRIP.sub("", value.lower()) == _STRIP.sub("", want.lower())
     if isinstance(want, list) and isinstance(value, list):
-        return len(value) == len(want) and all(_same(v, w) for v, w in zip(value, want))
+        return len(value) == len(want) and all(
+            _same(v, w) for v, w in zip(value, want, strict=True))
     if isinstance(want, dict) and isinstance(value, dict):
         return set(value) <= set(want) and all(
             any(_same(value[k], w) for w in (want[k] if isinstance(want[k], list)

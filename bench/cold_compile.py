@@ -25,8 +25,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grammars import (BRIDGE, GrammarCache, GrammarError, GrammarPolicy, JsonSchemaSpec,
-                      bridge_demoted, is_bridged, make_backend)
+from grammars import (
+    BRIDGE,
+    GrammarCache,
+    GrammarError,
+    GrammarPolicy,
+    JsonSchemaSpec,
+    bridge_demoted,
+    is_bridged,
+    make_backend,
+)
 from server.pipeline.decode import compiled
 
 

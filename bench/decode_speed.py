@@ -23,12 +23,19 @@ from typing import Any
 import torch
 
 from bench import vocab_masks
-from grammars import (GrammarCache, JsonSchemaSpec, KeywordTable, ToolCallsSpec, ToolSpec,
-                      bfcl_to_json_schema)
+from grammars import (
+    GrammarCache,
+    JsonSchemaSpec,
+    KeywordTable,
+    ToolCallsSpec,
+    ToolSpec,
+    bfcl_to_json_schema,
+)
 from server.engines.base import GenerationRequest, SamplingParams
 from server.model_store import resolve_model
 
-BFCL = Path(__file__).resolve().parents[1].parent / "shared/evaldata/bfcl/BFCL_v4_simple_python.json"
+BFCL = (Path(__file__).resolve().parents[1].parent
+        / "shared/evaldata/bfcl/BFCL_v4_simple_python.json")
 STORY = {"type": "object", "properties": {"title": {"type": "string", "maxLength": 60},
                                           "story": {"type": "string", "maxLength": 2000}},
          "required": ["title", "story"]}
@@ -139,7 +146,7 @@ def _mask_times(backend, spec, tokens: list[int]) -> dict[str, float]:
         apply.append((time.perf_counter() - filled) * 1000)
         if not matcher.accept_token(token):
             raise SystemExit(f"{backend.name}: the replayed run breaks its own grammar")
-    total = sorted(f + a for f, a in zip(fill, apply))
+    total = sorted(f + a for f, a in zip(fill, apply, strict=False))
     return {"mask_fill_ms_median": statistics.median(fill),
             "mask_apply_ms_median": statistics.median(apply),
             "mask_ms_per_token_median": statistics.median(total),
@@ -165,7 +172,7 @@ def _lookup_times(cache: GrammarCache, table: KeywordTable, *, bfcl: bool) -> di
     compile_ms = [cache.get(s).grammar.compile_seconds * 1000 for s in specs]
     lookup, path = [], []
     for _ in range(20):
-        for spec, tools in zip(specs, params):
+        for spec, tools in zip(specs, params, strict=False):
             lookup.append(cache.get(spec).seconds * 1000)
             start = time.perf_counter()
             assert cache.get(spec_for(tools)).hit
@@ -180,7 +187,7 @@ def _lookup_times(cache: GrammarCache, table: KeywordTable, *, bfcl: bool) -> di
 
 def _result(free, constrained, lookups, masks, args) -> dict[str, Any]:
     # Median of per-pair ratios: each pair ran back to back under the same machine load.
-    ratio = statistics.median(c / f for c, f in zip(constrained, free))
+    ratio = statistics.median(c / f for c, f in zip(constrained, free, strict=False))
     step_ms = 1000 / statistics.median(constrained)
     return {"unconstrained_tok_s_median": round(statistics.median(free), 2),
             "constrained_tok_s_median": round(statistics.median(constrained), 2),

@@ -211,7 +211,8 @@ def mask_times(engine: Any, grammar: Any, tokens: list[int], batch: int) -> dict
         return {}
     return {"mask_fill_ms_per_step": round(statistics.median(fill), 4),
             "mask_apply_ms_per_step": round(statistics.median(apply), 4),
-            "mask_ms_per_step": round(statistics.median(f + a for f, a in zip(fill, apply)),
+            "mask_ms_per_step": round(statistics.median(
+                f + a for f, a in zip(fill, apply, strict=False)),
                                       4)}
 
 

@@ -36,14 +36,33 @@ from typing import Any
 import httpx
 
 from bench.latency_client import timed_request
-from bench.progress import Progress
 from bench.latency_overhead import print_upstream_overhead, upstream_overhead
 from bench.latency_report import build_report, print_ratios, write_report
 from bench.latency_stats import Sample, Wave
-from bench.latency_systems import (PEERS, ROOT, SYSTEMS, UPSTREAM, Launch, RunningServer,
-                                   Skipped, Where, find_gguf, launch_for)
-from bench.latency_workload import (DIALECT_KINDS, KINDS, MODEL, Dialect, Kind, Prompt,
-                                    check, load_prompts, request_body)
+from bench.latency_systems import (
+    PEERS,
+    ROOT,
+    SYSTEMS,
+    UPSTREAM,
+    Launch,
+    RunningServer,
+    Skipped,
+    Where,
+    find_gguf,
+    launch_for,
+)
+from bench.latency_workload import (
+    DIALECT_KINDS,
+    KINDS,
+    MODEL,
+    Dialect,
+    Kind,
+    Prompt,
+    check,
+    load_prompts,
+    request_body,
+)
+from bench.progress import Progress
 from server.model_store import default_cache_dir, embedded_model_dir
 
 GRAMMAR_KINDS = ("forced", "auto", "json")  # the kinds a cold pass measures
@@ -194,7 +213,7 @@ async def measure(systems: list[LiveSystem], plan: Plan
         await _warm_up(systems, clients)
         before = {s.name: await _counters(clients[s.name]) for s in systems}
         for pass_, c, kinds in plan.passes():
-            for w, wave in enumerate(_waves(plan.prompts, c)):
+            for w, wave in enumerate(waves(plan.prompts, c)):
                 for kind in kinds:
                     for system in _rotated(systems, w):
                         got = await _wave(clients[system.name], system, kind, wave, c,
@@ -214,11 +233,11 @@ async def measure(systems: list[LiveSystem], plan: Plan
 
 def _planned(systems: list[LiveSystem], plan: Plan) -> int:
     return sum(len(wave) for _, c, kinds in plan.passes()
-               for wave in _waves(plan.prompts, c) for kind in kinds
+               for wave in waves(plan.prompts, c) for kind in kinds
                for s in systems if kind in DIALECT_KINDS[s.dialect])
 
 
-def _waves(prompts: list[Prompt], concurrency: int) -> list[list[tuple[Prompt, int]]]:
+def waves(prompts: list[Prompt], concurrency: int) -> list[list[tuple[Prompt, int]]]:
     """The prompts in waves of `concurrency`, each with its occurrence (how many times the
     same prompt came before in this setting); too few prompts are repeated to fill a wave."""
     expanded = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
@@ -253,7 +272,7 @@ async def _wave(client: httpx.AsyncClient, system: LiveSystem, kind: Kind,
                       completion_tokens=t.completion_tokens, tokens_from=t.tokens_from,
                       finish_reason=t.answer.finish_reason, error=t.answer.error,
                       text=_shown(t.answer)[:300])
-               for (p, occurrence), t in zip(wave, timed)]
+               for (p, occurrence), t in zip(wave, timed, strict=False)]
     return samples, Wave(system.name, kind, concurrency, pass_, len(wave), seconds)
 
 

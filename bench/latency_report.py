@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.latency_stats import (Sample, Wave, cold_vs_warm, kind_ratios, paired_ratios,
-                                 summarize)
+from bench.latency_stats import Sample, Wave, cold_vs_warm, kind_ratios, paired_ratios, summarize
 from bench.markdown_table import table
 
 # The engine counters worth a column (those a server reports; others are left out).
@@ -95,7 +94,8 @@ def _settings_cell(settings: dict[str, Any]) -> str:
 def _settings(rows: list[dict[str, Any]]) -> str:
     return table(["system", "kind", "conc.", "pass", "n", "valid", "cut off", "invalid",
                    "no call", "errors", "prompt tok p50", "out tok p50", "TTFT s p50",
-                   "ms/token p50", "ms/token overall", "e2e s p50", "p90", "p99", "req/s", "tok/s"], [
+                  "ms/token p50", "ms/token overall", "e2e s p50", "p90", "p99", "req/s",
+                  "tok/s"], [
         [r["system"], r["kind"], r["concurrency"], r["pass"], r["n"], r["valid"],
          r["cut_off"], r["invalid"], r["no_call"], r["error"], r["prompt_tokens_p50"],
          r["completion_tokens_p50"], r["ttft_s_p50"], r["tpot_ms_p50"],
@@ -164,7 +164,7 @@ def plot(report: dict[str, Any], out: Path) -> dict[str, Path]:
         for key in dict.fromkeys((r["system"], r["kind"]) for r in rows):
             line = sorted((r["concurrency"], r["tokens_per_s"]) for r in rows
                           if (r["system"], r["kind"]) == key)
-            ax.plot(*zip(*line), marker="o", label=f"{key[0]} {key[1]}")
+            ax.plot(*zip(*line, strict=False), marker="o", label=f"{key[0]} {key[1]}")
         levels = sorted({r["concurrency"] for r in rows})
         ax.set_xscale("log", base=2)
         ax.set_xticks(levels, [str(c) for c in levels])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import shlex
@@ -179,10 +180,8 @@ async def _stream(client: httpx.AsyncClient, body: dict, out: Outcome, *,
         _head(resp, out)
         if resp.status_code >= 300:
             await resp.aread()
-            try:
+            with contextlib.suppress(ValueError):
                 out.problem = str(resp.json().get("type", "")).rpartition(":")[2]
-            except ValueError:
-                pass
             out.complete, out.error = True, f"{resp.status_code} {resp.text[:200]}"
             return
         chunks = 0

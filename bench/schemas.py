@@ -32,10 +32,22 @@ from typing import Any
 
 from bench.canonical import canonical_instance
 from bench.schema_summary import print_table, summarize
-from grammars import (Budget, BudgetExceeded, GrammarCache, GrammarError, JsonSchemaSpec,
-                      check_schema)
-from grammars import (JSON_SCHEMA_READING, POLICY_FLAGS, CompiledGrammar, GrammarPolicy,
-                      departures, iter_schema_nodes, validator_for, with_policies)
+from grammars import (
+    JSON_SCHEMA_READING,
+    POLICY_FLAGS,
+    Budget,
+    BudgetExceeded,
+    CompiledGrammar,
+    GrammarCache,
+    GrammarError,
+    GrammarPolicy,
+    JsonSchemaSpec,
+    check_schema,
+    departures,
+    iter_schema_nodes,
+    validator_for,
+    with_policies,
+)
 from grammars import make_backend as make_grammar_backend
 
 __all__ = ["canonical_instance", "main", "print_table", "run_schema", "summarize"]

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import httpx
 
-EXAMPLES = "contracts.examples"
 from server.model_store import ensure_embedded_model
 from server.process import ServerProcess
+
+EXAMPLES = "contracts.examples"
 
 MODEL = "bench-model"
 HEADERS = {"X-Tenant-Id": "tenant-bench", "X-User-Id": "user-bench"}
@@ -129,12 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = ensure_embedded_model()
 
     cold_proc, cold_start = _start(model_dir, "--no-warm-grammars")
-    with cold_proc, httpx.Client(base_url=cold_proc.base_url, timeout=600, headers=HEADERS) as client:
+    with cold_proc, httpx.Client(base_url=cold_proc.base_url, timeout=600,
+                                 headers=HEADERS) as client:
         cold_warmed = warmed(client)
         cold = first_requests(client)
         again = first_requests(client)
     warm_proc, warm_start = _start(model_dir)
-    with warm_proc, httpx.Client(base_url=warm_proc.base_url, timeout=600, headers=HEADERS) as client:
+    with warm_proc, httpx.Client(base_url=warm_proc.base_url, timeout=600,
+                                 headers=HEADERS) as client:
         warm_warmed = warmed(client)
         warm = first_requests(client)
         decode = speed(client, args.rounds, args.max_tokens)

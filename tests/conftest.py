@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -8,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
-# Real Postgres, Redis and `vllm serve` for the `replicas` tier, started on first use.
+# Fixtures every tier shares (imported so pytest finds them): the live server process on the
+# embedded model and its openai client; real Postgres, Redis and `vllm serve` for the
+# `replicas` tier, started on first use; the scripted app for the unit tier.
+from tests.live import live_client, live_server  # noqa: F401
 from tests.real_servers import postgres, redis_server, vllm_upstream  # noqa: F401
+from tests.scripted import Replies, scripted_client
 
 ROOT = Path(__file__).resolve().parents[1]
 EVALDATA = ROOT.parent / "shared" / "evaldata"
@@ -32,7 +37,7 @@ def pytest_report_header(config):
 
 def pytest_terminal_summary(terminalreporter):
     ran = [r for reports in terminalreporter.stats.values() for r in reports
-           if getattr(r, "nodeid", "").startswith("tests/fuzz/test_")]
+           if "fuzz" in getattr(r, "keywords", {})]
     if ran:
         terminalreporter.write_line(_seeds_line())
 
@@ -112,3 +117,22 @@ def evaldata(relative: str) -> Path:
 def bfcl(name: str) -> list[dict]:
     with evaldata(f"bfcl/{name}").open() as f:
         return [json.loads(line) for line in f]
+
+
+@pytest.fixture()
+def replies() -> Replies:
+    return Replies()
+
+
+@pytest.fixture(scope="session")
+def scripted(model_dir):
+    """`scripted(script, **settings)`: a TestClient on the app over a ScriptedEngine
+    (tests/scripted.py), as a context manager."""
+    return functools.partial(scripted_client, model_dir)
+
+
+@pytest.fixture()
+def client(scripted, replies):
+    """The default scripted app: no contracts, answering `replies.text`."""
+    with scripted(replies) as c:
+        yield c

@@ -69,7 +69,7 @@ def _measured(stream: Any, status: int | None, start: float, e2e: float) -> Meas
     completion = usage.get("completion_tokens")
     return Measured(stream.answer(), status, start, e2e,
                     ttft_s=times[0] - start if times else None,
-                    itl_s=tuple(b - a for a, b in zip(times, times[1:])),
+                    itl_s=tuple(b - a for a, b in zip(times, times[1:], strict=False)),
                     prompt_tokens=usage.get("prompt_tokens"),
                     completion_tokens=completion if completion is not None else len(times),
                     tokens_from="usage" if completion is not None else "chunks")

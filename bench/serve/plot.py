@@ -25,7 +25,7 @@ def plot(result: dict[str, Any], path: Path) -> bool:
 
     fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 4.5))
     targets = list(dict.fromkeys(r["target"] for r in rows))
-    for ax, (key, label) in zip(axes, PANELS):
+    for ax, (key, label) in zip(axes, PANELS, strict=False):
         for i, target in enumerate(targets):
             for mode, marker in (("rate", "o"), ("concurrency", "s")):
                 mine = sorted((r for r in rows if r["target"] == target

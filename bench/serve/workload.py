@@ -144,15 +144,21 @@ def _function(registry: Any, name: str, path: Path) -> dict[str, Any]:
 
 
 # Short, common words: about one token each in the usual BPE vocabularies.
-_WORDS = ("the of and to in is was for on are with as at be by this had not but from or "
-          "have an they which one you were her all she there would their we him been has "
-          "when who will more no if out so said what up its about into than them can only "
-          "other new some could time these two may then do first any my now such like our "
-          "over man me even most made after also did many before must through back years "
-          "where much your way well down should because each just those people how too "
-          "little state good very make world still own see men work long get here between "
-          "both life being under never day same another know while last might us great old "
-          "year off come since against go came right used take three").split()
+_WORDS = [
+    "the", "of", "and", "to", "in", "is", "was", "for", "on", "are", "with", "as", "at", "be",
+    "by", "this", "had", "not", "but", "from", "or", "have", "an", "they", "which", "one",
+    "you", "were", "her", "all", "she", "there", "would", "their", "we", "him", "been", "has",
+    "when", "who", "will", "more", "no", "if", "out", "so", "said", "what", "up", "its",
+    "about", "into", "than", "them", "can", "only", "other", "new", "some", "could", "time",
+    "these", "two", "may", "then", "do", "first", "any", "my", "now", "such", "like", "our",
+    "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before",
+    "must", "through", "back", "years", "where", "much", "your", "way", "well", "down",
+    "should", "because", "each", "just", "those", "people", "how", "too", "little", "state",
+    "good", "very", "make", "world", "still", "own", "see", "men", "work", "long", "get",
+    "here", "between", "both", "life", "being", "under", "never", "day", "same", "another",
+    "know", "while", "last", "might", "us", "great", "old", "year", "off", "come", "since",
+    "against", "go", "came", "right", "used", "take", "three"
+]
 RECORD_TOOL = {"name": "record_event", "description": "Record the event the notes describe.",
                "parameters": {"type": "object", "properties": {
                    "title": {"type": "string", "maxLength": 60},

@@ -130,7 +130,7 @@ XGRAMMAR_KEYWORDS = KeywordTable(
     # ("http://x"), which RFC 3986 makes URI references too.
     format_unions=(("uri-reference", ("uri", "uri-reference")),),
     # Measured on xgrammar 0.2.9 (tests/grammars/test_mask_gaps.py; found by
-    # tests/fuzz/test_grammar_properties.py): valid values its format masks never write.
+    # tests/grammars/test_properties.py): valid values its format masks never write.
     format_subsets=(
         ("email", "a one-character domain label after the first (a@x.yz.com is written, "
                   "a@mail.x.com is not) or an address literal (a@[127.0.0.1])"),

@@ -8,10 +8,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any
 
 import httpx
-from fastapi import Body, FastAPI, Request, Response
+from fastapi import FastAPI, Request, Response
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.trace import TracerProvider
 

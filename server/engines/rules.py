@@ -1,5 +1,5 @@
 """Rules every engine follows, written once so the torch, scripted and vLLM engines agree
-(tests/server/test_engine_conformance.py holds each engine to them).
+(tests/server/engines/test_engine_conformance.py holds each engine to them).
 
 - End of sequence: the model's EOS ids are the union of generation_config.json's, config.json's
   and the tokenizer's (`eos_token_ids`).

@@ -24,8 +24,11 @@ def reasoning_tokens(engine: Engine, ids: tuple[int, ...], end: str) -> int:
     return low
 
 
+NO_REPAIR = RepairUsage()
+
+
 def usage_of(engine: Engine, plan: Plan, results: Sequence[GenerationResult], *,
-             repair: RepairUsage = RepairUsage()) -> Usage:
+             repair: RepairUsage = NO_REPAIR) -> Usage:
     """Tokens of every decode the answer took (two when "auto" decided on no call; and
     every repair decode); `plan`: the last decode's, whose reasoning is counted."""
     end = plan.reader.reasoning_end if plan.rendering.thinks else None

@@ -8,8 +8,15 @@ from typing import Any
 
 import pytest
 
-from bench.bfcl import (_table, _unsupported, described, parse_calls, schema_valid,
-                        settings_from, with_instructions)
+from bench.bfcl import (
+    described,
+    parse_calls,
+    schema_valid,
+    settings_from,
+    table,
+    unsupported_row,
+    with_instructions,
+)
 from bench.bfcl_ast import check, load
 from tests.conftest import evaldata
 
@@ -63,7 +70,7 @@ def _renderings(calls: list[dict[str, Any]]) -> dict[str, str]:
 
 @pytest.mark.parametrize("category", CATEGORIES)
 def test_gold_answers_parse_back_in_every_rendering(category):
-    for question, answer in _pairs(category):
+    for _question, answer in _pairs(category):
         calls = _gold(answer)
         want = [(c["name"], c["arguments"]) for c in calls]
         for style, text in _renderings(calls).items():
@@ -137,5 +144,5 @@ def test_settings_expand_one_reasoning_setting_per_budget():
 
 
 def test_an_unsupported_setting_is_a_table_row_not_a_failure():
-    table = _table([_unsupported("parallel", "reasoning-32", "unknown field")])
-    assert "| parallel | reasoning-32 | - | unsupported |" in table
+    rendered = table([unsupported_row("parallel", "reasoning-32", "unknown field")])
+    assert "| parallel | reasoning-32 | - | unsupported |" in rendered

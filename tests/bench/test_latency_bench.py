@@ -12,13 +12,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.latency import _waves
+from bench.latency import waves
 from bench.latency_client import timed_request
 from bench.latency_report import build_report, markdown, write_report
-from bench.latency_stats import (Sample, Wave, cold_vs_warm, kind_ratios, paired_ratios,
-                                 percentile, summarize)
-from bench.latency_systems import (Launch, RunningServer, Skipped, Where, find_gguf,
-                                   launch_for)
+from bench.latency_stats import (
+    Sample,
+    Wave,
+    cold_vs_warm,
+    kind_ratios,
+    paired_ratios,
+    percentile,
+    summarize,
+)
+from bench.latency_systems import Launch, RunningServer, Skipped, Where, find_gguf, launch_for
 from bench.latency_workload import Answer, Prompt, check, request_body
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
@@ -203,10 +209,10 @@ def test_cold_against_warm_rows():
 
 def test_waves_repeat_prompts_to_fill_and_number_their_occurrences():
     prompts = [Prompt(id=f"q{i}", messages=(), functions=(), target="f") for i in range(3)]
-    waves = _waves(prompts, 2)
-    assert [[(p.id, n) for p, n in w] for w in waves] == [[("q0", 0), ("q1", 0)],
+    planned = waves(prompts, 2)
+    assert [[(p.id, n) for p, n in w] for w in planned] == [[("q0", 0), ("q1", 0)],
                                                           [("q2", 0)]]
-    (wave,) = _waves(prompts, 4)
+    (wave,) = waves(prompts, 4)
     assert [(p.id, n) for p, n in wave] == [("q0", 0), ("q1", 0), ("q2", 0), ("q0", 1)]
 
 
@@ -250,9 +256,9 @@ def test_a_system_that_cannot_start_is_skipped_with_the_reason(tmp_path):
     refusing = Launch("refuses", "strictcall", False, (
         sys.executable, "-c", "import sys; print('error: unrecognized arguments: --x'); "
         "sys.exit(2)"))
-    with pytest.raises(Skipped, match="exited with 2.*unrecognized arguments: --x"):
-        with RunningServer(refusing, startup_s=30, scratch=tmp_path):
-            pass
+    with pytest.raises(Skipped, match="exited with 2.*unrecognized arguments: --x"), \
+            RunningServer(refusing, startup_s=30, scratch=tmp_path):
+        pass
 
 
 def test_vllms_own_server_gets_the_structured_outputs_strictcall_gives_vllm(tmp_path,

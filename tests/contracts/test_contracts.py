@@ -6,9 +6,16 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, Field
 
-from contracts import (ContractError, ContractRegistry, FromHeader, Generated,
-                       MissingRuntimeValue, contract_of, tool)
-from contracts import examples
+from contracts import (
+    ContractError,
+    ContractRegistry,
+    FromHeader,
+    Generated,
+    MissingRuntimeValue,
+    contract_of,
+    examples,
+    tool,
+)
 
 TODAY = dt.date(2026, 11, 29)
 SNAPSHOTS = Path(examples.__file__).parent / "snapshots"

@@ -4,8 +4,13 @@ file)."""
 
 import pytest
 
-from grammars import (InvalidSchemaError, JsonSchemaSpec, TextOrToolCallsSpec, ToolCallsSpec,
-                      ToolSpec)
+from grammars import (
+    InvalidSchemaError,
+    JsonSchemaSpec,
+    TextOrToolCallsSpec,
+    ToolCallsSpec,
+    ToolSpec,
+)
 from grammars.keywords import XGRAMMAR_KEYWORDS
 
 OBJ = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}

@@ -8,7 +8,7 @@ import pytest
 from grammars import JsonSchemaSpec, UnsupportedSchemaError, check_schema
 from grammars.keywords import XGRAMMAR_KEYWORDS
 from grammars.validate import validator_for
-from tests.grammars.test_keywords import _mask_accepts
+from tests.grammars.test_keywords import mask_accepts
 
 
 def test_unknown_keywords_can_be_annotations_by_policy(backend):
@@ -58,8 +58,8 @@ def test_patterns_search_policy_matches_like_json_schema(backend, pattern, value
                         table=XGRAMMAR_KEYWORDS).grammar_schema
     for value in values:
         text = json.dumps(value)
-        assert _mask_accepts(backend, grammar, text) == bool(re.search(pattern, value)), value
-        assert _mask_accepts(backend, full, text) == bool(re.fullmatch(pattern, value)), value
+        assert mask_accepts(backend, grammar, text) == bool(re.search(pattern, value)), value
+        assert mask_accepts(backend, full, text) == bool(re.fullmatch(pattern, value)), value
 
 
 @pytest.mark.parametrize(("schema", "kind", "other"), [
@@ -74,10 +74,10 @@ def test_untyped_schemas_are_generated_as_their_keywords_imply(backend, schema, 
     implied = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     note = next(u for u in implied.report.uses if u.implicit and u.keyword == "type").note
     assert f"generated as {kind}" in note
-    assert not _mask_accepts(backend, implied.grammar_schema, other)
+    assert not mask_accepts(backend, implied.grammar_schema, other)
     reading = dataclasses.replace(XGRAMMAR_KEYWORDS, implied_types=False, strict_objects=False)
     loose = check_schema(schema, table=reading).grammar_schema
-    assert _mask_accepts(backend, loose, other)  # JSON Schema: the keywords bind one type
+    assert mask_accepts(backend, loose, other)  # JSON Schema: the keywords bind one type
     assert validator_for(schema).is_valid(json.loads(other))
 
 
@@ -92,15 +92,15 @@ def test_number_bounds_policy(backend):
     assert {u.tier for u in kept.report.uses if u.keyword in ("minimum", "maximum")} \
         == {"grammar"}
     assert "6 decimals" in next(u.note for u in kept.report.uses if u.keyword == "minimum")
-    assert _mask_accepts(backend, kept.grammar_schema, "0.25")
-    assert not _mask_accepts(backend, kept.grammar_schema, "2")
-    assert not _mask_accepts(backend, kept.grammar_schema, "0.1234567")  # valid, not written
+    assert mask_accepts(backend, kept.grammar_schema, "0.25")
+    assert not mask_accepts(backend, kept.grammar_schema, "2")
+    assert not mask_accepts(backend, kept.grammar_schema, "0.1234567")  # valid, not written
     late = dataclasses.replace(XGRAMMAR_KEYWORDS, number_bounds="validator")
     loose = check_schema(schema, table=late)
     assert {u.tier for u in loose.report.uses if u.keyword in ("minimum", "maximum")} \
         == {"validator"}
-    assert _mask_accepts(backend, loose.grammar_schema, "0.1234567")
-    assert _mask_accepts(backend, loose.grammar_schema, "1e-9")
+    assert mask_accepts(backend, loose.grammar_schema, "0.1234567")
+    assert mask_accepts(backend, loose.grammar_schema, "1e-9")
     assert not validator_for(schema).is_valid(2)
     # Integers keep their bounds in the mask either way: no decimals to lose.
     integer = check_schema({"type": "integer", "minimum": 0}, table=late)
@@ -120,11 +120,11 @@ def test_bounded_strings_policy(backend, schema):
     key = next(k for k in schema if k != "type")
     use = next(u for u in kept.report.uses if u.keyword == key)
     assert use.tier == "grammar" and "without escapes" in use.note
-    assert not _mask_accepts(backend, kept.grammar_schema, json.dumps(value))
+    assert not mask_accepts(backend, kept.grammar_schema, json.dumps(value))
     late = dataclasses.replace(XGRAMMAR_KEYWORDS, bounded_strings="validator")
     loose = check_schema(schema, table=late)
     assert [u.tier for u in loose.report.uses if u.keyword == key] == ["validator"]
-    assert _mask_accepts(backend, loose.grammar_schema, json.dumps(value))
+    assert mask_accepts(backend, loose.grammar_schema, json.dumps(value))
 
 
 def test_policies_are_named_and_json_schema_reading_departs_from_none():

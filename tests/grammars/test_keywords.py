@@ -12,11 +12,11 @@ from grammars.keywords import XGRAMMAR_KEYWORDS, analyze
 from grammars.validate import validator_for
 
 
-def _validator_accepts(schema, value) -> bool:
+def validator_accepts(schema, value) -> bool:
     return validator_for(schema).is_valid(value)
 
 
-def _mask_accepts(backend, schema, text) -> bool:
+def mask_accepts(backend, schema, text) -> bool:
     spec = JsonSchemaSpec.from_schema(schema, table=XGRAMMAR_KEYWORDS)
     return backend.accepts(backend.compile(spec), text)
 
@@ -80,8 +80,8 @@ def test_grammar_keywords_are_enforced_by_the_mask(backend, schema, keyword, poi
     report = analyze(schema, table=XGRAMMAR_KEYWORDS).report
     uses = {(u.pointer, u.keyword): u.tier for u in report.uses}
     assert uses[(pointer, keyword)] == "grammar"
-    assert not _validator_accepts(schema, json.loads(bad)) or keyword == "additionalProperties"
-    assert not _mask_accepts(backend, schema, bad)
+    assert not validator_accepts(schema, json.loads(bad)) or keyword == "additionalProperties"
+    assert not mask_accepts(backend, schema, bad)
 
 
 # (schema, keyword, pointer, a value that breaks only that keyword, one that keeps it)
@@ -153,10 +153,10 @@ def test_validator_keywords_are_left_to_the_post_decode_check(backend, schema, k
     uses = {(u.pointer, u.keyword): u.tier for u in analysis.report.uses}
     assert uses[(pointer, keyword)] == "validator"
     # Left out of the compiled schema: the mask lets both through (it only relaxed) ...
-    assert _mask_accepts(backend, schema, bad) and _mask_accepts(backend, schema, good)
+    assert mask_accepts(backend, schema, bad) and mask_accepts(backend, schema, good)
     # ... and the validator, which always runs with the client's schema, decides.
-    assert not _validator_accepts(schema, json.loads(bad))
-    assert _validator_accepts(schema, json.loads(good))
+    assert not validator_accepts(schema, json.loads(bad))
+    assert validator_accepts(schema, json.loads(good))
 
 
 @pytest.mark.parametrize(("schema", "good", "bad"), [
@@ -167,8 +167,8 @@ def test_validator_keywords_are_left_to_the_post_decode_check(backend, schema, k
 def test_size_keywords_without_listed_members_mean_any_member(backend, schema, good, bad):
     """xgrammar's strict mode reads a missing items/additionalProperties as "none" once a
     size keyword is present; the grammar schema says "any", as JSON Schema means."""
-    assert _mask_accepts(backend, schema, good)
-    assert not _mask_accepts(backend, schema, bad)
+    assert mask_accepts(backend, schema, good)
+    assert not mask_accepts(backend, schema, bad)
 
 
 def test_keywords_inside_a_validator_only_subschema_are_validator_tier():
@@ -204,7 +204,7 @@ def test_other_vocabularies_annotations_are_known(key, vocabulary, backend):
     assert vocabulary in use.note
     assert analysis.grammar_schema[key] is True
     # An annotation, even one named like a rule once commented out, leaves values alone.
-    assert _mask_accepts(backend, analysis.grammar_schema, "[1,1]")
+    assert mask_accepts(backend, analysis.grammar_schema, "[1,1]")
 
 
 @pytest.mark.parametrize(("key", "hint"), [
@@ -280,9 +280,9 @@ def test_uri_reference_mask_takes_absolute_and_relative_references(backend, type
     analysis = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     assert [u.tier for u in analysis.report.uses if u.keyword == "format"] == ["grammar"]
     for good in ['"http://example.com/a?b#c"', '"../a"', '"#frag"', '""']:
-        assert _mask_accepts(backend, analysis.grammar_schema, good), good
-    assert not _mask_accepts(backend, analysis.grammar_schema, '"a b"')
-    assert _mask_accepts(backend, analysis.grammar_schema, "null") == (types != "string")
+        assert mask_accepts(backend, analysis.grammar_schema, good), good
+    assert not mask_accepts(backend, analysis.grammar_schema, '"a b"')
+    assert mask_accepts(backend, analysis.grammar_schema, "null") == (types != "string")
 
 
 def test_formats_are_checked_whatever_the_draft():
@@ -323,10 +323,10 @@ def test_approximated_keywords_are_split_between_mask_and_validator(
     assert tiers == ["grammar", "validator"]
     assert keyword in analysis.grammar_schema  # kept: the mask enforces what it can of it
     assert f"{keyword}@{pointer}" in analysis.report.summary()
-    assert _mask_accepts(backend, schema, bad) and _mask_accepts(backend, schema, good)
-    assert not _mask_accepts(backend, schema, outside)
-    assert not _validator_accepts(schema, json.loads(bad))
-    assert _validator_accepts(schema, json.loads(good))
+    assert mask_accepts(backend, schema, bad) and mask_accepts(backend, schema, good)
+    assert not mask_accepts(backend, schema, outside)
+    assert not validator_accepts(schema, json.loads(bad))
+    assert validator_accepts(schema, json.loads(good))
 
 
 @pytest.mark.parametrize("branches", [

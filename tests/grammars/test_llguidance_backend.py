@@ -7,10 +7,17 @@ import json
 import pytest
 import torch
 
-from grammars import (InvalidSchemaError, JsonSchemaSpec, ToolCallsSpec, ToolSpec,
-                      UnsupportedSchemaError, check_schema, make_backend)
+from grammars import (
+    InvalidSchemaError,
+    JsonSchemaSpec,
+    ToolCallsSpec,
+    ToolSpec,
+    UnsupportedSchemaError,
+    check_schema,
+    make_backend,
+)
 from grammars.specs import canonical_json
-from tests.grammars.test_keywords import GRAMMAR, PARTIAL, VALIDATOR, _validator_accepts
+from tests.grammars.test_keywords import GRAMMAR, PARTIAL, VALIDATOR, validator_accepts
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +31,7 @@ def _tier(table, schema, pointer, keyword):
     return [u.tier for u in uses if (u.pointer, u.keyword) == (pointer, keyword)]
 
 
-def _mask_accepts(backend, schema, text):
+def mask_accepts(backend, schema, text):
     spec = JsonSchemaSpec.from_schema(schema, table=backend.keywords)
     return backend.accepts(backend.compile(spec), text)
 
@@ -66,12 +73,12 @@ def test_llguidance_table_matches_its_masks(llg, schema, keyword, pointer, bad):
     lets it through and the validator refuses it. Either way it never comes back as valid."""
     tiers = _tier(llg.keywords, schema, pointer, keyword)
     if tiers == ["grammar"]:
-        assert not _mask_accepts(llg, schema, bad)
+        assert not mask_accepts(llg, schema, bad)
     else:
         assert "validator" in tiers
-        assert _mask_accepts(llg, schema, bad)
+        assert mask_accepts(llg, schema, bad)
     if keyword != "additionalProperties":
-        assert not _validator_accepts(schema, json.loads(bad))
+        assert not validator_accepts(schema, json.loads(bad))
 
 
 @pytest.mark.parametrize(("schema", "good"), [
@@ -90,7 +97,7 @@ def test_llguidance_table_matches_its_masks(llg, schema, keyword, pointer, bad):
 ])
 def test_values_its_mask_writes(llg, schema, good):
     assert llg.keywords.no_escapes_under == frozenset()
-    assert _mask_accepts(llg, schema, good)
+    assert mask_accepts(llg, schema, good)
 
 
 @pytest.mark.parametrize(("schema", "bad"), [
@@ -100,8 +107,8 @@ def test_values_its_mask_writes(llg, schema, good):
     ({"type": "number", "minimum": 0}, "1.5E+3"),
 ])
 def test_values_its_mask_refuses_as_the_report_says(llg, schema, bad):
-    assert _validator_accepts(schema, json.loads(bad))
-    assert not _mask_accepts(llg, schema, bad)
+    assert validator_accepts(schema, json.loads(bad))
+    assert not mask_accepts(llg, schema, bad)
     notes = [u.note for u in check_schema(schema, table=llg.keywords).report.uses]
     assert any("whole matches" in n or "no exponent" in n for n in notes)
 
@@ -114,8 +121,8 @@ def test_formats_only_its_mask_checks_here(llg, fmt, good, bad):
     """The validator here lacks these checkers (optional packages): the mask is all there is."""
     schema = {"type": "string", "format": fmt}
     assert _tier(llg.keywords, schema, "/format", "format") == ["grammar"]
-    assert _mask_accepts(llg, schema, good)
-    assert not _mask_accepts(llg, schema, bad)
+    assert mask_accepts(llg, schema, good)
+    assert not mask_accepts(llg, schema, bad)
 
 
 @pytest.mark.parametrize("fmt", ["uri-template"])
@@ -131,7 +138,7 @@ def test_strict_objects_can_be_turned_off(tokenizer):
     loose.set_strict_objects(False)
     assert not loose.keywords.strict_objects
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    assert _mask_accepts(loose, schema, '{"a":1,"b":[2]}')
+    assert mask_accepts(loose, schema, '{"a":1,"b":[2]}')
 
 
 def test_compile_errors_name_the_first_line(llg):

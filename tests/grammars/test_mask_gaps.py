@@ -2,7 +2,7 @@
 measured here against the mask and named in the enforcement report: valid values its format
 masks never write (`format_subsets`), and listed names that other keys can take with any
 value (`extras_take_odd_names`). Found by the property tests
-(tests/fuzz/test_grammar_properties.py)."""
+(tests/grammars/test_properties.py)."""
 
 import json
 
@@ -11,7 +11,7 @@ import pytest
 from grammars import JSON_SCHEMA_READING, check_schema, with_policies
 from grammars.keywords import XGRAMMAR_KEYWORDS
 from grammars.validate import validator_for
-from tests.grammars.test_keywords import _mask_accepts
+from tests.grammars.test_keywords import mask_accepts
 
 # (format, a valid value the mask writes, a valid value it never writes)
 SUBSETS = [
@@ -27,8 +27,8 @@ SUBSETS = [
 @pytest.mark.parametrize(("fmt", "written", "never"), SUBSETS)
 def test_the_table_names_what_a_format_mask_never_writes(backend, fmt, written, never):
     schema = {"type": "string", "format": fmt}
-    assert _mask_accepts(backend, schema, json.dumps(written))
-    assert not _mask_accepts(backend, schema, json.dumps(never))
+    assert mask_accepts(backend, schema, json.dumps(written))
+    assert not mask_accepts(backend, schema, json.dumps(never))
     if fmt != "hostname":  # no hostname checker here (the fqdn package is not installed)
         assert validator_for(schema).is_valid(never)
     notes = [u.note for u in check_schema(schema, table=XGRAMMAR_KEYWORDS).report.uses]
@@ -41,7 +41,7 @@ def test_other_keys_take_odd_listed_names_as_the_report_says(backend, name):
     schema = {"type": "object", "properties": {name: {"type": "integer"}},
               "additionalProperties": True}
     key = json.dumps(name, ensure_ascii=False)
-    assert _mask_accepts(backend, schema, f'{{{key}:"x"}}')  # any value: the gap
+    assert mask_accepts(backend, schema, f'{{{key}:"x"}}')  # any value: the gap
     uses = check_schema(schema, table=XGRAMMAR_KEYWORDS).report.uses
     odd = [u for u in uses if u.keyword == "properties" and u.tier == "validator"]
     assert [u.pointer for u in odd] == [f"/properties/{name}"]
@@ -58,7 +58,7 @@ def test_other_keys_take_odd_listed_names_as_the_report_says(backend, name):
 ])
 def test_closed_objects_and_plain_names_hold_their_properties(backend, schema, table):
     name = next(iter(schema["properties"]))
-    assert not _mask_accepts(backend, schema, json.dumps({name: "x"}, ensure_ascii=False))
+    assert not mask_accepts(backend, schema, json.dumps({name: "x"}, ensure_ascii=False))
     uses = check_schema(schema, table=table).report.uses
     assert not [u for u in uses if u.keyword == "properties" and u.tier == "validator"]
 

@@ -8,7 +8,7 @@ import torch
 
 from grammars import GrammarCache, JsonSchemaSpec, ToolCallsSpec, ToolSpec, check_schema
 from grammars.errors import InvalidSchemaError
-from tests.grammars.test_keywords import GRAMMAR, PARTIAL, VALIDATOR, _validator_accepts
+from tests.grammars.test_keywords import GRAMMAR, PARTIAL, VALIDATOR, validator_accepts
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_outlines_table_matches_its_masks(outlines, outlines_cache, schema, keyw
         assert tier == "validator"
         assert outlines.accepts(compiled, bad)
     if keyword != "additionalProperties":
-        assert not _validator_accepts(schema, json.loads(bad))
+        assert not validator_accepts(schema, json.loads(bad))
 
 
 def test_tables_differ_where_the_backends_do(outlines, backend):

@@ -2,8 +2,14 @@ import json
 
 import pytest
 
-from grammars import (InvalidSchemaError, JsonSchemaSpec, ToolCallsSpec, ToolSpec,
-                      canonical_json, check_schema)
+from grammars import (
+    InvalidSchemaError,
+    JsonSchemaSpec,
+    ToolCallsSpec,
+    ToolSpec,
+    canonical_json,
+    check_schema,
+)
 from grammars.keywords import XGRAMMAR_KEYWORDS
 
 

@@ -13,8 +13,8 @@ import json
 from referencing import Registry, Resource
 
 from grammars import GrammarError, check_schema
-from grammars.validate import validator_for
 from grammars.keywords import XGRAMMAR_KEYWORDS
+from grammars.validate import validator_for
 from tests.conftest import EVALDATA, evaldata
 
 SUITE = EVALDATA / "json-schema-test-suite"

@@ -15,8 +15,7 @@ from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
 from server.identity import KeyFileError, KeyRing
 from server.settings import Settings
-from tests.server.test_api import assert_problem
-from tests.server.test_messages_api import assert_error
+from tests.scripted import assert_error, assert_problem
 
 ACME_KEY = "sk-acme-0123456789abcdef"
 GLOBEX_KEY = "sk-globex-fedcba9876543210"

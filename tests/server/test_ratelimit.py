@@ -13,8 +13,7 @@ from server.errors import RateLimited
 from server.identity import Identity, KeyFileError, KeyRing
 from server.ratelimit import RateLimiter
 from server.settings import Settings
-from tests.server.test_api import assert_problem
-from tests.server.test_messages_api import assert_error
+from tests.scripted import assert_error, assert_problem
 
 TOKENS_KEY = "sk-tokens-0123456789abcdef"
 REQUESTS_KEY = "sk-requests-0123456789abcd"

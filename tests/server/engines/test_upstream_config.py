@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.server.test_cli_config import _serve
+from tests.server.test_cli import serve_command
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -19,7 +19,7 @@ from tests.server.test_cli_config import _serve
     (("--upstream", "http://vllm:8000", "--upstream-json", "compact"), "invalid choice"),
 ])
 def test_upstream_misconfiguration_is_one_line(args, says):
-    done = _serve("--engine", "upstream", *args)
+    done = serve_command("--engine", "upstream", *args)
     assert done.returncode == 2
     assert says in done.stderr
     assert "Traceback" not in done.stderr

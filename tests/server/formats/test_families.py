@@ -72,7 +72,8 @@ def test_grammar_output_reads_back_valid_plain_and_streamed(family, mode):
     assert seen_calls or mode == "auto" or family == "harmony"
 
 
-# (harmony's reasoning and each call are messages of their own: tests/server/test_formats.py)
+# (harmony's reasoning and each call are messages of their own:
+# tests/server/formats/test_formats.py)
 @pytest.mark.parametrize("family", sorted(set(FAMILIES) - {"harmony"}))
 def test_calls_written_in_the_familys_syntax_are_its_grammars_and_read_back(family):
     plan = render(family, reasoning=_thinks(family))

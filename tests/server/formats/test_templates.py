@@ -15,8 +15,8 @@ import pytest
 from server.formats.detect import detect
 from server.formats.families import get_format, write_calls
 from server.task import EarlierCall, Turn
-from tests.formats.families import template
 from tests.server.formats.cases import CALLS, REASONING, TOOLS, accepts, render
+from tests.server.formats.real_families import template
 
 CONTENT = "Sure."
 # template -> (family, template variables, what ends the turn after the calls)

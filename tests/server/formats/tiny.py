@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tests.formats.families import template
+from tests.server.formats.real_families import template
 
 
 def deepseek_tokenizer(chat_template: str) -> Any:

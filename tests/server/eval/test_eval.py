@@ -1,0 +1,77 @@
+"""`strictcall eval`: scenario files, scoring, the baseline gate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from server.eval.report import compare, summarize
+from server.eval.runner import score
+from server.eval.scenarios import ScenarioError, load
+
+ROOT = Path(__file__).resolve().parents[3]
+SHIPPED = sorted((ROOT / "contracts" / "scenarios").glob("*.yaml"))
+
+
+def test_shipped_scenarios_load_and_name_registered_tools():
+    from server.api.app import load_contracts
+
+    names = set(load_contracts(["contracts.examples"]).names())
+    assert len(SHIPPED) == 5
+    for path in SHIPPED:
+        spec = load(path)
+        assert spec.tool in names and set(spec.tools) <= names
+        kinds = {case.kind for case in spec.scenarios}
+        assert {"positive", "negative"} <= kinds
+
+
+def test_a_bad_file_names_the_file_and_the_field(tmp_path):
+    bad = tmp_path / "s.yaml"
+    bad.write_text("tool: x\nclass: maybe\ntools: [x]\nscenarios: []\n")
+    with pytest.raises(ScenarioError, match=r"s\.yaml: class"):
+        load(bad)
+    broken = tmp_path / "b.yaml"
+    broken.write_text("tool: [x\n")
+    with pytest.raises(ScenarioError, match="not valid YAML"):
+        load(broken)
+
+
+def test_jsonl_files_repeat_the_file_keys(tmp_path):
+    path = tmp_path / "s.jsonl"
+    rows = [{"tool": "t", "class": "read", "tools": ["t"], "id": f"c{i}", "kind": "positive",
+             "user": "u", "expect": {"tool": "t"}} for i in range(2)]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    assert [c.id for c in load(path).scenarios] == ["c0", "c1"]
+
+
+@pytest.fixture()
+def spec():
+    return load(ROOT / "contracts" / "scenarios" / "search_products.yaml")
+
+
+def test_scoring(spec):
+    positive, negative = spec.scenarios[0], spec.scenarios[-1]
+    good = score(spec, positive, [("search_products", {"query": "lego", "category": "Toys"})])
+    assert good.correct and good.tool_name_correct and not good.field_errors
+    wrong = score(spec, positive, [("search_products", {"category": "books"})])
+    assert not wrong.correct and wrong.tool_name_correct
+    assert wrong.field_errors == ["/category", "/query"]
+    other = score(spec, positive, [("check_access_request_status", {"request_id": "x"})])
+    assert not other.tool_name_correct
+    unneeded = score(spec, negative, [("search_products", {"query": "hi"})])
+    assert unneeded.unneeded_call and not unneeded.correct
+    quiet = score(spec, negative, [])
+    assert quiet.correct and positive.user not in json.dumps(quiet.to_json())
+
+
+def test_the_gate_compares_classes_with_their_thresholds(spec):
+    case = spec.scenarios[0]
+    ok = score(spec, case, [("search_products", {"query": "lego", "category": "toys"})])
+    bad = score(spec, case, [])
+    base = {"summary": summarize([ok, ok])}
+    run = {"summary": summarize([ok, bad])}
+    assert compare(run, base, {"read": 0.6}) == []
+    (failure,) = compare(run, base, {"read": 0.05})
+    assert failure.startswith("read tools: correct-call rate 50.0%")

@@ -1,0 +1,175 @@
+"""The cold-compile bridge: a schema still compiling in xgrammar is served under
+llguidance's mask, with what that mask leaves to the validator reported so; it waits for
+xgrammar where llguidance cannot serve it; later requests get xgrammar's cached grammar."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from fastapi.testclient import TestClient
+
+from grammars import (
+    BRIDGE,
+    BridgedBackend,
+    GrammarCache,
+    JsonSchemaSpec,
+    StructuralTagSpec,
+    ToolCallsSpec,
+    ToolSpec,
+    is_bridged,
+    make_backend,
+    reported,
+)
+from grammars.keywords import XGRAMMAR_KEYWORDS, analyze
+from server.api.app import create_app
+from server.engines.scripted import ScriptedEngine
+from server.pipeline.decode import compiled
+from server.settings import Settings
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                           "age": {"type": "integer", "minimum": 0}},
+          "required": ["name", "age"]}
+# minProperties: in xgrammar's mask, left to the validator by llguidance's.
+SIZED = {"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 1}
+URI = {"type": "object", "properties": {"u": {"type": "string", "format": "uri",
+                                              "pattern": "^https://"}}}
+
+
+@pytest.fixture()
+def backend(tokenizer) -> BridgedBackend:
+    made = make_backend(BRIDGE, tokenizer, vocab_size=len(tokenizer),
+                        stop_token_ids=[tokenizer.eos_token_id])
+    assert isinstance(made, BridgedBackend)
+    return made
+
+
+def _spec(schema) -> JsonSchemaSpec:
+    return JsonSchemaSpec.from_schema(schema, table=XGRAMMAR_KEYWORDS)
+
+
+def test_it_is_xgrammar_for_the_cache(backend):
+    assert backend.name == "xgrammar" and backend.keywords.backend == "xgrammar"
+    compiled_ = backend.compile(_spec(PERSON))
+    assert not is_bridged(compiled_)
+
+
+def test_bridgeable_where_llguidance_serves_the_schema(backend):
+    assert backend.bridge(_spec(SIZED)) is not None
+    assert backend.bridge(_spec(URI)) is None  # the two masks read this pair differently
+    assert backend.bridge(StructuralTagSpec.of({"type": "structural_tag", "format": {
+        "type": "const_string", "value": "x"}})) is None
+    bridged = backend.bridge(_spec(PERSON))
+    assert bridged is not None and is_bridged(bridged)
+    assert backend.accepts(bridged, '{"name":"Ann","age":3}')
+    assert not backend.accepts(bridged, '{"name":"Ann","age":-3}')
+
+
+def test_what_the_bridged_mask_leaves_to_the_validator_is_reported_so(backend):
+    report = analyze(SIZED, XGRAMMAR_KEYWORDS).report
+    assert [u.tier for u in report.uses if u.keyword == "minProperties"] == ["grammar"]
+    bridged = backend.bridge(_spec(SIZED))
+    assert bridged is not None
+    assert backend.accepts(bridged, "{}")  # llguidance's mask lets it through ...
+    assert not backend.accepts(backend.compile(_spec(SIZED)), "{}")  # ... xgrammar's did not
+    moved = [u for u in reported(bridged, report).uses if u.keyword == "minProperties"]
+    assert [(u.pointer, u.tier) for u in moved] == [("/minProperties", "validator")]
+    assert "bridge" in moved[0].note
+    assert reported(backend.compile(_spec(SIZED)), report) is report  # xgrammar's: unchanged
+    assert reported(backend.bridge(_spec(PERSON)), report) is report  # nothing left out
+
+
+def test_a_tools_demoted_keywords_carry_its_name(backend):
+    tool = ToolSpec.from_parameters("count", SIZED, table=XGRAMMAR_KEYWORDS)
+    report = analyze(SIZED, XGRAMMAR_KEYWORDS).report.prefixed("count#")
+    bridged = backend.bridge(ToolCallsSpec((tool,)))
+    assert bridged is not None and is_bridged(bridged)
+    moved = [u for u in reported(bridged, report).uses if u.keyword == "minProperties"]
+    assert [(u.pointer, u.tier) for u in moved] == [("count#/minProperties", "validator")]
+
+
+class _Slow:
+    """Holds xgrammar's compile until released, as a slow schema would."""
+
+    def __init__(self, backend: BridgedBackend) -> None:
+        self.release = threading.Event()
+        self._compile = backend.primary.compile
+        backend.primary.compile = self  # type: ignore[method-assign]
+
+    def __call__(self, spec):  # noqa: ANN001, ANN204
+        self.release.wait(10)
+        return self._compile(spec)
+
+
+def test_a_slow_compile_is_bridged_then_xgrammar_serves(backend):
+    slow = _Slow(backend)
+    cache = GrammarCache(backend)
+
+    async def ask(schema):
+        return await compiled(cache, _spec(schema), timeout_s=10, bridge_wait_s=0.01)
+
+    try:
+        first = asyncio.run(ask(PERSON))
+        assert is_bridged(first.grammar) and not first.hit
+        assert backend.accepts(first.grammar, '{"name":"A","age":1}')
+        slow.release.set()
+        later = cache.get(_spec(PERSON))  # xgrammar's, once compiled
+        assert not is_bridged(later.grammar)
+        assert asyncio.run(ask(PERSON)).hit
+    finally:
+        slow.release.set()
+        cache.close()
+
+
+def test_a_schema_the_bridge_does_not_serve_waits(backend):
+    slow = _Slow(backend)
+    cache = GrammarCache(backend)
+    threading.Timer(0.2, slow.release.set).start()
+    try:
+        lookup = asyncio.run(compiled(cache, _spec(URI), timeout_s=10, bridge_wait_s=0.01))
+        assert not is_bridged(lookup.grammar)
+    finally:
+        slow.release.set()
+        cache.close()
+
+
+def test_bridged_mask_decodes_on_the_scripted_engine(model_dir):
+    from server.engines.base import GenerationRequest, SamplingParams
+    from server.engines.scripted import ScriptedEngine
+
+    engine = ScriptedEngine(model_dir, lambda prompt: '{"name":"Bo","age":7}',
+                            grammar_backend=BRIDGE)
+    bridged = engine.grammar_backend.bridge(_spec(PERSON))
+    ids = engine.encode("hi")
+    result = asyncio.run(engine.generate(GenerationRequest(
+        ids, SamplingParams(max_tokens=40), bridged)))
+    assert result.text == '{"name":"Bo","age":7}' and result.grammar_complete
+
+
+def test_a_bridged_request_over_http_says_so_and_is_validated(model_dir):
+    """Through the API: the first request is bridged and its enforcement header names what
+    went to the validator; the validator still refuses what llguidance's mask let through."""
+    answers = iter(['{"a":1}', "{}", "{}", "{}", "{}"])
+    engine = ScriptedEngine(model_dir, lambda prompt: next(answers), grammar_backend=BRIDGE)
+    slow = _Slow(engine.grammar_backend)
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "a?"}],
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": "sized", "schema": SIZED}}}
+    try:
+        with TestClient(create_app(Settings(served_model_name="scripted"),
+                                   lambda s: engine)) as client:
+            first = client.post("/v1/chat/completions", json=body)
+            assert first.status_code == 200, first.text
+            assert first.headers["X-StrictCall-Grammar-Cache"] == "bridged"
+            assert "validator: minProperties@/minProperties" in \
+                first.headers["X-StrictCall-Enforcement"]
+            assert json.loads(first.json()["choices"][0]["message"]["content"]) == {"a": 1}
+            second = client.post("/v1/chat/completions", json={
+                **body, "response_format": {"type": "json_schema", "json_schema": {
+                    "name": "other", "schema": {**SIZED, "title": "other"}}}})
+            assert second.status_code == 422, second.text  # "{}": refused, not passed
+            slow.release.set()
+    finally:
+        slow.release.set()

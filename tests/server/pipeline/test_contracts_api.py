@@ -1,0 +1,284 @@
+"""Contracts through the HTTP API over a ScriptedEngine: repair, 422 problems, runtime fields,
+the validate endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from contracts import Violation
+from server.api.app import create_app, load_contracts
+from server.engines.scripted import ScriptedEngine
+from server.pipeline.repair import repair_schema
+from server.settings import Settings
+from tests.scripted import assert_problem
+
+REPAIR_MARK = "is not valid yet"
+
+
+class Script:
+    """First decode answers `first`; repair decodes answer `repairs` in turn."""
+
+    def __init__(self) -> None:
+        self.first = ""
+        self.repairs: list[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        if REPAIR_MARK in prompt.rsplit("<|im_start|>user", 1)[-1]:
+            return self.repairs.pop(0)
+        return self.first
+
+
+@pytest.fixture()
+def script():
+    return Script()
+
+
+@pytest.fixture()
+def client(scripted, script):
+    with scripted(script, contracts=["contracts.examples"]) as c:
+        yield c
+
+
+# What a customer said, for the grounded fields of open_dispute: the values a call may copy.
+DISPUTE = ("My card ending 4417 was charged 10 on 2099-01-01 (or was it 2098-01-01 or "
+           "2097-01-01?) and I did not make it.")
+
+
+def call(client, tool, *, headers=None, said="help", **extra):
+    body = {"model": "scripted", "messages": [{"role": "user", "content": said}],
+            "tools": [{"type": "function", "function": {"name": tool}}],
+            "tool_choice": "required", **extra}
+    return client.post("/v1/chat/completions", json=body, headers=headers or {})
+
+
+def only_call(resp):
+    assert resp.status_code == 200, resp.text
+    (tc,) = resp.json()["choices"][0]["message"]["tool_calls"]
+    return tc["function"]["name"], json.loads(tc["function"]["arguments"])
+
+
+def test_contracts_are_warmed_at_startup(client, script):
+    script.first = '[{"name":"search_products","arguments":{"query":"lego","category":"toys"}}]'
+    stats = client.get("/health").json()["grammar_cache"]
+    assert stats["entries"] == 24 and stats["misses"] == 24  # 6 contracts x 4 call grammars
+    resp = call(client, "search_products")  # the first request finds its grammar compiled
+    assert resp.headers["X-StrictCall-Grammar-Cache"] == "hit"
+    script.first = '[]'  # the "auto" decision pass is warm too
+    auto = client.post("/v1/chat/completions", json={
+        "model": "scripted", "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "search_products"}}]})
+    assert auto.headers["X-StrictCall-Grammar-Cache"] == "hit"
+
+
+def test_valid_call_passes_without_repair(client, script):
+    script.first = '[{"name":"search_products","arguments":{"query":"lego","category":"toys"}}]'
+    resp = call(client, "search_products")
+    assert only_call(resp) == ("search_products",
+                               {"query": "lego", "category": "toys", "max_price": None})
+    assert resp.json()["strictcall"] == {
+        "contracts": [{"tool": "search_products", "repaired": False, "attempts": 1}],
+        "repaired": False}
+
+
+def test_semantic_violation_is_repaired_on_the_failing_field_only(client, script):
+    script.first = ('[{"name":"reissue_card","arguments":'
+                    '{"card_last4":"4417","city":"Kazan","branch_id":101}}]')
+    script.repairs = ['{"branch_id":302}']
+    resp = call(client, "reissue_card")
+    assert only_call(resp)[1] == {"card_last4": "4417", "city": "Kazan", "branch_id": 302}
+    assert resp.json()["strictcall"]["repaired"] is True
+    engine = client.app.state.pipeline.engine
+    repair_prompt = engine.prompts[-1]
+    assert "branch 101 is not in Kazan" in repair_prompt and "Allowed: 301, 302" in repair_prompt
+
+
+def test_repair_grammar_allows_only_the_listed_values(client, script):
+    script.first = ('[{"name":"reissue_card","arguments":'
+                    '{"card_last4":"4417","city":"Kazan","branch_id":101}}]')
+    script.repairs = ['{"branch_id":101}']  # not among the allowed: the grammar refuses it
+    assert_problem(call(client, "reissue_card"), 503, says="breaks the grammar")
+
+
+def test_out_of_attempts_is_a_422_problem_with_every_attempt(client, script):
+    script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
+                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
+    script.repairs = ['{"operation_date":"2098-01-01"}', '{"operation_date":"2097-01-01"}']
+    resp = call(client, "open_dispute", said=DISPUTE)
+    body = assert_problem(resp, 422, says="broke its contract after 3 attempt(s)")
+    assert body["retryable"] is False and body["owner_action_required"] is True
+    assert body["type"] == "urn:strictcall:problem:contract-violation"
+    assert body["instance"] == "/v1/chat/completions"
+    assert [a["arguments"]["operation_date"] for a in body["attempts"]] == [
+        "2099-01-01", "2098-01-01", "2097-01-01"]
+    assert body["violations"][0]["code"] == "semantic_mismatch"
+    assert body["violations"][0]["pointer"] == "/operation_date"
+
+
+def test_per_request_attempt_budget(client, script):
+    script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
+                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
+    resp = call(client, "open_dispute", said=DISPUTE, strictcall={"max_repair_attempts": 0})
+    body = assert_problem(resp, 422)
+    assert len(body["attempts"]) == 1
+
+
+def test_per_request_time_budget(client, script):
+    script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
+                    '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
+                    '"original_operation_id":null}}]')
+    resp = call(client, "open_dispute", said=DISPUTE, strictcall={"repair_timeout_s": 1e-9})
+    assert len(assert_problem(resp, 422)["attempts"]) == 1  # no time left for a repair
+
+
+def test_a_missing_value_is_asked_for_never_invented(client, script):
+    """A duplicate needs the original operation's id, which nobody gave: no repair writes
+    one (the grammar holds only what the conversation has, here nothing: null); the answer
+    asks for it by meaning, with what was collected so far."""
+    said = "Yesterday my card ending 4417 was charged 10 twice."
+    script.first = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
+                    '"operation_date":"yesterday","amount":"10","reason":"duplicate",'
+                    '"original_operation_id":null}}]')
+    script.repairs = ['{"original_operation_id":"OP-000042"}']  # must never be asked for
+    resp = call(client, "open_dispute", said=said)
+    assert resp.status_code == 200, resp.text
+    choice = resp.json()["choices"][0]
+    assert choice["finish_reason"] == "stop" and not choice["message"]["tool_calls"]
+    assert "Which of the two charges came first?" in choice["message"]["content"]
+    needs = resp.json()["strictcall"]["needs_input"]
+    assert needs["tool"] == "open_dispute"
+    assert needs["missing"] == [{"field": "/original_operation_id",
+                                 "question": choice["message"]["content"]}]
+    assert needs["collected"]["card_last4"] == "4417" and needs["collected"]["amount"] == "10"
+    assert needs["collected"]["operation_date"] != "yesterday"  # normalized to a date
+    assert script.repairs == ['{"original_operation_id":"OP-000042"}']  # no repair decode
+    assert "OP-000042" not in resp.text
+
+
+def test_runtime_fields_come_from_headers_never_from_the_model(client, script):
+    script.first = ('[{"name":"create_support_ticket","arguments":'
+                    '{"title":"VPN down","queue":"ops","description":"since 9am"}}]')
+    resp = call(client, "create_support_ticket",
+                headers={"X-Tenant-Id": "acme", "Idempotency-Key": "k-1"})
+    args = only_call(resp)[1]
+    assert args["tenant_id"] == "acme" and args["idempotency_key"] == "k-1"
+    script.first = ('[{"name":"create_support_ticket","arguments":{"title":"VPN down",'
+                    '"queue":"ops","description":"since 9am","tenant_id":"evil"}}]')
+    assert_problem(call(client, "create_support_ticket", headers={"X-Tenant-Id": "acme"}),
+                   503, says="breaks the grammar")
+
+
+def test_missing_runtime_header_is_400_before_decoding(client, script):
+    script.first = "unused"
+    engine = client.app.state.pipeline.engine
+    before = len(engine.prompts)
+    assert_problem(call(client, "create_support_ticket"), 400, param="X-Tenant-Id",
+                   says="X-Tenant-Id")
+    assert len(engine.prompts) == before
+
+
+def test_contract_is_authoritative_over_client_parameters(client, script):
+    script.first = '[{"name":"check_access_request_status","arguments":{"request_id":"AR-000001"}}]'
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "AR-000001 status?"}],
+            "tool_choice": "required", "tools": [{"type": "function", "function": {
+                "name": "check_access_request_status", "parameters": {
+                    "type": "object", "properties": {"anything": {"type": "string"}}}}}]}
+    resp = client.post("/v1/chat/completions", json=body)
+    assert only_call(resp)[1] == {"request_id": "AR-000001"}
+
+
+def test_contracts_endpoint_lists_schemas(client):
+    data = client.get("/v1/contracts").json()["data"]
+    ticket = next(c for c in data if c["name"] == "create_support_ticket")
+    assert "tenant_id" not in ticket["parameters"]["properties"]
+    assert ticket["runtime_fields"]["tenant_id"] == {"source": "header",
+                                                     "header": "X-Tenant-Id",
+                                                     "claim": "tenant"}
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ({"card_last4": "•• 4417", "operation_date": "2026-11-02", "amount": "1 200,50 ₽",
+      "reason": "Duplicate", "original_operation_id": "OP-123456"},
+     {"card_last4": "4417", "operation_date": "2026-11-02", "amount": "1200.50",
+      "reason": "duplicate", "original_operation_id": "OP-123456"}),
+])
+def test_validate_endpoint_normalizes(client, arguments, expected):
+    body = client.post("/v1/contracts/open_dispute/validate",
+                       json={"arguments": arguments}).json()
+    assert body == {"valid": True, "arguments": expected, "violations": []}
+
+
+def test_validate_endpoint_explains(client):
+    body = client.post("/v1/contracts/open_dispute/validate", json={"arguments": {
+        "card_last4": "4417", "operation_date": "вчера", "amount": "5",
+        "reason": "stolen"}}).json()
+    assert body["valid"] is False and body["arguments"] is None
+    (v,) = body["violations"]
+    assert v["allowed"] == ["duplicate", "fraud", "not_received", "wrong_amount"]
+
+
+def test_validate_endpoint_errors(client):
+    assert_problem(client.post("/v1/contracts/nope/validate", json={"arguments": {}}), 404,
+                   says="no contract named 'nope'")
+    assert_problem(client.post("/v1/contracts/open_dispute/validate", json={}), 400,
+                   param="arguments")
+
+
+def test_repair_schema_narrows_and_requires():
+    schema = load_contracts(["contracts.examples"]).get("open_dispute").schema()
+    violations = (
+        Violation("/original_operation_id", "cross_field", None, "an id", "needed"),
+        Violation("/reason", "invalid_enum", "x", ["fraud", "duplicate"], "bad"),
+    )
+    out = repair_schema(schema, violations)
+    assert out["required"] == ["original_operation_id", "reason"]
+    assert out["properties"]["reason"] == {"enum": ["fraud", "duplicate"]}
+    original = out["properties"]["original_operation_id"]
+    assert original["type"] == "string" and original["pattern"] == "^OP-[0-9]{6}$"
+    assert "anyOf" not in original and "default" not in original
+
+
+def test_repair_prompt_writes_the_call_in_the_models_own_syntax(model_dir, script):
+    """A repair prompt shows the model its earlier call as the model's format writes calls
+    (here Qwen3's, with a template that does not render tools), never SmolLM2's list."""
+    settings = Settings(served_model_name="scripted", contracts=["contracts.examples"],
+                        model_format="qwen_3", reasoning=0)
+    app = create_app(settings, lambda s: ScriptedEngine(model_dir, script))
+    script.first = ('<tool_call>\n{"name": "reissue_card", "arguments": {"card_last4": "4417", '
+                    '"city": "Kazan", "branch_id": 101}}\n</tool_call>')
+    script.repairs = ['{"branch_id":302}']
+    with TestClient(app) as c:
+        resp = call(c, "reissue_card")
+        assert only_call(resp)[1]["branch_id"] == 302
+        repair_prompt = c.app.state.pipeline.engine.prompts[-1]
+    assert '<tool_call>\n{"name": "reissue_card", "arguments": {"card_last4": "4417"' \
+        in repair_prompt
+    assert "<tool_call>[" not in repair_prompt
+
+
+def test_what_repair_costs_is_counted(client, script):
+    """Repair decodes are the request's own: in `usage` (with a `strictcall.repair`
+    breakdown) and in the metrics, per tool and per field."""
+    script.first = ('[{"name":"reissue_card","arguments":'
+                    '{"card_last4":"4417","city":"Kazan","branch_id":101}}]')
+    script.repairs = ['{"branch_id":302}']
+    body = call(client, "reissue_card").json()
+    repair = body["strictcall"]["repair"]
+    assert repair["attempts"] == 1 and repair["prompt_tokens"] > 0 \
+        and repair["completion_tokens"] > 0
+    usage = body["usage"]
+    first_prompt = usage["prompt_tokens"] - repair["prompt_tokens"]
+    assert first_prompt > 0 and usage["total_tokens"] == \
+        usage["prompt_tokens"] + usage["completion_tokens"]
+    assert usage["completion_tokens"] > repair["completion_tokens"]
+    metrics = client.get("/metrics").text
+    assert 'strictcall:repair_tokens_total{tool="reissue_card"} ' \
+        f'{float(repair["prompt_tokens"] + repair["completion_tokens"])}' in metrics
+    assert 'strictcall:contract_first_attempts_total{tool="reissue_card",valid="false"} 1.0' \
+        in metrics
+    assert 'strictcall:contract_field_violations_total{code="semantic_mismatch",' \
+        'pointer="/branch_id",tool="reissue_card"} 1.0' in metrics

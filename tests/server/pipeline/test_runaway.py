@@ -1,0 +1,149 @@
+"""Runaway guards through the API over a ScriptedEngine: a call list that repeats a call is
+closed before the duplicate; a value that loops stops the decode with finish_reason
+"length" and a note; each guard can be turned off per request."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server.api.app import create_app
+from server.engines.scripted import ScriptedEngine
+from server.formats.smollm2 import ListReader
+from server.pipeline.request_options import GuardOptions
+from server.pipeline.runaway import RunawayGuard, repeated_unit
+from server.settings import Settings
+from tests.server.pipeline.test_stream_auto import assemble, events
+
+TOOLS = [{"type": "function", "function": {
+    "name": "fetch", "description": "Fetch a web page.",
+    "parameters": {"type": "object", "properties": {"url": {"type": "string"}},
+                   "required": ["url"]}}}]
+CALL = '{"name":"fetch","arguments":{"url":"%s"}}'
+LOOP = "https://x.org/s?q=1" + "&query_params=" * 30
+
+
+@pytest.fixture()
+def reply():
+    return {"text": ""}
+
+
+@pytest.fixture()
+def client(model_dir, reply):
+    settings = Settings(served_model_name="scripted")
+    app = create_app(settings, lambda s: ScriptedEngine(model_dir, lambda p: reply["text"]))
+    with TestClient(app) as c:
+        yield c
+
+
+def chat(client, guards=None, **extra):
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "get it"}],
+            "tools": TOOLS, "tool_choice": "required", "max_tokens": 400, **extra}
+    if guards is not None:
+        body["strictcall"] = guards
+    return client.post("/v1/chat/completions", json=body)
+
+
+def test_a_repeated_call_closes_the_list(client, reply):
+    a, b = CALL % "https://a.org", CALL % "https://b.org"
+    reply["text"] = f"[{a},{b},{a},{b},{a}]"
+    resp = chat(client)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    calls = body["choices"][0]["message"]["tool_calls"]
+    assert [json.loads(c["function"]["arguments"])["url"] for c in calls] == [
+        "https://a.org", "https://b.org"]
+    assert body["choices"][0]["finish_reason"] == "tool_calls"
+    assert body["strictcall"]["runaway"] == {"duplicate_calls_dropped": 1, "calls_kept": 2}
+    # Stopped at the duplicate: the tokens after it were never decoded.
+    written = len(client.app.state.pipeline.engine.encode(reply["text"]))
+    assert body["usage"]["completion_tokens"] < written
+
+
+def test_dedupe_off_per_request_keeps_every_call(client, reply):
+    a = CALL % "https://a.org"
+    reply["text"] = f"[{a},{a}]"
+    resp = chat(client, {"dedupe_calls": False})
+    assert len(resp.json()["choices"][0]["message"]["tool_calls"]) == 2
+    assert "runaway" not in (resp.json()["strictcall"] or {})
+
+
+def test_a_stream_never_shows_the_dropped_call(client, reply):
+    a, b = CALL % "https://a.org", CALL % "https://b.org"
+    reply["text"] = f"[{a},{b},{a}]"
+    out = assemble(events(chat(client, stream=True)))
+    assert [json.loads(c["arguments"])["url"] for c in out["calls"]] == [
+        "https://a.org", "https://b.org"]
+    assert out["finish"] == "tool_calls"
+
+
+def test_a_looping_value_stops_with_length_and_a_note(client, reply):
+    reply["text"] = f"[{CALL % LOOP}]"
+    resp = chat(client)
+    body = resp.json()
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "length" and not choice["message"]["tool_calls"]
+    assert "&query_params=&query_params=" in choice["message"]["content"]
+    assert not choice["message"]["content"].endswith('"}}]')  # never closed for the model
+    cut = body["strictcall"]["runaway"]["loop_cut"]
+    assert "query_params" in cut["unit"] and cut["repeats"] >= 4
+    assert body["usage"]["completion_tokens"] < 120
+
+
+def test_loop_guard_off_lets_the_value_finish(client, reply):
+    reply["text"] = f"[{CALL % LOOP}]"
+    resp = chat(client, {"loop_guard": "off"})
+    (call,) = resp.json()["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"])["url"] == LOOP
+
+
+def test_json_answers_are_guarded_too(client, reply):
+    reply["text"] = '{"n":"' + "ab" * 40 + '"}'
+    resp = client.post("/v1/chat/completions", json={
+        "model": "scripted", "messages": [{"role": "user", "content": "x"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {
+            "type": "object", "properties": {"n": {"type": "string"}}}}}})
+    assert resp.json()["choices"][0]["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize(("ids", "found"), [
+    ([1, 2, 3] * 2, None),
+    ([9] + [5] * 23, None),            # 23 < 24 tokens
+    ([9] + [5] * 24, (1, 24)),
+    ([9] + [7, 8] * 12, (2, 12)),
+    ([7, 8, 9] * 3, None),             # 3 repeats < 4
+    ([1] + [4, 5, 6, 7, 8, 9] * 4, (6, 4)),
+])
+def test_repeated_unit(ids, found):
+    assert repeated_unit(ids) == found
+
+
+def test_steering_avoids_the_token_that_completes_a_loop(tokenizer):
+    from server.pipeline.runaway import LOOP_TOKENS, MIN_REPEATS
+
+    prefix = tokenizer.encode('{"url":"x', add_special_tokens=False)
+    unit = tokenizer.encode("&query_params=", add_special_tokens=False)
+    need = max(MIN_REPEATS, -(-LOOP_TOKENS // len(unit)))
+    ids = prefix + unit * (need - 1) + unit[:-1]  # one token short of a loop
+    guard = RunawayGuard(ListReader("json"), tokenizer.decode,
+                         options=GuardOptions(loop_guard="steer"))
+    for token in ids:
+        guard.see(token)
+    assert guard.trip is None
+    assert unit[-1] in guard.steer(ids)  # writing it would complete the loop
+    # Nothing is avoided in a value that does not repeat.
+    fresh = RunawayGuard(ListReader("json"), tokenizer.decode,
+                         options=GuardOptions(loop_guard="steer"))
+    plain = tokenizer.encode('{"url":"https://example.org/a', add_special_tokens=False)
+    for token in plain:
+        fresh.see(token)
+    assert fresh.steer(plain) == set()
+
+
+def test_free_text_is_never_cut(tokenizer):
+    guard = RunawayGuard(ListReader("text"), tokenizer.decode, options=GuardOptions())
+    for token in tokenizer.encode("ha " * 60):
+        assert guard.see(token)
+    assert guard.trip is None

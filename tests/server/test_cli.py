@@ -1,0 +1,78 @@
+"""Configuration errors end the CLI with one readable line (exit 2), not a traceback."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+from server.process import ROOT
+
+
+def serve_command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "server.cli", "serve", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")
+def test_vllm_engine_without_vllm_is_one_line():
+    done = serve_command("--engine", "vllm")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "vLLM is not installed" in line and "make setup-vllm" in line
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("--model", "/nonexistent/model"), "/nonexistent/model"),
+    (("--engine", "tensorrt"), "invalid choice"),
+    (("--max-model-len", "4"), "max_model_len"),
+    (("--engine", "vllm", "--grammar-backend", "llguidance"),
+     "--grammar-backend llguidance is for the torch engine"),
+])
+def test_bad_configuration_is_one_line(args, says):
+    done = serve_command(*args)
+    assert done.returncode == 2
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_cuda_device_without_a_gpu_is_one_line():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has a GPU")
+    done = serve_command("--device", "cuda")
+    assert done.returncode == 2 and "no CUDA GPU" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def _model_copy(model_dir, target, weights: bytes | None):
+    """The model directory's small files in `target`, and `weights` as its safetensors."""
+    target.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (target / name).write_bytes((model_dir / name).read_bytes())
+    if weights is not None:
+        (target / "model.safetensors").write_bytes(weights)
+    return target
+
+
+def _head(model_dir, n: int) -> bytes:
+    with (model_dir / "model.safetensors").open("rb") as f:
+        return f.read(n)
+
+
+@pytest.mark.parametrize(("weights", "says"), [
+    (lambda d: None, "has no model weights"),
+    (lambda d: _head(d, 1 << 20), "truncated"),                # a download cut short
+    (lambda d: _head(d, 4), "shorter than a safetensors header"),
+    (lambda d: b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!", "not JSON"),
+], ids=["no-weights", "truncated", "stub", "garbage-header"])
+def test_missing_or_corrupt_weights_are_one_line(model_dir, tmp_path, weights, says):
+    target = _model_copy(model_dir, tmp_path / "model", weights(model_dir))
+    done = serve_command("--model", str(target))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("strictcall: ") and says in line and str(target) in line
+    assert "Traceback" not in done.stderr
