@@ -213,7 +213,7 @@ async def measure(systems: list[LiveSystem], plan: Plan
         await _warm_up(systems, clients)
         before = {s.name: await _counters(clients[s.name]) for s in systems}
         for pass_, c, kinds in plan.passes():
-            for w, wave in enumerate(waves(plan.prompts, c)):
+            for w, wave in enumerate(plan_waves(plan.prompts, c)):
                 for kind in kinds:
                     for system in _rotated(systems, w):
                         got = await _wave(clients[system.name], system, kind, wave, c,
@@ -233,11 +233,11 @@ async def measure(systems: list[LiveSystem], plan: Plan
 
 def _planned(systems: list[LiveSystem], plan: Plan) -> int:
     return sum(len(wave) for _, c, kinds in plan.passes()
-               for wave in waves(plan.prompts, c) for kind in kinds
+               for wave in plan_waves(plan.prompts, c) for kind in kinds
                for s in systems if kind in DIALECT_KINDS[s.dialect])
 
 
-def waves(prompts: list[Prompt], concurrency: int) -> list[list[tuple[Prompt, int]]]:
+def plan_waves(prompts: list[Prompt], concurrency: int) -> list[list[tuple[Prompt, int]]]:
     """The prompts in waves of `concurrency`, each with its occurrence (how many times the
     same prompt came before in this setting); too few prompts are repeated to fill a wave."""
     expanded = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
