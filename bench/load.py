@@ -169,7 +169,7 @@ async def _plain(client: httpx.AsyncClient, body: dict, out: Outcome) -> None:
     if resp.status_code < 300:
         out.completion_id = parsed.get("id")
     else:
-        out.problem = str(parsed.get("type", "")).rpartition(":")[2]
+        out.problem = str(parsed.get("type", "")).rpartition("#")[2]
         out.error = f"{resp.status_code} {parsed.get('detail', resp.text[:200])}"
 
 
@@ -181,7 +181,7 @@ async def _stream(client: httpx.AsyncClient, body: dict, out: Outcome, *,
         if resp.status_code >= 300:
             await resp.aread()
             with contextlib.suppress(ValueError):
-                out.problem = str(resp.json().get("type", "")).rpartition(":")[2]
+                out.problem = str(resp.json().get("type", "")).rpartition("#")[2]
             out.complete, out.error = True, f"{resp.status_code} {resp.text[:200]}"
             return
         chunks = 0
@@ -195,7 +195,7 @@ async def _stream(client: httpx.AsyncClient, body: dict, out: Outcome, *,
             event = json.loads(data)
             if "choices" not in event:  # the final error event of a stream that had begun
                 out.stream_error_status = int(event.get("status") or 500)
-                out.problem = str(event.get("type", "")).rpartition(":")[2]
+                out.problem = str(event.get("type", "")).rpartition("#")[2]
                 out.error = f"stream error event: {data[:200]}"
                 continue
             out.completion_id = out.completion_id or event.get("id")
