@@ -13,6 +13,7 @@ import time
 
 import openai
 
+from bench.results_file import add_save_flag, save
 from server.process import ServerProcess
 
 MODEL = "bench-model"
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model")
     p.add_argument("--attempts", type=int, default=2, help="repair attempts per call")
     p.add_argument("--max-tokens", type=int, default=200)
+    add_save_flag(p)
     args = p.parse_args(argv)
     server_args = ["--served-model-name", MODEL, "--contracts", "contracts.examples",
                    "--repair-attempts", str(args.attempts)]
@@ -53,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused",
                                max_retries=0, timeout=600)
         rows = [_ask(client, tool, prompt, args.max_tokens) for tool, prompt in PROMPTS]
-    _report(rows, args)
+    summary = _report(rows, args)
+    if args.save:
+        save("contract-repair", {"summary": summary, "rows": rows}, argv)
     return 0
 
 
@@ -78,7 +82,7 @@ def _ask(client: openai.OpenAI, tool: str, prompt: str, max_tokens: int) -> dict
             "arguments": choice.message.tool_calls[0].function.arguments}
 
 
-def _report(rows: list[dict], args: argparse.Namespace) -> None:
+def _report(rows: list[dict], args: argparse.Namespace) -> dict:
     n = len(rows)
     count = {k: sum(r["outcome"] == k for r in rows)
              for k in ("first_attempt", "repaired", "422", "cut_off")}
@@ -100,6 +104,7 @@ def _report(rows: list[dict], args: argparse.Namespace) -> None:
         print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v)
                           for k, v in row.items()}, ensure_ascii=False))
     print(json.dumps(summary, indent=1))
+    return summary
 
 
 if __name__ == "__main__":
