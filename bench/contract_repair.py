@@ -76,7 +76,12 @@ def _ask(client: openai.OpenAI, tool: str, prompt: str, max_tokens: int) -> dict
     if choice.finish_reason == "length":
         return {"tool": tool, "outcome": "cut_off", "attempts": 0,
                 "seconds": time.perf_counter() - start}
-    report = resp.model_extra["strictcall"]["contracts"][0]
+    extension = resp.model_extra.get("strictcall") or {}
+    if "needs_input" in extension:  # a question instead of a value nobody gave
+        return {"tool": tool, "outcome": "needs_input", "attempts": 0,
+                "seconds": time.perf_counter() - start,
+                "asked": [m["field"] for m in extension["needs_input"].get("missing", [])]}
+    report = extension["contracts"][0]
     return {"tool": tool, "outcome": "repaired" if report["repaired"] else "first_attempt",
             "attempts": report["attempts"], "seconds": time.perf_counter() - start,
             "arguments": choice.message.tool_calls[0].function.arguments}
@@ -85,9 +90,9 @@ def _ask(client: openai.OpenAI, tool: str, prompt: str, max_tokens: int) -> dict
 def _report(rows: list[dict], args: argparse.Namespace) -> dict:
     n = len(rows)
     count = {k: sum(r["outcome"] == k for r in rows)
-             for k in ("first_attempt", "repaired", "422", "cut_off")}
+             for k in ("first_attempt", "repaired", "needs_input", "422", "cut_off")}
     needed_repair = count["repaired"] + count["422"]
-    decoded = [r for r in rows if r["outcome"] != "cut_off"]
+    decoded = [r for r in rows if r["outcome"] not in ("cut_off", "needs_input")]
     summary = {
         "prompts": n, "repair_attempts_allowed": args.attempts,
         "first_attempt_valid_rate": round(count["first_attempt"] / n, 3),
