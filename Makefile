@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
-		$(BIN)/pip install --quiet -e '.[test,bench,llamacpp]'
+		$(BIN)/pip install --quiet -e '.[test,bench,llamacpp,docs]'
 	touch $(STAMP)
 
 serve: setup

@@ -12,7 +12,7 @@ from typing import Any
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
-from docsgen.bench_pages import benchmark_pages, read_results
+from bench.pages import benchmark_pages, read_results
 from docsgen.reference import (
     flags_page,
     metrics_page,

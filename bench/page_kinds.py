@@ -1,0 +1,175 @@
+"""Each benchmark's results as tables, plots and a headline (bench/pages.py). A benchmark
+with no renderer here gets the generic one (bench/page_parts.py), which tables any shape."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from bench.page_parts import Rendered, cell, generic, png, table
+
+
+def tool_selection(results: dict[str, Any]) -> Rendered:
+    ks, rows = results["ks"], results["rows"]
+    served = rows[0]
+    recall = [{"method": r["method"], **{f"k={k}": r.get(f"recall@{k}") for k in ks},
+               **{k.replace("recall@", "first "): v for k, v in r.items()
+                  if k.startswith("recall@") and int(k[7:]) not in ks}} for r in rows]
+
+    def draw(ax: Any) -> None:
+        for r in rows:
+            points = [(k, r[f"recall@{k}"]) for k in ks if f"recall@{k}" in r]
+            if len(points) > 1:
+                ax.plot(*zip(*points, strict=True), marker="o", label=r["method"][:48])
+        ax.set_xlabel("k (tools offered)")
+        ax.set_ylabel("questions whose tool is offered")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=7)
+
+    middle = ks[len(ks) // 2]
+    return Rendered(
+        sections=[f"BFCL multiple: {results['questions']} questions, one catalog of "
+                  f"{results['catalog']} functions. Share of questions whose function is "
+                  "among the tools offered:", "", table(recall), "",
+                  "![recall against k](tool-selection-recall.png)", ""],
+        images={"tool-selection-recall.png": png(draw)},
+        headline=f"BM25 as served offers the right tool in the top {middle} for "
+                 f"{served[f'recall@{middle}']:.1%} of {results['questions']} questions")
+
+
+def schemas(results: dict[str, Any]) -> Rendered:
+    rows = []
+    for backend, data in results["backends"].items():
+        for category, cat in data["categories"].items():
+            s = cat["summary"]
+            rows.append({"category": category, "backend": f"{backend} {data['version']}",
+                         "schemas": s["schemas"], "coverage": f"{s['coverage']:.1%}",
+                         "alone": f"{s['alone_coverage']:.1%}",
+                         "compile p50 / p99 ms": f"{s['compile_ms_p50']:.1f} / "
+                                                 f"{s['compile_ms_p99']:.0f}",
+                         "hit ms": s["warm_ms_p50"],
+                         "valid accepted": f"{s['valid_accepted']} of {s['valid_instances']}",
+                         "by policy": s.get("valid_refused_by_policy", 0),
+                         "invalid rejected": f"{s['invalid_rejected']} of "
+                                             f"{s['invalid_instances']}"})
+
+    def draw(ax: Any) -> None:
+        labels = [f"{r['category']}\n{r['backend'].split()[0]}" for r in rows]
+        ax.bar(labels, [float(r["coverage"][:-1]) for r in rows], label="served")
+        ax.plot(labels, [float(r["alone"][:-1]) for r in rows], "ko", label="backend alone")
+        ax.set_ylabel("schemas compiled, %")
+        ax.set_ylim(0, 105)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.legend(fontsize=7)
+
+    valid = sum(int(r["valid accepted"].split()[0]) for r in rows)
+    valid_all = sum(int(r["valid accepted"].split()[-1]) for r in rows)
+    args = results["args"]
+    return Rendered(
+        sections=[f"First {args['limit']} schemas of each category; policies: "
+                  + ", ".join(f"{k} {v}" for k, v in args.items()
+                              if k not in ("dirs", "limit", "timeout")) + ".", "",
+                  table(rows), "", "![coverage per category](schemas-coverage.png)", ""],
+        images={"schemas-coverage.png": png(draw)},
+        headline=f"{valid} of {valid_all} valid test instances accepted by the mask and "
+                 f"the validator, over {sum(r['schemas'] for r in rows)} schemas")
+
+
+def cold_compile(results: dict[str, Any]) -> Rendered:
+    rows = [{"category": r["category"], "schemas": f"{r['served']} of {r['schemas']}",
+             "bridged (validator gets more)": f"{r['bridged']} ({r['demoted']})",
+             "wait p50 / p99 ms": f"{r['wait_p50']:.1f} / {r['wait_p99']:.0f}",
+             "bridge p50 / p99 ms": f"{r['bridge_p50']:.1f} / {r['bridge_p99']:.0f}",
+             "same verdict as xgrammar": r["same_verdict"], "valid refused": r["refused_valid"],
+             "invalid let through": r["let_through"],
+             "right where xgrammar was not": r["bridge_right"]}
+            for r in results["categories"]]
+    worst = max(results["categories"], key=lambda r: r["bridge_p99"])
+    return Rendered(sections=[table(rows), ""],
+                    headline=f"cold p99 with the bridge at most {worst['bridge_p99']:.0f} ms "
+                             f"per category, against {worst['wait_p99']:.0f} ms waiting there")
+
+
+def cpu_variants(results: dict[str, Any]) -> Rendered:
+    speeds = {k: statistics.median(v) for k, v in results["speeds"].items() if v}
+    base = speeds.get("fp32")
+    rows = [{"variant": name, "tokens/s (median)": speeds.get(name),
+             "vs torch fp32": f"{speeds[name] / base:.2f}x" if base and name in speeds
+             else "-", "notes": note} for name, note in results["notes"].items()]
+
+    def draw(ax: Any) -> None:
+        ax.bar(list(speeds), list(speeds.values()))
+        ax.set_ylabel("tokens/s, median")
+
+    best = max(speeds, key=lambda k: speeds[k])
+    return Rendered(
+        sections=[f"{results['tokens']} tokens per decode, {results['rounds']} rounds.", "",
+                  table(rows), "", "![tokens per second](cpu-variants-speed.png)", ""],
+        images={"cpu-variants-speed.png": png(draw, size=(5.5, 3.5))},
+        headline=f"{best}: {speeds[best]:.1f} tokens/s"
+                 + (f", {speeds[best] / base:.2f}x torch fp32" if base else ""))
+
+
+def latency(results: dict[str, Any]) -> Rendered:
+    import tempfile
+    from pathlib import Path
+
+    from bench.latency_report import markdown, plot
+
+    with tempfile.TemporaryDirectory() as tmp:
+        images = {f"latency-{p.name}": p.read_bytes() for p in plot(results, Path(tmp)).values()}
+    text = markdown(results, plots=[]).split("\n", 1)[1]  # its title is the page's
+    text = text.replace("\n## ", "\n### ")
+    warm = [r for r in results["settings"] if r["pass"] == "warm" and r["concurrency"] == 1]
+    head = ""
+    if warm:
+        fastest = min(warm, key=lambda r: r["e2e_p50_s"] or float("inf"))
+        head = (f"fastest warm p50 at concurrency 1: {fastest['system']} on "
+                f"{fastest['kind']}, {fastest['e2e_p50_s']:.2f} s")
+    return Rendered(sections=[text, "", *(f"![{n}]({n})" for n in images), ""],
+                    images=images, headline=head)
+
+
+def bfcl(results: dict[str, Any]) -> Rendered:
+    from bench.bfcl import table as bfcl_table
+
+    rows = [r for r in results["rows"] if r.get("status") != "unsupported"]
+
+    def draw(ax: Any) -> None:
+        labels = [f"{r['category']}\n{r['setting']}" for r in rows]
+        ax.bar(labels, [100 * r["ast_accuracy"] for r in rows])
+        ax.set_ylabel("AST accuracy, %")
+        ax.tick_params(axis="x", labelsize=6, rotation=60)
+
+    constrained = [r for r in rows if r["setting"] == "constrained"]
+    head = ", ".join(f"{r['category']} {r['ast_accuracy']:.0%}" for r in constrained)
+    return Rendered(
+        sections=[f"max_tokens {results['max_tokens']}, model {results['model']}.", "",
+                  bfcl_table(results["rows"]), "", "![AST accuracy](bfcl-accuracy.png)", ""],
+        images={"bfcl-accuracy.png": png(draw, size=(7.5, 4.5))},
+        headline=f"constrained AST accuracy: {head}" if head else "")
+
+
+def gpu_decode(results: dict[str, Any]) -> Rendered:
+    from bench.gpu_decode import table as gpu_table
+
+    return Rendered(sections=[gpu_table(results), ""],
+                    headline=f"--tiny on {results['device']}: the script's path only, "
+                             "no GPU figures")
+
+
+def grounding(results: dict[str, Any]) -> Rendered:
+    from bench.grounding import table as grounding_table
+
+    latency = ", ".join(f"{k} {cell(v)} s" for k, v in sorted(results["latency_p50_s"].items()))
+    return Rendered(sections=[grounding_table(results["rows"]), "",
+                              f"Latency p50: {latency}.", ""])
+
+
+RENDERERS: dict[str, Callable[[Any], Rendered]] = {
+    "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
+    "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
+    "grounding": grounding,
+}
+__all__ = ["RENDERERS", "generic"]
