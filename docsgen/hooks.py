@@ -42,10 +42,47 @@ def generated_pages() -> dict[str, str | bytes]:
     return pages
 
 
+def on_config(config: MkDocsConfig, **_: Any) -> MkDocsConfig:
+    """The nav's Benchmarks section lists every committed results file's page after its
+    index, so a new results file is a new page without editing mkdocs.yml."""
+    config.nav = with_benchmarks(config.nav or [], benchmark_names(ROOT / "bench" / "results"))
+    return config
+
+
 def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
     for path, content in generated_pages().items():
         files.append(File.generated(config, path, content=content))
     return files
+
+
+def benchmark_names(directory: Path) -> list[str]:
+    return [record["benchmark"] for record in read_results(directory)]
+
+
+def with_benchmarks(nav: list[Any], names: list[str]) -> list[Any]:
+    """`nav` with each benchmark's page placed after "benchmarks/index.md", wherever the
+    index sits; pages the nav names already are left where they are."""
+    named = set(_paths(nav))
+    pages = [f"benchmarks/{n}.md" for n in names if f"benchmarks/{n}.md" not in named]
+    out: list[Any] = []
+    for item in nav:
+        if isinstance(item, dict):
+            item = {k: with_benchmarks(v, names) if isinstance(v, list) else v
+                    for k, v in item.items()}
+        out.append(item)
+        if item == "benchmarks/index.md":
+            out += pages
+    return out
+
+
+def _paths(nav: Any) -> list[str]:
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [p for v in nav.values() for p in _paths(v)]
+    if isinstance(nav, list):
+        return [p for v in nav for p in _paths(v)]
+    return []
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
