@@ -91,6 +91,43 @@ def cold_compile(results: dict[str, Any]) -> Rendered:
                              f"per category, against {worst['wait_p99']:.0f} ms waiting there")
 
 
+def decode_speed(results: dict[str, Any]) -> Rendered:
+    backends = results["backends"]
+    rows = [{"backend": name, "unconstrained tok/s": b["unconstrained_tok_s_median"],
+             "constrained tok/s": b["constrained_tok_s_median"],
+             "ratio": b["ratio_constrained_over_unconstrained"],
+             "cache hit ms (median)": b.get("hit_lookup_ms_median"),
+             "mask ms per token (median)": b.get("mask_ms_per_token_median"),
+             "mask share of a step": b.get("mask_share_of_step"),
+             "decode step ms": b.get("decode_step_ms_median")} for name, b in backends.items()]
+    vocab = [{"vocabulary": name, "size": v["vocab_size"], "compile ms": v["compile_ms"],
+              "mask ms per token (median)": v["mask_ms_per_token_median"],
+              "p99": v["mask_ms_per_token_p99"]}
+             for name, v in results.get("masks_by_vocabulary", {}).items() if isinstance(v, dict)]
+
+    def draw(ax: Any) -> None:
+        names = list(backends)
+        width = 0.38
+        xs = range(len(names))
+        ax.bar([x - width / 2 for x in xs], [r["unconstrained tok/s"] for r in rows], width,
+               label="unconstrained")
+        ax.bar([x + width / 2 for x in xs], [r["constrained tok/s"] for r in rows], width,
+               label="constrained")
+        ax.set_xticks(list(xs), names)
+        ax.set_ylabel("tokens/s, median")
+        ax.legend(fontsize=7)
+
+    first = rows[0]
+    return Rendered(
+        sections=["Median tokens per second over paired runs, and the mask's cost:", "",
+                  table(rows), "", "![tokens per second](decode-speed-tokens.png)", "",
+                  "The mask's cost per token by vocabulary (one JSON answer replayed):", "",
+                  table(vocab) if vocab else "-", ""],
+        images={"decode-speed-tokens.png": png(draw, size=(5.5, 3.5))},
+        headline=f"{first['backend']}: constrained decoding at {first['ratio']:.2f}x the "
+                 "unconstrained tokens/s")
+
+
 def cpu_variants(results: dict[str, Any]) -> Rendered:
     speeds = {k: statistics.median(v) for k, v in results["speeds"].items() if v}
     base = speeds.get("fp32")
@@ -169,6 +206,7 @@ def grounding(results: dict[str, Any]) -> Rendered:
 
 RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
+    "decode-speed": decode_speed,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
     "grounding": grounding,
 }

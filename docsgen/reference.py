@@ -89,7 +89,8 @@ def metrics_page(series: Iterable[Series]) -> str:
     out = ["# Metrics", "",
            "Generated from the metrics registry (server/metrics.py) at every docs build: "
            "every series `GET /metrics` serves, in Prometheus text. "
-           "[Operations](../operations.md#metrics) has example queries.", "",
+           "Beside each counter and histogram, prometheus_client also serves its `_created` "
+           "timestamp. [Operations](../operations.md#metrics) has example queries.", "",
            "| series | kind | labels | what it counts |", "|---|---|---|---|"]
     out += [f"| `{s.name}` | {s.kind} | {', '.join(f'`{x}`' for x in s.labels) or '-'} | "
             f"{_cell(s.help)} |" for s in series]
