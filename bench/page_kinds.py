@@ -128,6 +128,29 @@ def decode_speed(results: dict[str, Any]) -> Rendered:
                  "unconstrained tokens/s")
 
 
+def contract_repair(results: dict[str, Any]) -> Rendered:
+    s = results["summary"]
+    rows = [{k: v for k, v in r.items() if k != "arguments"} for r in results["rows"]]
+    return Rendered(
+        sections=[table([s]), "", "### Each prompt", "", table(rows), ""],
+        headline=f"{s['count_first_attempt']} of {s['prompts']} calls valid at the first "
+                 f"attempt, {s['count_repaired']} repaired, {s.get('count_needs_input', 0)} "
+                 f"asked for a missing value, {s['count_422']} ended in a 422, "
+                 f"{s['count_cut_off']} cut off")
+
+
+def runaway(results: list[dict[str, Any]]) -> Rendered:
+    by_guard: dict[str, list[dict[str, Any]]] = {}
+    for row in results:
+        by_guard.setdefault(row["guards"], []).append(row)
+    cut = {g: sum(r["cut_off"] * r["n"] for r in rs) / sum(r["n"] for r in rs)
+           for g, rs in by_guard.items()}
+    calls = sum(r["n"] for r in next(iter(by_guard.values())))
+    return Rendered(sections=[table(results), ""],
+                    headline="cut off: " + ", ".join(f"{g} {c:.0%}" for g, c in cut.items())
+                             + f" of {calls} forced calls each")
+
+
 def cpu_variants(results: dict[str, Any]) -> Rendered:
     speeds = {k: statistics.median(v) for k, v in results["speeds"].items() if v}
     base = speeds.get("fp32")
@@ -206,7 +229,7 @@ def grounding(results: dict[str, Any]) -> Rendered:
 
 RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
-    "decode-speed": decode_speed,
+    "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
     "grounding": grounding,
 }
