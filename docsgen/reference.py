@@ -39,7 +39,7 @@ class ProblemRow:
     slug: str
     title: str
     status: str
-    retryable: bool
+    retryable: bool | None  # None: the answer's own `retryable` says (outcome problems)
     openai_type: str
     about: str
 
@@ -101,7 +101,7 @@ def problem_rows(errors: Iterable[type[ServiceError]],
                  outcomes: Iterable[OutcomeProblem]) -> list[ProblemRow]:
     rows = [ProblemRow(e.slug, e.title, str(e.status), e.retryable, e.openai_type,
                        inspect.cleandoc(e.__doc__ or "")) for e in errors]
-    rows += [ProblemRow(o.slug, o.title, "in an invoke answer", False, "-", o.about)
+    rows += [ProblemRow(o.slug, o.title, "in an invoke answer", None, "-", o.about)
              for o in outcomes]
     return rows
 
@@ -127,14 +127,18 @@ def problems_page(rows: Iterable[ProblemRow]) -> str:
            "A client matches on the slug, which never changes. `retryable: true` comes with "
            "`Retry-After`; [Security](../security.md#status-codes) has the status table.", "",
            "| slug | status | title | retryable |", "|---|---|---|---|"]
-    out += [f"| [`{r.slug}`](#{r.slug}) | {r.status} | {r.title} | "
-            f"{'yes' if r.retryable else 'no'} |" for r in rows]
+    out += [f"| [`{r.slug}`](#{r.slug}) | {r.status} | {r.title} | {_retry(r.retryable)} |"
+            for r in rows]
     for r in rows:
         out += ["", f"## {r.slug} {{#{r.slug}}}", "",
                 f"**{r.title}**, status {r.status}"
                 + (f", OpenAI error type `{r.openai_type}`" if r.openai_type != "-" else "")
                 + (", retryable" if r.retryable else "") + ".", "", r.about]
     return "\n".join(out) + "\n"
+
+
+def _retry(retryable: bool | None) -> str:
+    return "per answer" if retryable is None else "yes" if retryable else "no"
 
 
 def _default(field: FieldInfo) -> str:

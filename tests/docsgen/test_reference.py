@@ -91,6 +91,9 @@ def test_every_problem_in_server_errors_has_a_section() -> None:
     for slug in declared | {o.slug for o in OUTCOME_PROBLEMS}:
         assert f"{{#{slug}}}" in page, slug
         assert problem_type(slug).endswith(f"reference/problems/#{slug}")
+    # a tool's outcome says itself whether to retry (a timed-out read may be retried)
+    assert "| [`tool-timed-out`](#tool-timed-out) | in an invoke answer | Tool timed out | " \
+           "per answer |" in page
 
 
 def test_every_error_class_explains_itself() -> None:
