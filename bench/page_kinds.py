@@ -184,9 +184,9 @@ def latency(results: dict[str, Any]) -> Rendered:
     warm = [r for r in results["settings"] if r["pass"] == "warm" and r["concurrency"] == 1]
     head = ""
     if warm:
-        fastest = min(warm, key=lambda r: r["e2e_p50_s"] or float("inf"))
-        head = (f"fastest warm p50 at concurrency 1: {fastest['system']} on "
-                f"{fastest['kind']}, {fastest['e2e_p50_s']:.2f} s")
+        fastest = min(warm, key=lambda r: r["e2e_s_p50"] or float("inf"))
+        head = (f"fastest warm end-to-end p50 at concurrency 1: {fastest['system']} on "
+                f"{fastest['kind']}, {fastest['e2e_s_p50']:.2f} s")
     return Rendered(sections=[text, "", *(f"![{n}]({n})" for n in images), ""],
                     images=images, headline=head)
 
@@ -223,14 +223,55 @@ def grounding(results: dict[str, Any]) -> Rendered:
     from bench.grounding import table as grounding_table
 
     latency = ", ".join(f"{k} {cell(v)} s" for k, v in sorted(results["latency_p50_s"].items()))
+    invented: dict[str, int] = {}
+    answers: dict[str, int] = {}
+    for row in results["rows"]:
+        invented[row["setting"]] = invented.get(row["setting"], 0) + row["invented"]
+        answers[row["setting"]] = answers.get(row["setting"], 0) + row["answers"]
     return Rendered(sections=[grounding_table(results["rows"]), "",
-                              f"Latency p50: {latency}.", ""])
+                              f"Latency p50: {latency}.", ""],
+                    headline="values invented: " + ", ".join(
+                        f"{k} {invented[k]} of {answers[k]}" for k in sorted(invented)))
+
+
+def auto_mode(results: dict[str, Any]) -> Rendered:
+    fits, none = results["when_a_tool_fits"], results["when_no_tool_fits"]
+    return Rendered(sections=[generic(results).sections[0], "",
+                              table([{"case": "a tool fits", **fits},
+                                     {"case": "no tool fits", **none}]), ""],
+                    headline=f"--auto-tools {results['auto_tools']}: a call for "
+                             f"{fits['called_a_tool_rate']:.0%} of {fits['prompts']} prompts a "
+                             f"tool fits and {none['called_a_tool_rate']:.0%} of "
+                             f"{none['prompts']} it does not; every call valid"
+                             if fits["valid_call_rate"] == none["valid_call_rate"] == 1
+                             else "")
+
+
+def schema_prompt(results: list[dict[str, Any]]) -> Rendered:
+    by = {r["schema_prompt"]: r for r in results}
+    head = ""
+    if "none" in by and "raw" in by:
+        head = (f"schema left to the grammar: {by['none']['prompt_tokens_median']:.0f} prompt "
+                f"tokens against {by['raw']['prompt_tokens_median']:.0f} with the raw schema "
+                f"written in, AST accuracy {by['none']['ast_accuracy']:.0%} against "
+                f"{by['raw']['ast_accuracy']:.0%}")
+    return Rendered(sections=[table(results), ""], headline=head)
+
+
+def load(results: list[dict[str, Any]]) -> Rendered:
+    rows = [{k: v for k, v in r.items() if not isinstance(v, dict | list)} for r in results]
+    lost = sum(r["lost"] + r["duplicated"] + r["server_error"] for r in results)
+    sent = sum(r["sent"] for r in results)
+    return Rendered(sections=[table(rows), ""],
+                    headline=f"{sent} requests from {results[0]['clients']} clients: "
+                             f"{lost} lost, duplicated or 5xx")
 
 
 RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
     "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
-    "grounding": grounding,
+    "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
+    "load": load,
 }
 __all__ = ["RENDERERS", "generic"]
