@@ -191,6 +191,26 @@ def latency(results: dict[str, Any]) -> Rendered:
                     images=images, headline=head)
 
 
+def serve(results: dict[str, Any]) -> Rendered:
+    import tempfile
+    from pathlib import Path
+
+    from bench.serve.plot import plot
+    from bench.serve.report import markdown
+
+    with tempfile.TemporaryDirectory() as tmp:
+        drawn = Path(tmp) / "serve.png"
+        images = {"serve-load.png": drawn.read_bytes()} if plot(results, drawn) else {}
+    text = markdown(results, plot=next(iter(images), None))
+    text = text.split("\n", 3)[3].replace("\n## ", "\n### ")  # its title and command: the page's
+    rows = results["settings"]
+    valid = sum(r["valid"] for r in rows)
+    checked = sum(r["valid"] + r["invalid"] + r["cut_off"] for r in rows)
+    return Rendered(sections=[text, ""], images=images,
+                    headline=f"{valid} of {checked} checked answers valid over "
+                             f"{len(rows)} settings, {sum(r['error'] for r in rows)} errors")
+
+
 def bfcl(results: dict[str, Any]) -> Rendered:
     from bench.bfcl import table as bfcl_table
 
@@ -272,6 +292,6 @@ RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
     "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
-    "load": load,
+    "load": load, "serve": serve,
 }
 __all__ = ["RENDERERS", "generic"]

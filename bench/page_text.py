@@ -19,6 +19,7 @@ TITLES = {
     "gpu-decode": "GPU decode: the mask's share of a step",
     "tool-selection": "Tool selection (BM25 over a large catalog)",
     "vllm-engine": "The vLLM engine: start-up, warm-up, decode",
+    "serve": "bench serve: a running server under load",
 }
 
 ABOUT = {
@@ -100,6 +101,12 @@ ABOUT = {
         "its correct function among the k tools BM25 selects for its user turn? This "
         "bounds tool-name accuracy from above: a tool that is not offered cannot be called. "
         "No model involved."),
+    "serve": (
+        "`strictcall-bench serve` against a server that was already running (here "
+        "`strictcall serve` on the embedded model, one process on the same machine): BFCL "
+        "forced calls and JSON answers, streamed, at each concurrency; every answer checked "
+        "against its schema. [bench serve](../bench-serve.md) explains the workloads and "
+        "the measures."),
     "vllm-engine": (
         "vLLM's CPU build with the embedded model: start-up to healthy with and without the "
         "contract warm-up, first contract request cold and warm, decode speed constrained "
