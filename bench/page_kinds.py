@@ -211,6 +211,26 @@ def serve(results: dict[str, Any]) -> Rendered:
                              f"{len(rows)} settings, {sum(r['error'] for r in rows)} errors")
 
 
+def vllm_engine(results: dict[str, Any]) -> Rendered:
+    first = results["first_request_s"]
+    cold, warm = first["cold_1st"], first["warm_1st"]
+    slowest = max(cold, key=lambda t: cold[t])
+    rows = [{"contract": t, "cold, 1st request s": cold[t],
+             "cold, 2nd request s": first["cold_2nd"].get(t),
+             "after the warm-up, 1st request s": warm.get(t)} for t in cold]
+    start = results["startup_s"]
+    decode = [{"decode": k, **v} for k, v in results["decode"].items()]
+    return Rendered(
+        sections=[table([{"start-up": k, "s to healthy": v,
+                          "grammars warmed": results["grammars_warmed"].get(k)}
+                         for k, v in start.items()]), "",
+                  "### The first request for each contract", "", table(rows), "",
+                  "### Decode", "", table(decode), ""],
+        headline=f"first {slowest} request {cold[slowest]:.2f} s cold, "
+                 f"{warm[slowest]:.2f} s after the start-up warm-up; constrained decode at "
+                 f"{results['ratio_constrained_over_unconstrained']:.2f}x unconstrained")
+
+
 def bfcl(results: dict[str, Any]) -> Rendered:
     from bench.bfcl import table as bfcl_table
 
@@ -292,6 +312,6 @@ RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
     "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
-    "load": load, "serve": serve,
+    "load": load, "serve": serve, "vllm-engine": vllm_engine,
 }
 __all__ = ["RENDERERS", "generic"]
