@@ -66,6 +66,8 @@ class Page:
         self._socket.close()
 
     def screenshot(self, path: Path) -> Path:
+        # let the theme's header finish its title transition after a scroll
+        self.evaluate("new Promise(done => setTimeout(done, 600))")
         data = self.call("Page.captureScreenshot", format="png")["data"]
         path.write_bytes(base64.b64decode(data))
         return path
