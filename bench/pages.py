@@ -13,6 +13,7 @@ from typing import Any
 from bench.page_kinds import RENDERERS
 from bench.page_parts import Rendered, generic
 from bench.page_text import ABOUT, TITLES
+from bench.results_file import page_name
 
 
 def read_results(directory: Path) -> list[dict[str, Any]]:
@@ -25,7 +26,7 @@ def benchmark_pages(records: list[dict[str, Any]]) -> dict[str, str | bytes]:
     index = ["# Benchmarks", "", ABOUT["index"], "",
              "| benchmark | latest run | headline |", "|---|---|---|"]
     for record in records:
-        name = record["benchmark"]
+        name = page_name(record)
         rendered = render(record)
         files[f"benchmarks/{name}.md"] = page(record, rendered)
         for image, png in rendered.images.items():
@@ -37,12 +38,25 @@ def benchmark_pages(records: list[dict[str, Any]]) -> dict[str, str | bytes]:
 
 
 def render(record: dict[str, Any]) -> Rendered:
-    renderer = RENDERERS.get(record["benchmark"], generic)
-    return renderer(record["results"])
+    """The benchmark's renderer on the run's results; a variant's plots are named after its
+    page, so they never replace the default run's."""
+    rendered = RENDERERS.get(record["benchmark"], generic)(record["results"])
+    if not record.get("variant"):
+        return rendered
+    prefix = f"{page_name(record)}-"
+    sections = [_renamed(text, rendered.images, prefix) for text in rendered.sections]
+    return Rendered(sections=sections, headline=rendered.headline,
+                    images={prefix + n: png for n, png in rendered.images.items()})
+
+
+def _renamed(text: str, images: dict[str, bytes], prefix: str) -> str:
+    for image in images:
+        text = text.replace(f"]({image})", f"]({prefix}{image})")
+    return text
 
 
 def page(record: dict[str, Any], rendered: Rendered) -> str:
-    name = record["benchmark"]
+    name = page_name(record)
     m = record["machine"]
     packages = ", ".join(f"{k} {v}" for k, v in m.get("packages", {}).items())
     run = ["!!! info \"This run\"", "",

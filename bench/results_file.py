@@ -38,16 +38,26 @@ def add_save_flag(parser: argparse.ArgumentParser) -> None:
                              "docs' benchmark page is rendered from it)")
 
 
+def page_name(record: dict[str, Any]) -> str:
+    """A results file's name and page: NAME, or NAME-VARIANT for a run kept beside the
+    benchmark's default one (e.g. latency-vllm beside the CPU latency run)."""
+    variant = record.get("variant")
+    return f"{record['benchmark']}-{variant}" if variant else str(record["benchmark"])
+
+
 def save(name: str, results: Any, argv: list[str] | None, *,
-         directory: Path = RESULTS_DIR) -> Path:
-    """Write `results` as NAME.json with the command, commit and machine; return its path."""
+         directory: Path = RESULTS_DIR, variant: str | None = None) -> Path:
+    """Write `results` as NAME.json (NAME-VARIANT.json) with the command, commit and
+    machine; return its path."""
     shown = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--save"]
     record = {"benchmark": name, "command": " ".join(["strictcall-bench", name, *shown]),
               "commit": commit(), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
               "seconds": round(time.monotonic() - _STARTED, 1), "machine": machine(),
               "results": results}
+    if variant:
+        record["variant"] = variant
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.json"
+    path = directory / f"{page_name(record)}.json"
     path.write_text(json.dumps(record, indent=1, default=str) + "\n")
     print(f"saved {path}", file=sys.stderr)
     return path

@@ -13,6 +13,7 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
 from bench.pages import benchmark_pages, read_results
+from bench.results_file import page_name
 from docsgen.reference import (
     flags_page,
     metrics_page,
@@ -56,7 +57,7 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
 
 
 def benchmark_names(directory: Path) -> list[str]:
-    return [record["benchmark"] for record in read_results(directory)]
+    return [page_name(record) for record in read_results(directory)]
 
 
 def with_benchmarks(nav: list[Any], names: list[str]) -> list[Any]:

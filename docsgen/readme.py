@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.page_text import TITLES
 from bench.pages import read_results, render
+from bench.results_file import page_name
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -22,7 +23,7 @@ BLOCK = re.compile(r"(<!-- benchmark headlines:.*?-->\n)(.*?)(<!-- end of benchm
 def headline_lines(records: list[dict[str, Any]]) -> list[str]:
     lines = []
     for record in records:
-        name = record["benchmark"]
+        name = page_name(record)
         if headline := render(record).headline:
             lines.append(f"- [{TITLES.get(name, name)}](bench/results/{name}.json): {headline}")
     return lines

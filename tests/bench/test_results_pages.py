@@ -8,8 +8,9 @@ import json
 import re
 from pathlib import Path
 
+from bench.page_parts import Rendered
 from bench.pages import benchmark_pages, read_results
-from bench.results_file import save
+from bench.results_file import page_name, save
 from docsgen.hooks import with_benchmarks
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
@@ -54,11 +55,29 @@ def test_every_committed_results_file_renders_with_its_run() -> None:
     assert records, "bench/results/ holds no results file"
     pages = benchmark_pages(records)
     for record in records:
-        page = str(pages[f"benchmarks/{record['benchmark']}.md"])
+        page = str(pages[f"benchmarks/{page_name(record)}.md"])
         assert record["command"] in page and record["commit"] in page
         for image in re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", page):
             png = pages[f"benchmarks/{image}"]
             assert isinstance(png, bytes) and png.startswith(b"\x89PNG")
+
+
+def test_a_variant_is_kept_beside_the_default_run_with_its_own_plots(tmp_path, monkeypatch):
+    from bench import pages as pages_module
+
+    def plotted(results: dict) -> Rendered:
+        return Rendered(sections=[f"{results['tok_s']} ![p](latency-p.png)"],
+                        images={"latency-p.png": b"\x89PNG" + str(results["tok_s"]).encode()})
+
+    monkeypatch.setitem(pages_module.RENDERERS, "frob", plotted)
+    save("frob", {"tok_s": 1.5}, [], directory=tmp_path)
+    path = save("frob", {"tok_s": 2.5}, [], directory=tmp_path, variant="vllm")
+    assert path.name == "frob-vllm.json" and (tmp_path / "frob.json").exists()
+    pages = benchmark_pages(read_results(tmp_path))
+    assert "1.5 ![p](latency-p.png)" in str(pages["benchmarks/frob.md"])
+    assert "2.5 ![p](frob-vllm-latency-p.png)" in str(pages["benchmarks/frob-vllm.md"])
+    assert pages["benchmarks/latency-p.png"] == b"\x89PNG1.5"  # not replaced by the variant's
+    assert pages["benchmarks/frob-vllm-latency-p.png"] == b"\x89PNG2.5"
 
 
 def test_the_nav_gets_each_benchmark_page_after_the_index() -> None:
