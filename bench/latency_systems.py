@@ -133,12 +133,16 @@ def launch_for(name: str, where: Where) -> Launch:
         if where.vllm_url is None:
             raise Skipped("strictcall-upstream fronts the run's vllm-server",
                           "add vllm-server to --systems")
+        # The run's vllm-server is started with disable_any_whitespace (as StrictCall's own
+        # vLLM engine), so StrictCall in front of it sends vLLM's json kind ("server"), as a
+        # user would; "bounded" would let it write whitespace vLLM alone does not.
         return Launch(name, "strictcall", False, (
             sys.executable, "-m", "server.cli", "serve", "--engine", "upstream",
-            "--upstream", where.vllm_url, "--model", str(where.model_dir),
+            "--upstream", where.vllm_url, "--upstream-json", "server",
+            "--model", str(where.model_dir),
             "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", MODEL,
             "--no-grammar-disk-cache", *where.server_args), env={"PYTHONPATH": str(ROOT)},
-            settings={"engine": "upstream", "upstream_json": "bounded",
+            settings={"engine": "upstream", "upstream_json": "server",
                       "flags": " ".join(where.server_args)})
     if name == "llamacpp-server":
         _require(where.llamacpp_python, "llama_cpp.server.app", LLAMACPP_INSTALL)
