@@ -135,7 +135,8 @@ def test_parse_with_pydantic_text_format(live_client):
 def test_sdk_raises_readable_errors(live_client):
     with pytest.raises(openai.BadRequestError) as err:
         live_client.responses.create(model=MODEL, input="hi", previous_response_id="resp_1")
-    assert "stateless" in str(err.value) and err.value.param == "previous_response_id"
+    assert "not found" in str(err.value) and err.value.param == "previous_response_id"
+    assert err.value.code == "previous_response_not_found"
     with pytest.raises(openai.BadRequestError, match="no reasoning summarizer") as err:
         live_client.responses.create(model=MODEL, input="hi",
                                 reasoning={"effort": "high", "summary": "detailed"})
