@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import json
 from dataclasses import replace
 from typing import Any
@@ -77,6 +78,7 @@ class SlotTurn:
         self.scope, self.session = scope, session
         self.now = store.now()
         self.fresh = fresh_user_texts(task.turns)
+        self.digest = hashlib.sha256("\x1f".join(self.fresh).encode()).hexdigest()[:16]
         self.expired: dict[str, list[str]] = {}  # tool -> its fields dropped for age
         self.reset: dict[str, Any] | None = None
         self.confirmed: dict[str, list[Change]] = {}  # changes confirmed by this message
@@ -186,7 +188,8 @@ class SlotTurn:
             earlier = self.state.slots(tool)
             values = {**(earlier.values if earlier else {}),
                       **self._kept(tool, schemas, needs.get("collected") or {})}
-            out[tool] = ToolSlots(values, self.now, self.proposed.get(tool, ()))
+            asked = self.proposed.get(tool, ())
+            out[tool] = ToolSlots(values, self.now, asked, self.digest if asked else "")
         return out
 
     def _kept(self, tool: str, schemas: dict[str, dict[str, Any]],
@@ -239,8 +242,8 @@ class SlotTurn:
         (the new value is filled), declined or superseded (dropped: the filled value
         stays), or still waiting."""
         for tool, slots in list(state.tools.items()):
-            if not slots.pending:
-                continue
+            if not slots.pending or slots.asked_by == self.digest:
+                continue  # nothing waiting, or the turn that asked, sent again (a retry)
             contract = self.registry.get(tool)
             schema = contract.schema() if contract is not None else {}
             values, waiting = dict(slots.values), []
@@ -255,7 +258,8 @@ class SlotTurn:
                         self.confirmed.setdefault(tool, []).append(change)
                 elif said == "unanswered":
                     waiting.append(change)
-            state = state.with_tool(tool, ToolSlots(values, slots.touched, tuple(waiting)))
+            state = state.with_tool(tool, ToolSlots(values, slots.touched, tuple(waiting),
+                                                    slots.asked_by if waiting else ""))
         return state
 
     def _forced(self, task: Task) -> Task:

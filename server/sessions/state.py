@@ -41,6 +41,9 @@ class ToolSlots:
     values: JsonObject  # field name -> its valid (normalized) value
     touched: float  # the store's clock when a turn was last about this tool
     pending: tuple[Change, ...] = ()  # changes to an irreversible tool, unconfirmed
+    # Which messages asked about `pending` (a digest): the same messages sent again are a
+    # retry of that turn, not the user's answer.
+    asked_by: str = ""
 
     def expired(self, now: float, ttl_s: float) -> bool:
         return now - self.touched >= ttl_s
@@ -56,12 +59,13 @@ class ToolSlots:
 
     def as_dict(self) -> JsonObject:
         return {"values": self.values, "touched": self.touched,
-                "pending": [c.as_dict() for c in self.pending]}
+                "pending": [c.as_dict() for c in self.pending], "asked_by": self.asked_by}
 
     @classmethod
     def of(cls, raw: JsonObject) -> ToolSlots:
         return cls(dict(raw.get("values") or {}), float(raw.get("touched") or 0.0),
-                   tuple(Change.of(c) for c in raw.get("pending") or ()))
+                   tuple(Change.of(c) for c in raw.get("pending") or ()),
+                   str(raw.get("asked_by") or ""))
 
 
 @dataclass(frozen=True)
