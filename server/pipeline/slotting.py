@@ -3,14 +3,15 @@ the decode and kept from one turn to the next.
 
 Where the slots enter the decode: a filled field is *pinned* in the grammar the model
 writes to (its node becomes exactly its value), so no decode can empty it or change it
-unseen, and a tiny model cannot pick another candidate of an old message. It opens only
+unseen, and a tiny model cannot pick another candidate of an old message. It moves only
 where the user's newest message states another value for it (found as grounded candidates
-are, server/pipeline/grounding.py field_values), and then only to those values:
-- a reversible tool (a read; a write of low or medium risk): the filled value or the new
-  ones, the model chooses; a new one replaces the old and `strictcall.slots.changed` says so;
-- an irreversible tool (a write of high or critical risk): only the new values; the call
-  is then held back and the answer is a question that shows both values. The user's next
-  message decides (server/pipeline/confirmation.py), never the model.
+are, server/pipeline/grounding.py field_values): the node then holds only the new values
+(the model chooses among several), because it is the user who changed it, not the model:
+- a reversible tool (a read; a write of low or medium risk): the new value replaces the
+  old, and `strictcall.slots.changed` says so;
+- an irreversible tool (a write of high or critical risk): the call is held back and the
+  answer is a question that shows both values. The user's next message decides
+  (server/pipeline/confirmation.py), never the model.
 Tool results fill empty fields (through grounding, as before) but never change a filled
 one: that is the user's to say. Free-text fields (a plain string) cannot be evidenced by
 a message: a reversible tool's are rewritten freely (a change is reported); an irreversible
@@ -121,9 +122,7 @@ class SlotTurn:
         new = self._stated(schema, contract, field, old)
         if new is None:  # free text: no message can say it changed
             return None if reversible(contract) else [old]
-        if not new:
-            return [old]
-        return [old, *new] if reversible(contract) else new
+        return new or [old]
 
     def _stated(self, schema: dict[str, Any], contract: Contract | None, field: str,
                 old: Any) -> list[Any] | None:

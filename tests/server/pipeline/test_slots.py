@@ -195,8 +195,8 @@ def test_an_unanswered_question_is_asked_again_and_a_third_value_too(changed_amo
 
 def test_a_reversible_change_replaces_the_value_and_says_so(client, replies):
     """A client tool (no catalog entry: reversible, the client runs it): a number the user
-    restates opens to the old and the new value; a free string is written freely; each
-    change is in `slots.changed`, never silent."""
+    restates becomes the new value (the model can neither keep the old one nor write a
+    third); a free string is written freely; each change is in `slots.changed`."""
     talk = Dialogue(client, replies, "weather", tools=[WEATHER],
                     choice={"type": "function", "function": {"name": "get_weather"}})
     talk.send(call("get_weather", city="Paris", days=2), user="Weather in Paris, 2 days?")
@@ -207,7 +207,10 @@ def test_a_reversible_change_replaces_the_value_and_says_so(client, replies):
     moved = talk.send(call("get_weather", city="London", days=2),
                       user="and what about London?")
     assert slots(moved)["changed"] == [{"field": "/city", "old": "Paris", "new": "London"}]
-    longer = talk.send(call("get_weather", city="London", days=5), user="make it 5 days")
+    kept = talk.send(call("get_weather", city="London", days=2), status=503,
+                     user="make it 5 days")
+    assert "breaks the grammar" in kept["detail"]  # the user said 5
+    longer = talk.send(call("get_weather", city="London", days=5))
     assert arguments(longer) == {"city": "London", "days": 5}
     assert slots(longer)["changed"] == [{"field": "/days", "old": 2, "new": 5}]
 
