@@ -100,7 +100,7 @@ class SteppedEngine(Engine):
     def _keep_rows(self, keep: list[int], rows: list[DecodeRow]) -> None:
         """Only rows `keep` (indexes into `rows`) stay in the batch; an empty list empties it."""
 
-    def _released(self, seq: DecodeRow) -> None:  # noqa: B027 - optional hook
+    def _released(self, seq: DecodeRow) -> None:
         """`seq` finished at its prefill, before joining: free what it holds."""
 
     # -- Engine API -------------------------------------------------------------------
@@ -182,7 +182,7 @@ class SteppedEngine(Engine):
             try:
                 with self._watched(self._rows):
                     self._decode_step()
-            except Exception as exc:  # noqa: BLE001 - fail the batch, keep serving
+            except Exception as exc:
                 log.exception("decode step failed")
                 self._fail_all(exc)
 
@@ -202,13 +202,13 @@ class SteppedEngine(Engine):
             try:
                 with self._watched([seq, *self._rows]):  # the batch waits on it too
                     self._prefill(seq)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 log.exception("prefill failed")
                 self._released(seq)
                 _settle(seq.future, exc=exc)
         return True
 
-    def _watched(self, seqs: list[DecodeRow]):  # noqa: ANN202 - a context manager
+    def _watched(self, seqs: list[DecodeRow]):
         self._inflight = list(seqs)
         return self._watchdog.step()
 
@@ -240,11 +240,13 @@ class SteppedEngine(Engine):
             self._rows = [self._rows[i] for i in keep]
 
     def _mask_logits(self, logits: torch.Tensor, seqs: list[DecodeRow]) -> None:
-        rows = [i for i, s in enumerate(seqs) if s.matcher is not None]
+        rows = []
+        for i, seq in enumerate(seqs):
+            if seq.matcher is not None:
+                seq.matcher.fill_bitmask(self._bitmask, i)
+                rows.append(i)
         if not rows:
             return
-        for i in rows:
-            seqs[i].matcher.fill_bitmask(self._bitmask, i)  # type: ignore[union-attr]
         self.grammar_backend.apply_bitmask(logits, self._bitmask[: len(seqs)], rows)
 
     def _choose_and_check(self, seq: DecodeRow, logits: torch.Tensor, row: int, *,
