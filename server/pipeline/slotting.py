@@ -109,7 +109,7 @@ class SlotTurn:
         for field, old in slots.values.items():
             if field not in props or not valid_value(schema, field, old):
                 continue
-            allowed = self._allowed(schema, contract, field, old)
+            allowed = self._allowed(schema, contract, field, slots.values)
             if allowed is None:
                 continue  # a reversible tool's free text: written freely
             out["properties"][field] = pinned(props[field], allowed)
@@ -118,26 +118,39 @@ class SlotTurn:
         return out
 
     def _allowed(self, schema: dict[str, Any], contract: Contract | None, field: str,
-                 old: Any) -> list[Any] | None:
-        new = self._stated(schema, contract, field, old)
+                 filled: dict[str, Any]) -> list[Any] | None:
+        old = filled[field]
+        new = self._stated(schema, contract, field, filled)
         if new is None:  # free text: no message can say it changed
             return None if reversible(contract) else [old]
         return new or [old]
 
     def _stated(self, schema: dict[str, Any], contract: Contract | None, field: str,
-                old: Any) -> list[Any] | None:
-        """The values other than `old` the user's newest message gives `field` (None: a
-        plain string, which any words could be)."""
-        found = field_values(schema, contract, field, self.fresh)
+                filled: dict[str, Any]) -> list[Any] | None:
+        """The values other than the filled one the user's newest message gives `field`
+        (None: a plain string, which any words could be)."""
+        old = filled[field]
+        found = self._said(schema, contract, field, filled)
         if found is None:
             return None
         out: list[Any] = []
         for value in found:
-            value = normal(contract, field, value)
             if not same(value, old) and not any(same(value, o) for o in out) \
                     and valid_value(schema, field, value):
                 out.append(value)
         return out
+
+    def _said(self, schema: dict[str, Any], contract: Contract | None, field: str,
+              filled: dict[str, Any]) -> list[Any] | None:
+        """The values (normalized) the user's newest message gives `field`, less those that
+        are another filled field's value (`filled`): "card 4417, I said" restates the card,
+        it does not make 4417 the amount. None: a plain string."""
+        found = field_values(schema, contract, field, self.fresh)
+        if found is None:
+            return None
+        others = [v for f, v in filled.items() if f != field]
+        values = [normal(contract, field, v) for v in found]
+        return [v for v in values if not any(same(v, o) for o in others)]
 
     # -- after the decode -----------------------------------------------------------------
     def merge(self, name: str, arguments: dict[str, Any],
@@ -247,8 +260,8 @@ class SlotTurn:
             schema = contract.schema() if contract is not None else {}
             values, waiting = dict(slots.values), []
             for change in slots.pending:
-                stated = [canon(normal(contract, change.name, v)) for v in
-                          field_values(schema, contract, change.name, self.fresh) or ()]
+                stated = [canon(v) for v in
+                          self._said(schema, contract, change.name, slots.values) or ()]
                 said = verdict(self.fresh, stated=stated, old=canon(change.old),
                                new=canon(change.new)) if self.fresh else "unanswered"
                 if said == "confirmed":

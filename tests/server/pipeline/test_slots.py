@@ -193,6 +193,22 @@ def test_an_unanswered_question_is_asked_again_and_a_third_value_too(changed_amo
     assert [c["new"] for c in slots(third)["confirm"]] == ["1400.00"]
 
 
+def test_a_value_restated_for_another_field_changes_nothing(client, replies):
+    """"card 4417, I said": 4417 could be an amount, but it is the card's filled value, so
+    it is no new amount (no confirmation question), nor a third value to a waiting one."""
+    talk = Dialogue(client, replies, f"restated-{uuid.uuid4().hex}")
+    talk.send(FIRST, user=DISPUTE)
+    restated = talk.send(dispute(**KNOWN), user="card 4417, I said")
+    assert slots(restated)["filled"] == KNOWN
+    assert slots(restated)["changed"] == [] and slots(restated)["confirm"] == []
+    talk.send(WHOLE, tool="OP-204518, the first one")
+    talk.send(dispute(**{**KNOWN, "amount": "1300.00"}, original_operation_id="OP-204518"),
+              user="sorry, the amount was 1 300,00")
+    done = talk.send(dispute(**{**KNOWN, "amount": "1300.00"},
+                             original_operation_id="OP-204518"), user="yes, card 4417")
+    assert arguments(done)["amount"] == "1300.00" and slots(done)["confirm"] == []
+
+
 def test_a_reversible_change_replaces_the_value_and_says_so(client, replies):
     """A client tool (no catalog entry: reversible, the client runs it): a number the user
     restates becomes the new value (the model can neither keep the old one nor write a
