@@ -25,6 +25,7 @@ from server.api.grammars import compile_grammar
 from server.api.messages.route import create_message
 from server.api.responses.route import create_response
 from server.api.responses.stored import delete_response, get_response, list_input_items
+from server.api.sessions import delete_session, get_session
 from server.engines.base import Engine
 from server.execution import Events, RecordStore, Runner, ToolPolicy, file_provider, load_policy
 from server.execution.service import ToolService
@@ -170,6 +171,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.get("/v1/responses/{response_id}")(get_response)  # server/api/responses/stored.py
     app.delete("/v1/responses/{response_id}")(delete_response)
     app.get("/v1/responses/{response_id}/input_items")(list_input_items)
+    app.get("/v1/sessions/{session_id}")(get_session)  # server/api/sessions.py
+    app.delete("/v1/sessions/{session_id}")(delete_session)
     app.post("/v1/grammars/compile")(compile_grammar)  # server/api/grammars.py
     app.get("/v1/contracts")(tools.list_contracts)
     app.post("/v1/contracts/{name}/validate")(tools.validate_contract)
