@@ -15,6 +15,7 @@ from pathlib import Path
 import jsonschema
 import openai
 
+from bench.results_file import add_save_flag, save
 from grammars import bfcl_to_json_schema
 from server.process import ServerProcess
 
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--auto-tools", default="decide", choices=["decide", "trigger"])
     p.add_argument("--model")
     p.add_argument("--max-tokens", type=int, default=200)
+    add_save_flag(p)
     args = p.parse_args(argv)
     questions = [json.loads(line) for line in BFCL.open()]
     fit = questions[: args.fit]
@@ -75,8 +77,11 @@ def main(argv: list[str] | None = None) -> int:
                                                    args.max_tokens), fit))
             none_rows = list(pool.map(lambda pf: ask(client, [{"role": "user", "content": pf[0]}],
                                                      pf[1], args.max_tokens), no_fit))
-    print(json.dumps({"auto_tools": args.auto_tools, "when_a_tool_fits": summarize(fit_rows),
-                      "when_no_tool_fits": summarize(none_rows)}, indent=1))
+    found = {"auto_tools": args.auto_tools, "when_a_tool_fits": summarize(fit_rows),
+             "when_no_tool_fits": summarize(none_rows)}
+    print(json.dumps(found, indent=1))
+    if args.save:
+        save("auto-mode", found, argv)
     return 0
 
 

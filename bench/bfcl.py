@@ -4,7 +4,7 @@ budget, each on the same questions against one real server on the embedded model
 
     strictcall-bench bfcl [--limit 20] [--categories simple_python,multiple,parallel]
         [--settings unconstrained,constrained,reasoning] [--budgets 32,128]
-        [--max-tokens 256] [--model DIR] [--out bench/results/bfcl.json]
+        [--max-tokens 256] [--model DIR] [--out bench/results/scratch/bfcl.json]
         [--server-args "--no-jump-forward"]
 
 Settings (alternating per question, same server):
@@ -40,6 +40,7 @@ import jsonschema
 import openai
 
 from bench.bfcl_ast import check, described, load, with_instructions
+from bench.results_file import add_save_flag, save
 from grammars import bfcl_to_json_schema
 from server.formats.smollm2 import CALL_CLOSE, CALL_OPEN, tools_instructions
 from server.options import ToolStyle
@@ -63,10 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budgets", default="32,128", help="reasoning budgets, in tokens")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--model", help="model directory (default: the embedded model)")
-    p.add_argument("--out", type=Path, default=Path("bench/results/bfcl.json"))
+    p.add_argument("--out", type=Path, default=Path("bench/results/scratch/bfcl.json"))
     p.add_argument("--server-args", default="",
                    help="extra `strictcall serve` flags, e.g. '--no-jump-forward' or "
                         "'--engine torch'")
+    add_save_flag(p)
     args = p.parse_args(argv)
     settings = settings_from(args.settings, args.budgets)
     rows, samples = _run(args, settings)
@@ -78,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows, "samples": samples}, indent=2))
     print(table(rows))
     print(f"report: {args.out}", file=sys.stderr)
+    if args.save:
+        save("bfcl", {"settings": list(settings), "max_tokens": args.max_tokens,
+                      "model": args.model or "embedded", "rows": rows}, argv)
     return 0
 
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.results_file import add_save_flag, save
 from grammars import (
     BRIDGE,
     GrammarCache,
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait-ms", type=float, default=25.0,
                         help="how long a miss waits for xgrammar before the bridge")
     parser.add_argument("--timeout", type=float, default=30.0)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/cold_compile.json"))
+    parser.add_argument("--out", type=Path, default=Path("cold_compile.json"))
+    add_save_flag(parser)
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
 
@@ -139,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['bridged']} ({r['demoted']}) | {r['wait_p50']:.1f} / {r['wait_p99']:.0f} | "
               f"{r['bridge_p50']:.1f} / {r['bridge_p99']:.0f} | {r['same_verdict']} | "
               f"{r['refused_valid']} | {r['let_through']} | {r['bridge_right']} |")
+    if args.save:
+        save("cold-compile", {"wait_ms": args.wait_ms, "limit": args.limit,
+                              "categories": results}, argv)
     print(f"\nmedian over categories of bridge p99: "
           f"{statistics.median(r['bridge_p99'] for r in results):.0f} ms; report: {args.out}")
     return 0

@@ -13,6 +13,7 @@ import time
 
 import openai
 
+from bench.results_file import add_save_flag, save
 from server.process import ServerProcess
 
 MODEL = "bench-model"
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model")
     p.add_argument("--attempts", type=int, default=2, help="repair attempts per call")
     p.add_argument("--max-tokens", type=int, default=200)
+    add_save_flag(p)
     args = p.parse_args(argv)
     server_args = ["--served-model-name", MODEL, "--contracts", "contracts.examples",
                    "--repair-attempts", str(args.attempts)]
@@ -53,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused",
                                max_retries=0, timeout=600)
         rows = [_ask(client, tool, prompt, args.max_tokens) for tool, prompt in PROMPTS]
-    _report(rows, args)
+    summary = _report(rows, args)
+    if args.save:
+        save("contract-repair", {"summary": summary, "rows": rows}, argv)
     return 0
 
 
@@ -72,18 +76,23 @@ def _ask(client: openai.OpenAI, tool: str, prompt: str, max_tokens: int) -> dict
     if choice.finish_reason == "length":
         return {"tool": tool, "outcome": "cut_off", "attempts": 0,
                 "seconds": time.perf_counter() - start}
-    report = resp.model_extra["strictcall"]["contracts"][0]
+    extension = resp.model_extra.get("strictcall") or {}
+    if "needs_input" in extension:  # a question instead of a value nobody gave
+        return {"tool": tool, "outcome": "needs_input", "attempts": 0,
+                "seconds": time.perf_counter() - start,
+                "asked": [m["field"] for m in extension["needs_input"].get("missing", [])]}
+    report = extension["contracts"][0]
     return {"tool": tool, "outcome": "repaired" if report["repaired"] else "first_attempt",
             "attempts": report["attempts"], "seconds": time.perf_counter() - start,
             "arguments": choice.message.tool_calls[0].function.arguments}
 
 
-def _report(rows: list[dict], args: argparse.Namespace) -> None:
+def _report(rows: list[dict], args: argparse.Namespace) -> dict:
     n = len(rows)
     count = {k: sum(r["outcome"] == k for r in rows)
-             for k in ("first_attempt", "repaired", "422", "cut_off")}
+             for k in ("first_attempt", "repaired", "needs_input", "422", "cut_off")}
     needed_repair = count["repaired"] + count["422"]
-    decoded = [r for r in rows if r["outcome"] != "cut_off"]
+    decoded = [r for r in rows if r["outcome"] not in ("cut_off", "needs_input")]
     summary = {
         "prompts": n, "repair_attempts_allowed": args.attempts,
         "first_attempt_valid_rate": round(count["first_attempt"] / n, 3),
@@ -100,6 +109,7 @@ def _report(rows: list[dict], args: argparse.Namespace) -> None:
         print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v)
                           for k, v in row.items()}, ensure_ascii=False))
     print(json.dumps(summary, indent=1))
+    return summary
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from bench.results_file import add_save_flag, save
 from server.engines.base import GenerationRequest, SamplingParams
 from server.model_store import resolve_model
 
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, default=48)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--threads", type=int, default=1)
+    add_save_flag(p)
     args = p.parse_args(argv)
     model_dir = resolve_model(None)
     engines: dict[str, Any] = {}
@@ -53,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     for engine in engines.values():
         engine.close()
     base = statistics.median(speeds["fp32"]) if speeds.get("fp32") else None
+    if args.save:
+        save("cpu-variants", {"tokens": args.tokens, "rounds": args.rounds, "speeds": speeds,
+                              "notes": notes}, argv)
     print("| variant | tokens/s (median) | vs torch fp32 | notes |")
     print("|---|---|---|---|")
     for name in args.variants.split(","):

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from bench import vocab_masks
+from bench.results_file import add_save_flag, save
 from grammars import (
     GrammarCache,
     JsonSchemaSpec,
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     results = {name: _measure(name.strip(), args) for name in args.backend.split(",")}
     # The mask's cost by vocabulary size: SmolLM2's 49k beside Gemma 3's 262k.
     vocabularies = {} if args.no_vocabularies else vocab_masks.by_vocabulary()
+    if args.save:
+        save("decode-speed", {"backends": results, "masks_by_vocabulary": vocabularies}, argv)
     if args.json:
         out = results if len(results) > 1 else next(iter(results.values()))
         print(json.dumps({**out, "masks_by_vocabulary": vocabularies} if vocabularies
@@ -101,6 +104,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="measure cache lookups over the story schema, without BFCL's file")
     p.add_argument("--no-vocabularies", action="store_true",
                    help="skip the mask times by vocabulary (SmolLM2 beside Gemma 3)")
+    add_save_flag(p)
     return p.parse_args(argv)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from bench.results_file import add_save_flag, save
 from grammars import JsonSchemaSpec
 from server.engines.base import GenerationRequest, SamplingParams
 from server.model_store import embedded_model_dir
@@ -76,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         args.device), "seconds": round(time.perf_counter() - started, 1), "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu_decode.json").write_text(json.dumps(result, indent=1))
+    if args.save:
+        save("gpu-decode", result, argv)
     text = table(result)
     (args.out / "gpu_decode.md").write_text(text + "\n")
     print(text)
@@ -93,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto")
     p.add_argument("--tokenizer", type=Path, help="a directory with the tokenizer files")
     p.add_argument("--out", type=Path, default=Path("bench/results/gpu_decode"))
+    add_save_flag(p)
     return p
 
 

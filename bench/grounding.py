@@ -3,7 +3,7 @@ grounding on and off, on support dialogues written like real chats (bench/data/
 grounding_dialogues.yaml: dirty amounts, "вчера", card numbers with dots, two candidate ids
 in one message, ids never given; English, Russian, German, Spanish).
 
-    strictcall-bench grounding [--sampled 2] [--url URL] [--out bench/results/grounding.json]
+    strictcall-bench grounding [--sampled 2] [--url URL] [--save]
 
 Each dialogue's tool is forced (named tool_choice), against one real server on the embedded
 model (or `--url`), greedy, then `--sampled` seeds at temperature 1. Per field, over every
@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from bench.results_file import add_save_flag, save
 
 DATA = Path(__file__).parent / "data" / "grounding_dialogues.yaml"
 SETTINGS = {"grounding-on": True, "grounding-off": False}
@@ -114,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--url", help="a StrictCall server already running (default: start one "
                                  "on the embedded model with the example contracts)")
     p.add_argument("--data", type=Path, default=DATA)
-    p.add_argument("--out", type=Path, default=Path("bench/results/grounding.json"))
+    p.add_argument("--out", type=Path, default=Path("bench/results/scratch/grounding.json"))
+    add_save_flag(p)
     args = p.parse_args(argv)
     dialogues = load(args.data)
     if args.url:
@@ -130,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps({"command": "strictcall-bench grounding " + " ".join(
         argv or sys.argv[1:]), "rows": rows, "latency_p50_s": latency,
         "samples": samples}, indent=2, ensure_ascii=False))
+    if args.save:
+        save("grounding", {"rows": rows, "latency_p50_s": latency}, argv)
     print(table(rows))
     print("\nlatency p50 (s): " + ", ".join(f"{k}={v}" for k, v in sorted(latency.items())))
     return 0

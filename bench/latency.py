@@ -63,6 +63,7 @@ from bench.latency_workload import (
     request_body,
 )
 from bench.progress import Progress
+from bench.results_file import add_save_flag, save
 from server.model_store import default_cache_dir, embedded_model_dir
 
 GRAMMAR_KINDS = ("forced", "auto", "json")  # the kinds a cold pass measures
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     report = build_report(vars(args), statuses, samples, waves, counters)
     report["upstream_overhead"] = upstream_overhead(report)
     paths = write_report(report, args.out)
+    if args.save:
+        save("latency", report, argv, variant=args.variant)
     print(paths["markdown"].read_text())
     print_ratios(report)
     print_upstream_overhead(report)  # strictcall-upstream beside vllm-server
@@ -141,6 +144,9 @@ def _parser() -> argparse.ArgumentParser:
                         "where it exists, else this Python)")
     p.add_argument("--startup-s", type=float, default=300)
     p.add_argument("--out", type=Path, default=Path("bench/results/latency"))
+    add_save_flag(p)
+    p.add_argument("--variant", help="with --save, write bench/results/latency-VARIANT.json "
+                   "beside the default run (e.g. vllm), its own docs page")
     return p
 
 

@@ -5,7 +5,7 @@ before a non-streamed answer) at random. Each request carries its own X-Request-
 client waits what Retry-After says (with jitter) before its next request.
 
     strictcall-bench load [--clients 8] [--minutes 2] [--runs 1] [--leave 0.2]
-                          [--out bench/results/load.json] [--server-args "--max-queued 4"]
+                          [--out bench/results/scratch/load.json] [--server-args "--max-queued 4"]
 
 Per run: requests sent, answered (2xx, whole answer), shed (429/503 with Retry-After),
 disconnected by the client, refused (other 4xx), lost (no answer at all: goal 0),
@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 
 from bench.load_tally import Outcome, Tally, table
+from bench.results_file import add_save_flag, save
 from server.process import ServerProcess
 
 MODEL = "m"
@@ -61,11 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--server-args", default="", help="more `strictcall serve` flags")
-    p.add_argument("--out", type=Path, default=Path("bench/results/load.json"))
+    p.add_argument("--out", type=Path, default=Path("bench/results/scratch/load.json"))
+    add_save_flag(p)
     args = p.parse_args(argv)
     rows = run(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2))
+    if args.save:
+        save("load", rows, argv)
     print(json.dumps(rows, indent=2))
     print(table(rows))
     bad = sum(r["lost"] + r["duplicated"] + r["server_error"] for r in rows)
@@ -169,7 +173,7 @@ async def _plain(client: httpx.AsyncClient, body: dict, out: Outcome) -> None:
     if resp.status_code < 300:
         out.completion_id = parsed.get("id")
     else:
-        out.problem = str(parsed.get("type", "")).rpartition(":")[2]
+        out.problem = str(parsed.get("type", "")).rpartition("#")[2]
         out.error = f"{resp.status_code} {parsed.get('detail', resp.text[:200])}"
 
 
@@ -181,7 +185,7 @@ async def _stream(client: httpx.AsyncClient, body: dict, out: Outcome, *,
         if resp.status_code >= 300:
             await resp.aread()
             with contextlib.suppress(ValueError):
-                out.problem = str(resp.json().get("type", "")).rpartition(":")[2]
+                out.problem = str(resp.json().get("type", "")).rpartition("#")[2]
             out.complete, out.error = True, f"{resp.status_code} {resp.text[:200]}"
             return
         chunks = 0
@@ -195,7 +199,7 @@ async def _stream(client: httpx.AsyncClient, body: dict, out: Outcome, *,
             event = json.loads(data)
             if "choices" not in event:  # the final error event of a stream that had begun
                 out.stream_error_status = int(event.get("status") or 500)
-                out.problem = str(event.get("type", "")).rpartition(":")[2]
+                out.problem = str(event.get("type", "")).rpartition("#")[2]
                 out.error = f"stream error event: {data[:200]}"
                 continue
             out.completion_id = out.completion_id or event.get("id")

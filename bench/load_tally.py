@@ -36,7 +36,7 @@ class Outcome:
     complete: bool = False  # the whole body (or stream) arrived
     disconnected: bool = False  # the client chose to leave
     stream_error_status: int | None = None  # a stream's final error event, if any
-    problem: str = ""  # the error's problem slug (urn:strictcall:problem:<slug>), if any
+    problem: str = ""  # the error's problem slug (the `type` URI's #<slug>), if any
     seconds: float = 0.0
     error: str = ""
 

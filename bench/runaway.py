@@ -2,7 +2,7 @@
 against a real server on the embedded model, each prompt with the guards off and on (per
 request, alternating, same server), max_tokens 256, greedy.
 
-    strictcall-bench runaway [--limit 20] [--out bench/results/runaway.json]
+    strictcall-bench runaway [--limit 20] [--out bench/results/scratch/runaway.json]
     strictcall-bench runaway --thresholds     # the repeat lengths in BFCL's gold values
 
 Per category and setting: cut-off rate (finish_reason "length"), valid-call rate, BFCL AST
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bfcl_ast import check, load
+from bench.results_file import add_save_flag, save
 from server.process import ServerProcess
 
 CATEGORIES = ("simple_python", "multiple", "parallel")
@@ -32,16 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="strictcall-bench runaway", description=__doc__)
     p.add_argument("--limit", type=int, default=20, help="prompts per category")
     p.add_argument("--max-tokens", type=int, default=256)
-    p.add_argument("--out", type=Path, default=Path("bench/results/runaway.json"))
+    p.add_argument("--out", type=Path, default=Path("bench/results/scratch/runaway.json"))
     p.add_argument("--thresholds", action="store_true")
     p.add_argument("--categories", default=",".join(CATEGORIES))
     p.add_argument("--settings", default=",".join(SETTINGS), help="of off, stop, steer")
+    add_save_flag(p)
     args = p.parse_args(argv)
     if args.thresholds:
         return _thresholds()
     rows = _run(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2))
+    if args.save:
+        save("runaway", rows, argv)
     print(_table(rows))
     return 0
 

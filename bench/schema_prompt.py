@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bfcl_ast import check, load
+from bench.results_file import add_save_flag, save
 from grammars import bfcl_to_json_schema
 from server.process import ServerProcess
 
@@ -31,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="strictcall-bench schema-prompt", description=__doc__)
     p.add_argument("--limit", type=int, default=20, help="questions per category")
     p.add_argument("--categories", default="simple_python,multiple")
-    p.add_argument("--out", type=Path, default=Path("bench/results/schema-prompt.json"))
+    p.add_argument("--out", type=Path, default=Path("bench/results/scratch/schema-prompt.json"))
+    add_save_flag(p)
     args = p.parse_args(argv)
     from openai import OpenAI
 
@@ -49,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [_summary(style, s) for style, s in samples.items()]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2))
+    if args.save:
+        save("schema-prompt", rows, argv)
     print(_table(rows))
     return 0
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.canonical import canonical_instance
+from bench.results_file import add_save_flag, save
 from bench.schema_summary import print_table, summarize
 from grammars import (
     JSON_SCHEMA_READING,
@@ -266,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="all of the above as JSON Schema reads a schema (strict objects "
                              "off, unknown keywords annotations, patterns search, implied "
                              "types off, number bounds and bounded strings validator)")
+    add_save_flag(parser)
     args = parser.parse_args(argv)
     policies: dict[str, Any] = dict(JSON_SCHEMA_READING) if args.json_schema_reading else {
         f.name: getattr(args, f.name) for f in POLICY_FLAGS}
@@ -296,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         runner.close()
     print_table(report)
     print(f"\nfull report: {args.out}")
+    if args.save:  # the summaries; the per-schema records stay in --out
+        save("schemas", {"args": report["args"], "backends": {
+            name: {"version": b["version"], "categories": {
+                c: {"summary": v["summary"]} for c, v in b["categories"].items()}}
+            for name, b in report["backends"].items()}}, argv)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Tool selection on BFCL `multiple`: every function of the category in one catalog, and for
 each question, is its correct function among the k tools the selector picks?
 
-    strictcall-bench tool-selection [--ks 3,5,10] [--out bench/results/tool_selection.json]
+    strictcall-bench tool-selection [--ks 3,5,10] [--out bench/results/scratch/tool_selection.json]
         [--ast N [--max-tokens 128]]
 
 Rows: BM25 over what the server matches on (name, description, parameter names and their
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bfcl_ast import load
+from bench.results_file import add_save_flag, save
 from server.execution.selection import select, tool_words, words
 
 Document = Callable[[dict[str, Any]], list[str]]
@@ -43,10 +44,11 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ks", default="3,5,10")
     p.add_argument("--budget", type=int, default=20, help="the no-selection baseline's size")
-    p.add_argument("--out", type=Path, default=Path("bench/results/tool_selection.json"))
+    p.add_argument("--out", type=Path, default=Path("bench/results/scratch/tool_selection.json"))
     p.add_argument("--ast", type=int, default=0, metavar="N",
                    help="also measure AST accuracy through the model on N questions")
     p.add_argument("--max-tokens", type=int, default=128)
+    add_save_flag(p)
     args = p.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
     pairs = load("multiple")
@@ -59,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         ast = measure_ast(pairs[: args.ast], catalog, ks, budget=args.budget,
                           max_tokens=args.max_tokens)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"questions": len(pairs), "catalog": len(catalog),
-                                    "ks": ks, "rows": rows, "ast": ast}, indent=2))
+    found = {"questions": len(pairs), "catalog": len(catalog), "ks": ks, "rows": rows,
+             "ast": ast}
+    args.out.write_text(json.dumps(found, indent=2))
+    if args.save:
+        save("tool-selection", found, argv)
     print(table(rows, ks, len(pairs), len(catalog)))
     if ast:
         print(f"\nthrough the embedded model, first {args.ast} questions:")

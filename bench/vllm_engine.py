@@ -8,7 +8,7 @@ count tokens after the first over the time after the first (prefill and the firs
 left out). The number of warmed grammars is the server's own (/health).
 
     .venv-vllm/bin/python -m bench.vllm_engine [--rounds 6] [--max-tokens 400] \
-        [--out bench/results/vllm_engine.json]    # or: make bench-vllm
+        [--out bench/results/scratch/vllm_engine.json]    # or: make bench-vllm
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.results_file import add_save_flag, save
 from server.model_store import ensure_embedded_model
 from server.process import ServerProcess
 
@@ -125,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=400,
                         help="for both decode-speed runs, free and constrained")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/vllm_engine.json"))
+    parser.add_argument("--out", type=Path, default=Path("bench/results/scratch/vllm_engine.json"))
+    add_save_flag(parser)
     args = parser.parse_args(argv)
     model_dir = ensure_embedded_model()
 
@@ -149,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                   decode["constrained"]["decode_tok_s"] / decode["unconstrained"]["decode_tok_s"]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
+    if args.save:
+        save("vllm-engine", report, argv)
     _print(report)
     print(f"report: {args.out}")
     return 0

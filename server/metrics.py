@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -35,48 +36,73 @@ _CACHE_COUNTERS = (("hits", "Grammar cache hits."), ("misses", "Grammar cache mi
                    ("expired", "Grammars dropped after the time-to-live unused."))
 
 
+@dataclass(frozen=True)
+class Series:
+    """One series as `GET /metrics` names it (a counter with its `_total`); the metrics
+    reference page is generated from these (docsgen/reference.py)."""
+
+    name: str
+    kind: Literal["counter", "gauge", "histogram"]
+    help: str
+    labels: tuple[str, ...] = ()
+
+
 class Metrics:
     def __init__(self, model_name: str = "") -> None:
         self.model_name = model_name
         self.registry = CollectorRegistry()
-        r, model = self.registry, ["model_name"]
-        self.compile_seconds = Histogram(
+        self._series: list[Series] = []
+        model = ("model_name",)
+        self.compile_seconds = self._histogram(
             "strictcall_grammar_compile_seconds", "Time to compile one grammar.",
-            buckets=COMPILE_BUCKETS, registry=r)
-        self._rejected = Counter("strictcall_requests_rejected", "Requests answered with an "
-                                 "error, by reason.", ["reason"], registry=r)
-        self._requests = Counter("strictcall:requests", "Requests answered, by API, outcome "
-                                 "and HTTP status.", ["model_name", "api", "outcome", "status"],
-                                 registry=r)
-        self._e2e = Histogram("strictcall:e2e_request_latency_seconds", "End-to-end request "
-                              "latency.", model, buckets=LATENCY_BUCKETS, registry=r)
-        self._ttft = Histogram("strictcall:time_to_first_token_seconds", "Time to the first "
-                               "output token.", model, buckets=TTFT_BUCKETS, registry=r)
-        self._tpot = Histogram("strictcall:time_per_output_token_seconds", "Time per output "
-                               "token after the first.", model, buckets=TPOT_BUCKETS, registry=r)
-        self._queue = Histogram("strictcall:request_queue_time_seconds", "Time a decode "
-                                "waited for the engine.", model, buckets=LATENCY_BUCKETS,
-                                registry=r)
-        self._prompt = Counter("strictcall:prompt_tokens", "Prompt tokens prefilled.", model,
-                               registry=r)
-        self._generated = Counter("strictcall:generation_tokens", "Tokens generated.", model,
-                                  registry=r)
-        self._finished = Counter("strictcall:request_success", "Decodes finished, by finish "
-                                 "reason.", ["model_name", "finished_reason"], registry=r)
-        self._repairs = Counter("strictcall:contract_calls", "Contract calls, by tool and "
-                                "outcome (valid, repaired, needs_input, failed).",
-                                ["tool", "outcome"], registry=r)
-        self._first = Counter("strictcall:contract_first_attempts", "Contract calls by whether "
-                              "the first decode was valid, per tool (the first-attempt valid "
-                              "rate is valid / all).", ["tool", "valid"], registry=r)
-        self._violations = Counter("strictcall:contract_violations", "Contract violations "
-                                   "found after decoding, by code.", ["code"], registry=r)
-        self._field_violations = Counter(
+            buckets=COMPILE_BUCKETS)
+        self._rejected = self._counter("strictcall_requests_rejected", "Requests answered with "
+                                       "an error, by reason.", ("reason",))
+        self._requests = self._counter("strictcall:requests", "Requests answered, by API, "
+                                       "outcome and HTTP status.",
+                                       ("model_name", "api", "outcome", "status"))
+        self._e2e = self._histogram("strictcall:e2e_request_latency_seconds", "End-to-end "
+                                    "request latency.", model, buckets=LATENCY_BUCKETS)
+        self._ttft = self._histogram("strictcall:time_to_first_token_seconds", "Time to the "
+                                     "first output token.", model, buckets=TTFT_BUCKETS)
+        self._tpot = self._histogram("strictcall:time_per_output_token_seconds", "Time per "
+                                     "output token after the first.", model,
+                                     buckets=TPOT_BUCKETS)
+        self._queue = self._histogram("strictcall:request_queue_time_seconds", "Time a decode "
+                                      "waited for the engine.", model, buckets=LATENCY_BUCKETS)
+        self._prompt = self._counter("strictcall:prompt_tokens", "Prompt tokens prefilled.",
+                                     model)
+        self._generated = self._counter("strictcall:generation_tokens", "Tokens generated.",
+                                        model)
+        self._finished = self._counter("strictcall:request_success", "Decodes finished, by "
+                                       "finish reason.", ("model_name", "finished_reason"))
+        self._repairs = self._counter("strictcall:contract_calls", "Contract calls, by tool "
+                                      "and outcome (valid, repaired, needs_input, failed).",
+                                      ("tool", "outcome"))
+        self._first = self._counter("strictcall:contract_first_attempts", "Contract calls by "
+                                    "whether the first decode was valid, per tool (the "
+                                    "first-attempt valid rate is valid / all).",
+                                    ("tool", "valid"))
+        self._violations = self._counter("strictcall:contract_violations", "Contract "
+                                         "violations found after decoding, by code.", ("code",))
+        self._field_violations = self._counter(
             "strictcall:contract_field_violations", "Contract violations by tool and the "
-            "field's JSON Pointer.", ["tool", "pointer", "code"], registry=r)
-        self._repair_tokens = Counter("strictcall:repair_tokens", "Tokens prefilled and "
-                                      "generated by repair decodes, per tool.", ["tool"],
-                                      registry=r)
+            "field's JSON Pointer.", ("tool", "pointer", "code"))
+        self._repair_tokens = self._counter("strictcall:repair_tokens", "Tokens prefilled and "
+                                            "generated by repair decodes, per tool.", ("tool",))
+
+    def _counter(self, name: str, help_: str, labels: tuple[str, ...] = ()) -> Counter:
+        self._series.append(Series(name + "_total", "counter", help_, labels))
+        return Counter(name, help_, labels, registry=self.registry)
+
+    def _histogram(self, name: str, help_: str, labels: tuple[str, ...] = (), *,
+                   buckets: tuple[float, ...]) -> Histogram:
+        self._series.append(Series(name, "histogram", help_, labels))
+        return Histogram(name, help_, labels, buckets=buckets, registry=self.registry)
+
+    def series(self) -> list[Series]:
+        """Every series this registry serves: its own, then those read at scrape time."""
+        return [*self._series, *_Pulled.SERIES]
 
     def watch(self, *, cache: Callable[[], dict[str, int]],
               engine: Callable[[], dict[str, int]]) -> None:
@@ -121,8 +147,24 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+_GAUGES = (("strictcall:num_requests_running", "running", "Requests decoding now."),
+           ("strictcall:num_requests_waiting", "queued", "Requests waiting for the engine."))
+
+
 class _Pulled(Collector):
     """Gauges and counters whose values live in the engine and the grammar cache."""
+
+    SERIES = (
+        *(Series(f"strictcall_grammar_cache_{key}_total", "counter", help_)
+          for key, help_ in _CACHE_COUNTERS),
+        Series("strictcall_grammar_cache_entries", "gauge", "Grammars in the cache."),
+        Series("strictcall_grammar_cache_bytes", "gauge", "Memory held by cached grammars."),
+        *(Series(name, "gauge", help_, ("model_name",)) for name, _, help_ in _GAUGES),
+        # One per counter the engine keeps (GET /health shows the same: prefills,
+        # decode_steps, jump_forward_tokens, prefix_hits, hung_steps, ...).
+        Series("strictcall_engine_<counter>_total", "counter", "One counter for each of the "
+               "engine's own counters, as GET /health lists them."),
+    )
 
     def __init__(self, model_name: str, cache: Callable[[], dict[str, int]],
                  engine: Callable[[], dict[str, int]]) -> None:
@@ -139,10 +181,7 @@ class _Pulled(Collector):
                                 value=cache.get("entries", 0))
         yield GaugeMetricFamily("strictcall_grammar_cache_bytes",
                                 "Memory held by cached grammars.", value=cache.get("bytes", 0))
-        for name, key, help_ in (
-                ("strictcall:num_requests_running", "running", "Requests decoding now."),
-                ("strictcall:num_requests_waiting", "queued", "Requests waiting for the "
-                                                              "engine.")):
+        for name, key, help_ in _GAUGES:
             family = GaugeMetricFamily(name, help_, labels=["model_name"])
             family.add_metric([self._model], engine.get(key, 0))
             yield family
@@ -150,7 +189,6 @@ class _Pulled(Collector):
             if key not in ("running", "queued"):
                 yield CounterMetricFamily(f"strictcall_engine_{key}",
                                           f"Engine {key.replace('_', ' ')}.", value=value)
-
 
 
 # Which API a route serves, for the request counter's `api` label.

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from server.api.app import create_app
 from server.engines.base import Engine
 from server.engines.scripted import ScriptedEngine
+from server.errors import PROBLEMS_URL
 from server.settings import Settings
 
 MODEL = "scripted"
@@ -59,7 +60,7 @@ def assert_problem(resp: Any, status: int, *, param: str | None = None,
     assert resp.status_code == status, resp.text
     assert resp.headers["content-type"].startswith("application/problem+json")
     body: dict[str, Any] = resp.json()
-    assert body["status"] == status and body["type"].startswith("urn:strictcall:problem:")
+    assert body["status"] == status and body["type"].startswith(PROBLEMS_URL)
     assert body["error"]["message"] == body["detail"]
     if param is not None:
         assert body["error"]["param"] == param

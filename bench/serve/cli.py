@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from bench.results_file import add_save_flag, save
 from bench.serve import report
 from bench.serve.compare import markdown as compare_markdown
 from bench.serve.runner import LoadPlan, run
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                           targets=targets, workloads=names or ["bfcl-forced"], items=items,
                           plan=plan, slo=slo, outcome=outcome)
     paths = report.write(result, outcome.records, args.out)
+    if args.save:  # the summary, not the per-request records (those stay under --out)
+        save("serve", result, argv)
     print(paths["markdown"].read_text())
     print(f"results: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     return 0
@@ -102,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600, help="seconds per request")
     p.add_argument("--seed", type=int, default=0, help="for arrivals and synthetic prompts")
     p.add_argument("--out", type=Path, default=Path("bench/results/serve"))
+    add_save_flag(p)
     _add_source_flags(p)
     return p
 

@@ -33,6 +33,15 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from contracts import ExecutionSpec, HttpHandler, Kind, Partial, ToolContext, ToolFailed
+from server.errors import (
+    SIDE_EFFECT_UNKNOWN,
+    TOOL_ERROR,
+    TOOL_FAILED,
+    TOOL_OUTPUT_INVALID,
+    TOOL_PARTIAL,
+    TOOL_TIMED_OUT,
+    OutcomeProblem,
+)
 
 Status = Literal["succeeded", "partial", "failed", "timed_out", "side_effect_unknown",
                  "approval_required", "denied"]
@@ -53,10 +62,10 @@ class Execution:
                 "attempts": self.attempts, "seconds": round(self.seconds, 6)}
 
 
-def problem(slug: str, title: str, detail: str, *, retryable: bool = False,
+def problem(kind: OutcomeProblem, detail: str, *, retryable: bool = False,
             retry_after: int | None = None, owner: bool = False) -> dict[str, Any]:
     """An execution's problem (RFC 9457): `owner`: a person must act before it can go on."""
-    out: dict[str, Any] = {"type": f"urn:strictcall:problem:{slug}", "title": title,
+    out: dict[str, Any] = {"type": kind.type, "title": kind.title,
                            "detail": detail, "retryable": retryable,
                            "owner_action_required": owner}
     if retryable and retry_after is not None:
@@ -111,27 +120,27 @@ class Runner:
         except (TimeoutError, httpx.TimeoutException):
             if read:
                 return Execution("timed_out", problem=problem(
-                    "tool-timed-out", "Tool timed out", f"{ctx.tool!r} did not answer within "
+                    TOOL_TIMED_OUT, f"{ctx.tool!r} did not answer within "
                     f"{spec.timeout_s:g} s", retryable=True, retry_after=1)), True
             return unknown_outcome(ctx.tool, f"did not answer within {spec.timeout_s:g} s"), False
         except _Refused as exc:  # an HTTP endpoint's 4xx: its body is the audit's only
             return Execution("failed", problem=problem(
-                "tool-failed", "Tool failed", exc.public), internal=exc.internal), False
+                TOOL_FAILED, exc.public), internal=exc.internal), False
         except ToolFailed as exc:  # the handler's own words, written for the caller
             return Execution("failed", problem=problem(
-                "tool-failed", "Tool failed", exc.detail, retryable=exc.retryable,
+                TOOL_FAILED, exc.detail, retryable=exc.retryable,
                 retry_after=1)), read and exc.retryable
         except Exception as exc:  # noqa: BLE001 - a handler's crash is an outcome, not a 500
             raised = f"{type(exc).__name__}: {exc}"
             if read:
                 return Execution("failed", problem=problem(
-                    "tool-error", "Tool error", f"{ctx.tool!r} raised an error (the audit "
+                    TOOL_ERROR, f"{ctx.tool!r} raised an error (the audit "
                     "log has it)", retryable=True, retry_after=1), internal=raised), True
             return unknown_outcome(ctx.tool, "raised an error (the audit log has it)",
                             internal=raised), False
         if isinstance(value, Partial):
             return Execution("partial", value.result, problem(
-                "tool-partial", "Tool did part of the work", value.detail)), False
+                TOOL_PARTIAL, value.detail)), False
         return Execution("succeeded", value), False
 
     async def _call(self, handler: Any, arguments: dict[str, Any], ctx: ToolContext) -> Any:
@@ -176,7 +185,7 @@ class Runner:
 def unknown_outcome(tool: str, what: str, *, internal: str | None = None) -> Execution:
     """A write that may have acted: no retry, a person resolves its key."""
     return Execution("side_effect_unknown", problem=problem(
-        "side-effect-unknown", "Side effect unknown",
+        SIDE_EFFECT_UNKNOWN,
         f"the write {tool!r} {what} after it may have acted; it will not run again with "
         "this idempotency key until someone checks the system it writes to and resolves "
         "the key (POST /v1/tools/{name}/executions/{key}/resolve)", owner=True),
@@ -193,12 +202,12 @@ def _fitted(done: Execution, output: type[BaseModel], *, tool: str, kind: Kind) 
         internal = f"the result does not fit {output.__name__}: {exc}"
         if kind == "read":
             return replace(done, outcome="failed", result=None, internal=internal,
-                           problem=problem("tool-output-invalid", "Tool result invalid",
+                           problem=problem(TOOL_OUTPUT_INVALID,
                                            f"{tool!r} returned a result that does not fit "
                                            f"its output contract (at {where})",
                                            retryable=True, retry_after=1))
         return replace(done, outcome="side_effect_unknown", result=None, internal=internal,
-                       problem=problem("tool-output-invalid", "Tool result invalid",
+                       problem=problem(TOOL_OUTPUT_INVALID,
                                        f"the write {tool!r} acted and returned a result that "
                                        f"does not fit its output contract (at {where}); "
                                        "check the system it writes to and resolve the key "

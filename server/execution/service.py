@@ -21,6 +21,7 @@ from typing import Any
 
 from contracts import Contract, ContractRegistry, FromHeader, Generated, ToolContext
 from server.errors import (
+    APPROVAL_REQUIRED,
     ArgumentsInvalid,
     Conflict,
     Forbidden,
@@ -230,7 +231,7 @@ def _fingerprint(arguments: dict[str, Any], contract: Contract) -> str:
 
 def _approval(verdict: Verdict, arguments: dict[str, Any]) -> dict[str, Any]:
     fields = verdict.approve_fields or tuple(arguments)
-    return {"type": "urn:strictcall:problem:approval-required", "title": "Approval required",
+    return {"type": APPROVAL_REQUIRED.type, "title": APPROVAL_REQUIRED.title,
             "detail": "the policy needs a human approval before this call runs: a caller it "
                       "allows invokes the same arguments and idempotency key",
             "fields": {f: arguments.get(f) for f in fields}, "rule": verdict.rule,

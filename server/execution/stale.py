@@ -7,6 +7,7 @@ it writes to and resolves the key. Until then, a retry is the retryable 409 "in 
 from __future__ import annotations
 
 from contracts import Contract
+from server.errors import SIDE_EFFECT_UNKNOWN
 from server.execution.runner import Execution, problem
 from server.execution.store import IdempotencyStore, Scope, Stored
 
@@ -24,7 +25,7 @@ def stale_after_s(contract: Contract) -> float:
 def settle_if_stale(store: IdempotencyStore, scope: Scope, contract: Contract) -> Stored | None:
     """The key's record settled as side_effect_unknown if it is stale; else None."""
     lost = Execution("side_effect_unknown", problem=problem(
-        "side-effect-unknown", "Side effect unknown",
+        SIDE_EFFECT_UNKNOWN,
         f"the write {scope.tool!r} was still running when the server running it stopped "
         "answering; it may have acted, so it will not run again with this idempotency key "
         "until someone checks the system it writes to and resolves the key "

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
-from server.errors import RateLimited
+from server.errors import RateLimited, problem_type
 from server.identity import Identity, KeyFileError, KeyRing
 from server.ratelimit import RateLimiter
 from server.settings import Settings
@@ -122,7 +122,7 @@ def test_over_its_tokens_a_key_gets_429_with_retry_after(client):
     assert first.status_code == 200 and first.json()["usage"]["total_tokens"] > 10
     refused = client.post("/v1/chat/completions", json=CHAT, headers=bearer(TOKENS_KEY))
     body = assert_problem(refused, 429, says="10 tokens per minute")
-    assert body["type"] == "urn:strictcall:problem:rate-limited"
+    assert body["type"] == problem_type("rate-limited")
     assert body["retryable"] is True and body["error"]["type"] == "rate_limit_error"
     wait = int(refused.headers["retry-after"])
     assert wait == body["retry_after"] and wait >= 60  # dozens of tokens at 10 a minute

@@ -14,6 +14,7 @@ import uvicorn
 
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
+from server.errors import problem_type
 from server.settings import Settings
 
 CHAT = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
@@ -74,7 +75,7 @@ def test_an_unexpected_error_is_a_500_and_the_connection_stays_usable(served, fa
         connection = _local_port(bad)
         assert bad.headers["content-type"].startswith("application/problem+json")
         problem = bad.json()
-        assert problem["type"] == "urn:strictcall:problem:internal-error"
+        assert problem["type"] == problem_type("internal-error")
         assert problem["detail"] == "internal error; the server log has the details"
         assert "secret" not in bad.text and "Traceback" not in bad.text
         assert bad.headers["x-request-id"]  # the log line's id: what to quote to the operator

@@ -12,6 +12,7 @@ from server.errors import (
     OutputInvalid,
     RequestTimeout,
     Unavailable,
+    problem_type,
 )
 from tests.server.api.wire_checks import (
     TOKEN_BOUND,
@@ -66,7 +67,8 @@ def test_successes_are_not_checked_but_streams_are():
     sse = {"content-type": "text/event-stream; charset=utf-8"}
     fine = b'data: {"choices": []}\n\ndata: [DONE]\n\n'
     assert wire_problems("/v1/chat/completions", 200, sse, fine) == []
-    broken = b'data: {"type": "urn:strictcall:problem:internal-error"}\n\ndata: [DONE]\n\n'
+    internal = json.dumps({"type": problem_type("internal-error")}).encode()
+    broken = b"data: " + internal + b"\n\ndata: [DONE]\n\n"
     assert wire_problems("/v1/chat/completions", 200, sse, broken)
 
 

@@ -45,7 +45,7 @@ def wire_problems(path: str, status: int, headers: dict[str, str], body: bytes) 
         else _problem_json_problems(status, media, parsed)
     if status >= 500:
         problem = parsed.get("strictcall", {}) if anthropic else parsed
-        kind = str(problem.get("type", "")).rpartition(":")[2] if isinstance(problem, dict) \
+        kind = str(problem.get("type", "")).rpartition("#")[2] if isinstance(problem, dict) \
             else ""
         if status not in (503, 504) or kind not in DELIBERATE or "retry-after" not in lowered:
             found.insert(0, f"{status} {kind or 'untyped'} (a 5xx that is no shed or time "
@@ -140,7 +140,7 @@ def unnamed_parameter(status: int, body: bytes) -> list[str]:
         return []
     anthropic = isinstance(parsed.get("strictcall"), dict)
     problem = parsed["strictcall"] if anthropic else parsed
-    kind = str(problem.get("type", "")).rpartition(":")[2]
+    kind = str(problem.get("type", "")).rpartition("#")[2]
     if _NAMED[status] is not None and kind != _NAMED[status]:
         return []
     error = parsed.get("error") if isinstance(parsed.get("error"), dict) else {}

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from server.errors import problem_type
 from tests.scripted import assert_problem
 from tests.server.execution.conftest import audit, chat, who
 from tests.server.execution.exec_contracts import LEDGER
@@ -148,7 +149,7 @@ def test_a_result_that_breaks_its_output_contract_never_goes_back(client, audit_
     body = outcome(invoke(client, "get_balance", {"account": "AC-001"}, headers=who("acme")))
     assert body["outcome"] == "failed" and body["result"] is None
     problem = body["problem"]
-    assert problem["type"] == "urn:strictcall:problem:tool-output-invalid"
+    assert problem["type"] == problem_type("tool-output-invalid")
     assert problem["retryable"] is True and problem["owner_action_required"] is False
     assert "/balance" in problem["detail"] and "SECRET" not in json.dumps(body)
     (executed,) = [r for r in audit(audit_path) if r.get("tool") == "get_balance"]

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from contracts import Violation
 from server.api.app import create_app, load_contracts
 from server.engines.scripted import ScriptedEngine
+from server.errors import problem_type
 from server.pipeline.repair import repair_schema
 from server.settings import Settings
 from tests.scripted import assert_problem
@@ -110,7 +111,7 @@ def test_out_of_attempts_is_a_422_problem_with_every_attempt(client, script):
     resp = call(client, "open_dispute", said=DISPUTE)
     body = assert_problem(resp, 422, says="broke its contract after 3 attempt(s)")
     assert body["retryable"] is False and body["owner_action_required"] is True
-    assert body["type"] == "urn:strictcall:problem:contract-violation"
+    assert body["type"] == problem_type("contract-violation")
     assert body["instance"] == "/v1/chat/completions"
     assert [a["arguments"]["operation_date"] for a in body["attempts"]] == [
         "2099-01-01", "2098-01-01", "2097-01-01"]

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from server.errors import problem_type
 from server.process import ServerProcess
 
 pytestmark = [pytest.mark.replicas, pytest.mark.slow]
@@ -126,7 +127,7 @@ def test_a_replica_killed_mid_write_leaves_a_key_the_other_never_runs_again(repl
         doomed.wait(timeout=10)
     first = asyncio.run(_once(other, key, 2.5))  # the same call, retried on the other
     assert first.status_code == 409 and first.json()["retryable"]  # it may still be running
-    assert first.json()["type"] == "urn:strictcall:problem:in-progress"
+    assert first.json()["type"] == problem_type("in-progress")
     deadline = time.monotonic() + 30
     answer = first
     while answer.status_code == 409 and time.monotonic() < deadline:

@@ -1,0 +1,317 @@
+"""Each benchmark's results as tables, plots and a headline (bench/pages.py). A benchmark
+with no renderer here gets the generic one (bench/page_parts.py), which tables any shape."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from bench.page_parts import Rendered, cell, generic, png, table
+
+
+def tool_selection(results: dict[str, Any]) -> Rendered:
+    ks, rows = results["ks"], results["rows"]
+    served = rows[0]
+    recall = [{"method": r["method"], **{f"k={k}": r.get(f"recall@{k}") for k in ks},
+               **{k.replace("recall@", "first "): v for k, v in r.items()
+                  if k.startswith("recall@") and int(k[7:]) not in ks}} for r in rows]
+
+    def draw(ax: Any) -> None:
+        for r in rows:
+            points = [(k, r[f"recall@{k}"]) for k in ks if f"recall@{k}" in r]
+            if len(points) > 1:
+                ax.plot(*zip(*points, strict=True), marker="o", label=r["method"][:48])
+        ax.set_xlabel("k (tools offered)")
+        ax.set_ylabel("questions whose tool is offered")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=7)
+
+    middle = ks[len(ks) // 2]
+    return Rendered(
+        sections=[f"BFCL multiple: {results['questions']} questions, one catalog of "
+                  f"{results['catalog']} functions. Share of questions whose function is "
+                  "among the tools offered:", "", table(recall), "",
+                  "![recall against k](tool-selection-recall.png)", ""],
+        images={"tool-selection-recall.png": png(draw)},
+        headline=f"BM25 as served offers the right tool in the top {middle} for "
+                 f"{served[f'recall@{middle}']:.1%} of {results['questions']} questions")
+
+
+def schemas(results: dict[str, Any]) -> Rendered:
+    rows = []
+    for backend, data in results["backends"].items():
+        for category, cat in data["categories"].items():
+            s = cat["summary"]
+            rows.append({"category": category, "backend": f"{backend} {data['version']}",
+                         "schemas": s["schemas"], "coverage": f"{s['coverage']:.1%}",
+                         "alone": f"{s['alone_coverage']:.1%}",
+                         "compile p50 / p99 ms": f"{s['compile_ms_p50']:.1f} / "
+                                                 f"{s['compile_ms_p99']:.0f}",
+                         "hit ms": s["warm_ms_p50"],
+                         "valid accepted": f"{s['valid_accepted']} of {s['valid_instances']}",
+                         "by policy": s.get("valid_refused_by_policy", 0),
+                         "invalid rejected": f"{s['invalid_rejected']} of "
+                                             f"{s['invalid_instances']}"})
+
+    def draw(ax: Any) -> None:
+        labels = [f"{r['category']}\n{r['backend'].split()[0]}" for r in rows]
+        ax.bar(labels, [float(r["coverage"][:-1]) for r in rows], label="served")
+        ax.plot(labels, [float(r["alone"][:-1]) for r in rows], "ko", label="backend alone")
+        ax.set_ylabel("schemas compiled, %")
+        ax.set_ylim(0, 105)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.legend(fontsize=7)
+
+    valid = sum(int(r["valid accepted"].split()[0]) for r in rows)
+    valid_all = sum(int(r["valid accepted"].split()[-1]) for r in rows)
+    args = results["args"]
+    return Rendered(
+        sections=[f"First {args['limit']} schemas of each category; policies: "
+                  + ", ".join(f"{k} {v}" for k, v in args.items()
+                              if k not in ("dirs", "limit", "timeout")) + ".", "",
+                  table(rows), "", "![coverage per category](schemas-coverage.png)", ""],
+        images={"schemas-coverage.png": png(draw)},
+        headline=f"{valid} of {valid_all} valid test instances accepted by the mask and "
+                 f"the validator, over {sum(r['schemas'] for r in rows)} schemas")
+
+
+def cold_compile(results: dict[str, Any]) -> Rendered:
+    rows = [{"category": r["category"], "schemas": f"{r['served']} of {r['schemas']}",
+             "bridged (validator gets more)": f"{r['bridged']} ({r['demoted']})",
+             "wait p50 / p99 ms": f"{r['wait_p50']:.1f} / {r['wait_p99']:.0f}",
+             "bridge p50 / p99 ms": f"{r['bridge_p50']:.1f} / {r['bridge_p99']:.0f}",
+             "same verdict as xgrammar": r["same_verdict"], "valid refused": r["refused_valid"],
+             "invalid let through": r["let_through"],
+             "right where xgrammar was not": r["bridge_right"]}
+            for r in results["categories"]]
+    worst = max(results["categories"], key=lambda r: r["bridge_p99"])
+    return Rendered(sections=[table(rows), ""],
+                    headline=f"cold p99 with the bridge at most {worst['bridge_p99']:.0f} ms "
+                             f"per category, against {worst['wait_p99']:.0f} ms waiting there")
+
+
+def decode_speed(results: dict[str, Any]) -> Rendered:
+    backends = results["backends"]
+    rows = [{"backend": name, "unconstrained tok/s": b["unconstrained_tok_s_median"],
+             "constrained tok/s": b["constrained_tok_s_median"],
+             "ratio": b["ratio_constrained_over_unconstrained"],
+             "cache hit ms (median)": b.get("hit_lookup_ms_median"),
+             "mask ms per token (median)": b.get("mask_ms_per_token_median"),
+             "mask share of a step": b.get("mask_share_of_step"),
+             "decode step ms": b.get("decode_step_ms_median")} for name, b in backends.items()]
+    vocab = [{"vocabulary": name, "size": v["vocab_size"], "compile ms": v["compile_ms"],
+              "mask ms per token (median)": v["mask_ms_per_token_median"],
+              "p99": v["mask_ms_per_token_p99"]}
+             for name, v in results.get("masks_by_vocabulary", {}).items() if isinstance(v, dict)]
+
+    def draw(ax: Any) -> None:
+        names = list(backends)
+        width = 0.38
+        xs = range(len(names))
+        ax.bar([x - width / 2 for x in xs], [r["unconstrained tok/s"] for r in rows], width,
+               label="unconstrained")
+        ax.bar([x + width / 2 for x in xs], [r["constrained tok/s"] for r in rows], width,
+               label="constrained")
+        ax.set_xticks(list(xs), names)
+        ax.set_ylabel("tokens/s, median")
+        ax.legend(fontsize=7)
+
+    first = rows[0]
+    return Rendered(
+        sections=["Median tokens per second over paired runs, and the mask's cost:", "",
+                  table(rows), "", "![tokens per second](decode-speed-tokens.png)", "",
+                  "The mask's cost per token by vocabulary (one JSON answer replayed):", "",
+                  table(vocab) if vocab else "-", ""],
+        images={"decode-speed-tokens.png": png(draw, size=(5.5, 3.5))},
+        headline=f"{first['backend']}: constrained decoding at {first['ratio']:.2f}x the "
+                 "unconstrained tokens/s")
+
+
+def contract_repair(results: dict[str, Any]) -> Rendered:
+    s = results["summary"]
+    rows = [{k: v for k, v in r.items() if k != "arguments"} for r in results["rows"]]
+    return Rendered(
+        sections=[table([s]), "", "### Each prompt", "", table(rows), ""],
+        headline=f"{s['count_first_attempt']} of {s['prompts']} calls valid at the first "
+                 f"attempt, {s['count_repaired']} repaired, {s.get('count_needs_input', 0)} "
+                 f"asked for a missing value, {s['count_422']} ended in a 422, "
+                 f"{s['count_cut_off']} cut off")
+
+
+def runaway(results: list[dict[str, Any]]) -> Rendered:
+    by_guard: dict[str, list[dict[str, Any]]] = {}
+    for row in results:
+        by_guard.setdefault(row["guards"], []).append(row)
+    cut = {g: sum(r["cut_off"] * r["n"] for r in rs) / sum(r["n"] for r in rs)
+           for g, rs in by_guard.items()}
+    calls = sum(r["n"] for r in next(iter(by_guard.values())))
+    return Rendered(sections=[table(results), ""],
+                    headline="cut off: " + ", ".join(f"{g} {c:.0%}" for g, c in cut.items())
+                             + f" of {calls} forced calls each")
+
+
+def cpu_variants(results: dict[str, Any]) -> Rendered:
+    speeds = {k: statistics.median(v) for k, v in results["speeds"].items() if v}
+    base = speeds.get("fp32")
+    rows = [{"variant": name, "tokens/s (median)": speeds.get(name),
+             "vs torch fp32": f"{speeds[name] / base:.2f}x" if base and name in speeds
+             else "-", "notes": note} for name, note in results["notes"].items()]
+
+    def draw(ax: Any) -> None:
+        ax.bar(list(speeds), list(speeds.values()))
+        ax.set_ylabel("tokens/s, median")
+
+    best = max(speeds, key=lambda k: speeds[k])
+    return Rendered(
+        sections=[f"{results['tokens']} tokens per decode, {results['rounds']} rounds.", "",
+                  table(rows), "", "![tokens per second](cpu-variants-speed.png)", ""],
+        images={"cpu-variants-speed.png": png(draw, size=(5.5, 3.5))},
+        headline=f"{best}: {speeds[best]:.1f} tokens/s"
+                 + (f", {speeds[best] / base:.2f}x torch fp32" if base else ""))
+
+
+def latency(results: dict[str, Any]) -> Rendered:
+    import tempfile
+    from pathlib import Path
+
+    from bench.latency_report import markdown, plot
+
+    with tempfile.TemporaryDirectory() as tmp:
+        images = {f"latency-{p.name}": p.read_bytes() for p in plot(results, Path(tmp)).values()}
+    text = markdown(results, plots=[]).split("\n", 1)[1]  # its title is the page's
+    text = text.replace("\n## ", "\n### ")
+    warm = [r for r in results["settings"] if r["pass"] == "warm" and r["concurrency"] == 1]
+    head = ""
+    if warm:
+        fastest = min(warm, key=lambda r: r["e2e_s_p50"] or float("inf"))
+        head = (f"fastest warm end-to-end p50 at concurrency 1: {fastest['system']} on "
+                f"{fastest['kind']}, {fastest['e2e_s_p50']:.2f} s")
+    return Rendered(sections=[text, "", *(f"![{n}]({n})" for n in images), ""],
+                    images=images, headline=head)
+
+
+def serve(results: dict[str, Any]) -> Rendered:
+    import tempfile
+    from pathlib import Path
+
+    from bench.serve.plot import plot
+    from bench.serve.report import markdown
+
+    with tempfile.TemporaryDirectory() as tmp:
+        drawn = Path(tmp) / "serve.png"
+        images = {"serve-load.png": drawn.read_bytes()} if plot(results, drawn) else {}
+    text = markdown(results, plot=next(iter(images), None))
+    text = text.split("\n", 3)[3].replace("\n## ", "\n### ")  # its title and command: the page's
+    rows = results["settings"]
+    valid = sum(r["valid"] for r in rows)
+    checked = sum(r["valid"] + r["invalid"] + r["cut_off"] for r in rows)
+    return Rendered(sections=[text, ""], images=images,
+                    headline=f"{valid} of {checked} checked answers valid over "
+                             f"{len(rows)} settings, {sum(r['error'] for r in rows)} errors")
+
+
+def vllm_engine(results: dict[str, Any]) -> Rendered:
+    first = results["first_request_s"]
+    cold, warm = first["cold_1st"], first["warm_1st"]
+    slowest = max(cold, key=lambda t: cold[t])
+    rows = [{"contract": t, "cold, 1st request s": cold[t],
+             "cold, 2nd request s": first["cold_2nd"].get(t),
+             "after the warm-up, 1st request s": warm.get(t)} for t in cold]
+    start = results["startup_s"]
+    decode = [{"decode": k, **v} for k, v in results["decode"].items()]
+    return Rendered(
+        sections=[table([{"start-up": k, "s to healthy": v,
+                          "grammars warmed": results["grammars_warmed"].get(k)}
+                         for k, v in start.items()]), "",
+                  "### The first request for each contract", "", table(rows), "",
+                  "### Decode", "", table(decode), ""],
+        headline=f"first {slowest} request {cold[slowest]:.2f} s cold, "
+                 f"{warm[slowest]:.2f} s after the start-up warm-up; constrained decode at "
+                 f"{results['ratio_constrained_over_unconstrained']:.2f}x unconstrained")
+
+
+def bfcl(results: dict[str, Any]) -> Rendered:
+    from bench.bfcl import table as bfcl_table
+
+    rows = [r for r in results["rows"] if r.get("status") != "unsupported"]
+
+    def draw(ax: Any) -> None:
+        labels = [f"{r['category']}\n{r['setting']}" for r in rows]
+        ax.bar(labels, [100 * r["ast_accuracy"] for r in rows])
+        ax.set_ylabel("AST accuracy, %")
+        ax.tick_params(axis="x", labelsize=6, rotation=60)
+
+    constrained = [r for r in rows if r["setting"] == "constrained"]
+    head = ", ".join(f"{r['category']} {r['ast_accuracy']:.0%}" for r in constrained)
+    return Rendered(
+        sections=[f"max_tokens {results['max_tokens']}, model {results['model']}.", "",
+                  bfcl_table(results["rows"]), "", "![AST accuracy](bfcl-accuracy.png)", ""],
+        images={"bfcl-accuracy.png": png(draw, size=(7.5, 4.5))},
+        headline=f"constrained AST accuracy: {head}" if head else "")
+
+
+def gpu_decode(results: dict[str, Any]) -> Rendered:
+    from bench.gpu_decode import table as gpu_table
+
+    return Rendered(sections=[gpu_table(results), ""],
+                    headline=f"--tiny on {results['device']}: the script's path only, "
+                             "no GPU figures")
+
+
+def grounding(results: dict[str, Any]) -> Rendered:
+    from bench.grounding import table as grounding_table
+
+    latency = ", ".join(f"{k} {cell(v)} s" for k, v in sorted(results["latency_p50_s"].items()))
+    invented: dict[str, int] = {}
+    answers: dict[str, int] = {}
+    for row in results["rows"]:
+        invented[row["setting"]] = invented.get(row["setting"], 0) + row["invented"]
+        answers[row["setting"]] = answers.get(row["setting"], 0) + row["answers"]
+    return Rendered(sections=[grounding_table(results["rows"]), "",
+                              f"Latency p50: {latency}.", ""],
+                    headline="values invented: " + ", ".join(
+                        f"{k} {invented[k]} of {answers[k]}" for k in sorted(invented)))
+
+
+def auto_mode(results: dict[str, Any]) -> Rendered:
+    fits, none = results["when_a_tool_fits"], results["when_no_tool_fits"]
+    return Rendered(sections=[generic(results).sections[0], "",
+                              table([{"case": "a tool fits", **fits},
+                                     {"case": "no tool fits", **none}]), ""],
+                    headline=f"--auto-tools {results['auto_tools']}: a call for "
+                             f"{fits['called_a_tool_rate']:.0%} of {fits['prompts']} prompts a "
+                             f"tool fits and {none['called_a_tool_rate']:.0%} of "
+                             f"{none['prompts']} it does not; every call valid"
+                             if fits["valid_call_rate"] == none["valid_call_rate"] == 1
+                             else "")
+
+
+def schema_prompt(results: list[dict[str, Any]]) -> Rendered:
+    by = {r["schema_prompt"]: r for r in results}
+    head = ""
+    if "none" in by and "raw" in by:
+        head = (f"schema left to the grammar: {by['none']['prompt_tokens_median']:.0f} prompt "
+                f"tokens against {by['raw']['prompt_tokens_median']:.0f} with the raw schema "
+                f"written in, AST accuracy {by['none']['ast_accuracy']:.0%} against "
+                f"{by['raw']['ast_accuracy']:.0%}")
+    return Rendered(sections=[table(results), ""], headline=head)
+
+
+def load(results: list[dict[str, Any]]) -> Rendered:
+    rows = [{k: v for k, v in r.items() if not isinstance(v, dict | list)} for r in results]
+    lost = sum(r["lost"] + r["duplicated"] + r["server_error"] for r in results)
+    sent = sum(r["sent"] for r in results)
+    return Rendered(sections=[table(rows), ""],
+                    headline=f"{sent} requests from {results[0]['clients']} clients: "
+                             f"{lost} lost, duplicated or 5xx")
+
+
+RENDERERS: dict[str, Callable[[Any], Rendered]] = {
+    "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
+    "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
+    "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
+    "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
+    "load": load, "serve": serve, "vllm-engine": vllm_engine,
+}
+__all__ = ["RENDERERS", "generic"]

