@@ -51,3 +51,10 @@ class StrictCallOptions(BaseModel):
     # Grounded fields copied from the conversation (server default: --grounding). Off: the
     # model writes them like any other field (what `strictcall-bench grounding` compares).
     grounding: bool | None = None
+    # A conversation whose tool arguments are collected across turns (server/sessions):
+    # any id the client chooses, scoped by its tenant. On the Responses API a chain of
+    # previous_response_id is one session by itself. `reset_slots`: forget what was
+    # collected before this turn.
+    session: str | None = Field(None, min_length=1, max_length=128,
+                                pattern=r"^[A-Za-z0-9._:@-]+$")
+    reset_slots: bool | None = None

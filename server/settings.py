@@ -226,6 +226,14 @@ class Settings(BaseSettings):
     state_url: str | None = setting(None, "where state lives: sqlite:///FILE (default "
                                           "<cache dir>/state.sqlite3), or postgresql://... "
                                           "shared by replicas", group=STATE, metavar="URL")
+    # Sessions (server/sessions): the arguments collected across turns, and stored responses.
+    slot_ttl_s: float = setting(1800.0, "a session's collected arguments (slots) expire this "
+                                        "long after the last turn about their tool",
+                                group=STATE, gt=0)
+    # OpenAI keeps stored responses 30 days; so does this server by default.
+    response_ttl_s: float = setting(30 * 86400.0, "a stored Responses API response (store="
+                                                  "true, the default) is kept this long",
+                                    group=STATE, gt=0)
     rate_limit_url: str | None = setting(None, "where rate-limit buckets live: in this "
                                                "process (default), or redis://... shared by "
                                                "replicas", group=STATE, metavar="URL")

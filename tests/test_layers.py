@@ -45,6 +45,9 @@ FORBIDDEN = {
     # api use it; it knows none of them.
     "server/state": _SHARED,
     "server/records.py": _SHARED,
+    # Sessions' slots and stored responses over the state store: the pipeline and the api
+    # use them; they know neither.
+    "server/sessions": _SHARED,
     "server/cli.py": ("bench",),
     "server/cli_flags.py": ("bench",),
     "server/eval": _SHARED,  # a client of any server: no server parts

@@ -24,6 +24,8 @@ from server.api.gate import Gate
 from server.api.grammars import compile_grammar
 from server.api.messages.route import create_message
 from server.api.responses.route import create_response
+from server.api.responses.stored import delete_response, get_response, list_input_items
+from server.api.sessions import delete_session, get_session
 from server.engines.base import Engine
 from server.execution import Events, RecordStore, Runner, ToolPolicy, file_provider, load_policy
 from server.execution.service import ToolService
@@ -34,6 +36,7 @@ from server.metrics import Metrics, RequestTimer
 from server.model_store import default_cache_dir
 from server.pipeline.chat import ChatPipeline, Parts
 from server.records import AuditLog
+from server.sessions import ResponseStore, SessionStore
 from server.settings import Settings
 from server.state import open_rate_limits, open_state
 
@@ -97,8 +100,10 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # --state-url, before the model loads: an unreachable database fails fast. The
-        # idempotency keys live there; sessions and stored responses are meant to.
+        # idempotency keys, sessions' slots and stored responses live there.
         state = app.state.state = open_state(settings)
+        sessions = app.state.sessions = SessionStore(state, slot_ttl_s=settings.slot_ttl_s)
+        app.state.responses = ResponseStore(state, ttl_s=settings.response_ttl_s)
         engine = engine_factory(settings)
         # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
         policy = GrammarPolicy.for_backend(engine.grammar_backend,
@@ -125,7 +130,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         events = Events(provider)
         app.state.pipeline = ChatPipeline(engine, cache, settings, Parts(
             policy, registry=registry, metrics=metrics, fmt=fmt, rate_limits=rate_limits,
-            audit=audit, tool_policy=tool_policy, events=events))
+            audit=audit, tool_policy=tool_policy, events=events, sessions=sessions))
         store = RecordStore(state)
         http = httpx.AsyncClient(timeout=None)  # each attempt's limit is the contract's
         app.state.tools = ToolService(registry, tool_policy, store=store, runner=Runner(http),
@@ -163,6 +168,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
     app.post("/v1/messages", response_model=None)(create_message)
     app.post("/v1/responses", response_model=None)(create_response)
+    app.get("/v1/responses/{response_id}")(get_response)  # server/api/responses/stored.py
+    app.delete("/v1/responses/{response_id}")(delete_response)
+    app.get("/v1/responses/{response_id}/input_items")(list_input_items)
+    app.get("/v1/sessions/{session_id}")(get_session)  # server/api/sessions.py
+    app.delete("/v1/sessions/{session_id}")(delete_session)
     app.post("/v1/grammars/compile")(compile_grammar)  # server/api/grammars.py
     app.get("/v1/contracts")(tools.list_contracts)
     app.post("/v1/contracts/{name}/validate")(tools.validate_contract)

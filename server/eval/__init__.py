@@ -5,7 +5,8 @@
         [--threshold-write 0.0] [--temperature T] [--extra-body JSON]
 
 Sends each scenario to the server (this one or any OpenAI-compatible URL), scores the
-answer, prints a table per tool and writes the run: model, generation parameters, schema
+answer, runs each file's dialogues turn by turn (server/eval/dialogues.py), prints a table
+per tool (and one for the dialogues) and writes the run: model, generation parameters, schema
 versions, scenario ids and results, with user text only as a hash. With `--baseline`, exits
 1 when a tool class's correct-call rate fell by more than its threshold.
 """
@@ -21,7 +22,8 @@ from typing import Any
 
 import httpx
 
-from server.eval.report import compare, markdown, summarize
+from server.eval.dialogues import run_dialogues
+from server.eval.report import compare, dialogue_markdown, markdown, summarize, summarize_dialogues
 from server.eval.runner import Params, run_file
 from server.eval.scenarios import ScenarioError, load
 
@@ -58,15 +60,20 @@ def run(args: argparse.Namespace) -> int:
     with httpx.Client(base_url=args.url, headers=headers, timeout=600) as client:
         tools, versions = _catalog(client)
         outcomes = [o for _, spec in specs for o in run_file(client, spec, params, tools)]
+        dialogues = [o for _, spec in specs for o in run_dialogues(client, spec, params, tools)]
     record = {"created": int(time.time()), "url": args.url,
               "params": {"model": params.model, "temperature": params.temperature,
                          "top_p": params.top_p, "max_tokens": params.max_tokens,
                          "extra_body": params.extra_body},
               "schema_versions": {s.tool: versions.get(s.tool, "unknown") for _, s in specs},
               "scenario_files": {str(p): [c.id for c in s.scenarios] for p, s in specs},
-              "results": [o.to_json() for o in outcomes], "summary": summarize(outcomes)}
+              "results": [o.to_json() for o in outcomes], "summary": summarize(outcomes),
+              "dialogues": [o.to_json() for o in dialogues],
+              "dialogue_summary": summarize_dialogues(dialogues)}
     args.out.write_text(json.dumps(record, indent=1))
     print(markdown(record, baseline))
+    if dialogues:
+        print("\ndialogues:\n" + dialogue_markdown(record["dialogue_summary"]))
     print(f"\nrun written to {args.out}")
     if baseline is None:
         return 0

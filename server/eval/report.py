@@ -7,6 +7,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
+from server.eval.dialogues import DialogueOutcome
 from server.eval.runner import Outcome
 
 
@@ -69,4 +70,43 @@ def markdown(run: dict[str, Any], baseline: dict[str, Any] | None = None) -> str
             b = base_tools.get(tool)
             row += f" {b['correct_call_rate']:.0%} |" if b else " - |"
         lines.append(row)
+    return "\n".join(lines)
+
+
+def summarize_dialogues(outcomes: list[DialogueOutcome]) -> dict[str, Any]:
+    """Per tool: the dialogues' turns passed, turns to a complete call, questions (and how
+    many asked by meaning), values lost to overwrites, silent changes."""
+    by_tool: dict[str, list[DialogueOutcome]] = defaultdict(list)
+    for o in outcomes:
+        by_tool[o.tool].append(o)
+    return {tool: _dialogue_stats(rows) for tool, rows in sorted(by_tool.items())}
+
+
+def _dialogue_stats(rows: list[DialogueOutcome]) -> dict[str, Any]:
+    turns = [t for o in rows for t in o.turns]
+    to_call = [o.turns_to_call for o in rows if o.turns_to_call is not None]
+    return {"dialogues": len(rows), "turns": len(turns),
+            "turns_passed": sum(t.passed for t in turns),
+            "dialogues_passed": sum(all(t.passed for t in o.turns) for o in rows),
+            "turns_to_call_mean": round(statistics.mean(to_call), 2) if to_call else None,
+            "no_call": sum(o.turns_to_call is None for o in rows),
+            "questions": sum(o.questions for o in rows),
+            "questions_by_meaning": sum(o.by_meaning for o in rows),
+            "lost_to_overwrite": sum(len(o.lost) for o in rows),
+            "silent_changes": sum(len(o.silent) for o in rows),
+            "errors": sum(t.error is not None for t in turns)}
+
+
+def dialogue_markdown(summary: dict[str, Any]) -> str:
+    lines = ["| tool | dialogues passed | turns passed | turns to a call | questions (by "
+             "meaning) | values lost to overwrites | silent changes | errors |",
+             "|---|---|---|---|---|---|---|---|"]
+    for tool, s in summary.items():
+        to_call = "-" if s["turns_to_call_mean"] is None else s["turns_to_call_mean"]
+        if s["no_call"]:
+            to_call = f"{to_call} ({s['no_call']} never)"
+        lines.append(f"| {tool} | {s['dialogues_passed']}/{s['dialogues']} | "
+                     f"{s['turns_passed']}/{s['turns']} | {to_call} | {s['questions']} "
+                     f"({s['questions_by_meaning']}) | {s['lost_to_overwrite']} | "
+                     f"{s['silent_changes']} | {s['errors']} |")
     return "\n".join(lines)

@@ -95,14 +95,14 @@ def score(spec: ScenarioFile, case: Scenario, calls: list[tuple[str, Any]], *,
 
 def _field_errors(want: Expectation, args: Any) -> list[str]:
     args = args if isinstance(args, dict) else {}
-    wrong = [k for k, v in want.fields.items() if k not in args or not _same(args[k], v)]
+    wrong = [k for k, v in want.fields.items() if k not in args or not same(args[k], v)]
     wrong += [k for k, vs in want.one_of.items()
-              if k not in args or not any(_same(args[k], v) for v in vs)]
+              if k not in args or not any(same(args[k], v) for v in vs)]
     wrong += [k for k in want.present if k not in args]
     return sorted(f"/{k}" for k in set(wrong))
 
 
-def _same(got: Any, want: Any) -> bool:
+def same(got: Any, want: Any) -> bool:
     if isinstance(want, str) and isinstance(got, str):
         return " ".join(got.lower().split()) == " ".join(want.lower().split())
     if isinstance(want, (int, float)) and isinstance(got, (int, float)) \

@@ -16,6 +16,20 @@ names one tool, its class and the tools offered, then its cases:
           fields: {category: toys}        # equal (strings: case and spaces ignored)
           one_of: {max_price: [50, 50.0]} # any of these values
           present: [query]                # written, whatever the value
+    dialogues:             # optional: conversations, one expected outcome per turn
+      - id: dispute-over-turns
+        api: responses     # responses (chained by previous_response_id) | chat (a session)
+        tool_choice: open_dispute   # a tool name, required, auto (default) or none
+        options: {tool_prompt: compact}   # `strictcall` options sent with every turn
+        turns:
+          - user: yesterday my card 4417 was charged 1 200,50 twice
+            expect: {question: [original_operation_id]}   # asks about these fields
+          - tool_result: {name: find_operations, output: "OP-204518 ..."}  # a lookup's
+            expect: {call: {amount: "1200.50", operation_date: "{yesterday}"}}
+          - user: sorry, the amount was 1 300,00
+            expect: {confirm: [amount]}   # a confirmation question about these fields
+    Expected values may say "{today}" or "{yesterday}" (the run's dates); a list under
+    `call` is any of its values.
 """
 
 from __future__ import annotations
@@ -24,7 +38,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class Expectation(BaseModel):
@@ -45,6 +59,62 @@ class Scenario(BaseModel):
     expect: Expectation
 
 
+class ToolResult(BaseModel):
+    """A lookup the agent made before the turn: its call and what it returned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    output: str
+
+
+class TurnExpectation(BaseModel):
+    """One of: a question about `question`'s fields, a call with `call`'s values, a
+    confirmation question about `confirm`'s fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: list[str] | None = None
+    call: dict[str, Any] | None = None
+    confirm: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> TurnExpectation:
+        if sum(x is not None for x in (self.question, self.call, self.confirm)) != 1:
+            raise ValueError("expect exactly one of question, call, confirm")
+        return self
+
+    @property
+    def kind(self) -> Literal["question", "call", "confirm"]:
+        return "question" if self.question is not None else \
+            "call" if self.call is not None else "confirm"
+
+
+class DialogueTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user: str | None = None
+    tool_result: ToolResult | None = None
+    expect: TurnExpectation
+
+    @model_validator(mode="after")
+    def _said(self) -> DialogueTurn:
+        if self.user is None and self.tool_result is None:
+            raise ValueError("a turn needs user text, a tool_result, or both")
+        return self
+
+
+class Dialogue(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    api: Literal["responses", "chat"] = "responses"
+    tool_choice: str = "auto"
+    options: dict[str, Any] = Field(default_factory=dict)
+    turns: list[DialogueTurn] = Field(min_length=1)
+
+
 class ScenarioFile(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -53,6 +123,7 @@ class ScenarioFile(BaseModel):
     tools: list[str] = Field(min_length=1)
     headers: dict[str, str] = Field(default_factory=dict)
     scenarios: list[Scenario] = Field(min_length=1)
+    dialogues: list[Dialogue] = Field(default_factory=list)
 
 
 class ScenarioError(Exception):

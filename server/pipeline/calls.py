@@ -63,6 +63,11 @@ class CallChecks:
             context.trace.event("tool_call_decoded", tool=name)
             if audit is not None:
                 audit.call(name, arguments)
+            if context.slots is not None:  # a session: filled values merged, changes held
+                held = context.slots.merge(name, arguments, plan.schemas[name])
+                if isinstance(held, NeedsInput):
+                    return Asking(held, spent)
+                arguments = held
             contract = plan.contracts.get(name)
             grounding = plan.groundings.get(name, Grounding())
             call_id, key = ids.get(index) or new_call_id(), new_call_key(contract)

@@ -31,10 +31,12 @@ from server.pipeline.prompt import with_instructions
 from server.pipeline.repair import Repairer
 from server.pipeline.request_options import RequestOptions
 from server.pipeline.runaway import Trip
+from server.pipeline.slotting import SlotFilling
 from server.pipeline.stream import EventStream, Overdue
 from server.pipeline.usage import usage_of
 from server.pipeline.validation import new_answer_id
 from server.ratelimit import Limiter
+from server.sessions import SessionStore
 from server.settings import Settings
 from server.task import Task
 
@@ -51,6 +53,7 @@ class Parts:
     audit: AuditSink | None = None  # one record per tool-call decision
     tool_policy: ToolPolicy | None = None  # who may see which tool
     events: Events | None = None  # the requests' OpenTelemetry spans
+    sessions: SessionStore | None = None  # slots collected across turns (server/sessions)
 
 
 class ChatPipeline:
@@ -77,6 +80,7 @@ class ChatPipeline:
         self.offers = ToolOffers(self.registry, self.tool_policy, settings.max_tools,
                                  settings.select_k, settings.tool_selection == "bm25")
         self.events = parts.events or Events()
+        self.slots = SlotFilling(parts.sessions, self.registry)
 
     # -- the two ways an answer comes back ------------------------------------------------
     async def answer(self, task: Task, caller: Caller) -> Answer:
@@ -109,8 +113,11 @@ class ChatPipeline:
             offer = self.offers.offer(task, self.tool_policy.principal(caller), trace,
                                       catalog=options.catalog, k=options.select_k)
             task = offer.task
+            slots = await self.slots.begin(task, caller)  # a session's turn (or None)
+            if slots is not None:
+                task = slots.task  # a confirmed change: its call named
             # Off the event loop: checking a large client schema takes a while.
-            plan = await asyncio.to_thread(self.planner.plan, task, options)
+            plan = await asyncio.to_thread(self.planner.plan, task, options, slots)
             messages = with_instructions(self.format.messages(task.turns),
                                          plan.rendering.instructions)
             step = await self._decode(task, plan, messages, options)
@@ -120,7 +127,7 @@ class ChatPipeline:
             trace.end(error=exc.slug)
             raise
         context = CallContext(caller, offer, trace, runtime, options.repair, tuple(messages),
-                              self._charger(caller))
+                              self._charger(caller), slots)
         return Prepared(task, options, step, context, new_answer_id(), int(time.time()))
 
     def _charger(self, caller: Caller) -> Callable[[int], None] | None:

@@ -107,6 +107,24 @@ def ground(schema: dict[str, Any], contract: Contract | None,
     return Grounding(tuple(fields), questions, tuple(confirmed), descriptions)
 
 
+def field_values(schema: dict[str, Any], contract: Contract | None, name: str,
+                 texts: Sequence[str]) -> tuple[Any, ...] | None:
+    """The values `texts` give field `name` of a tool's arguments `schema`, found as a
+    grounded field's candidates are (whether it is grounded or not): what a new message
+    says a filled slot should now be (server/pipeline/slotting.py). None for a plain
+    string, which any words could be."""
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    assert isinstance(props, dict)
+    if name not in props:
+        return ()
+    node = _resolved(schema, props[name])
+    if _plain_string(node):
+        return None
+    value_of = _contract_values(contract, name) if contract is not None \
+        else _schema_values(node)
+    return tuple(_candidates(node, value_of, texts))
+
+
 # -- candidates -------------------------------------------------------------------------
 
 ValueOf = Callable[[str], tuple[bool, Any]]

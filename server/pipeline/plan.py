@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contracts import Contract, ContractRegistry
 from grammars import (
@@ -31,6 +31,9 @@ from server.options import AutoTools, ToolPrompt, ToolStyle
 from server.pipeline.grounding import Grounding, evidence, ground
 from server.pipeline.request_options import RequestOptions
 from server.task import NamedTool, Task
+
+if TYPE_CHECKING:
+    from server.pipeline.slotting import SlotTurn
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,9 @@ class Planner:
     max_calls: int | None = None  # calls per response at most (None: no limit)
     auto_tools: AutoTools = "decide"
 
-    def plan(self, task: Task, options: RequestOptions) -> Plan:
+    def plan(self, task: Task, options: RequestOptions,
+             slots: SlotTurn | None = None) -> Plan:
+        """`slots`: a session's filled values, pinned in each tool's schema."""
         names = task.names
         _check_stops(task)
         if options.reasoning > 0 and task.stop and not task.tools and task.answer is None:
@@ -100,7 +105,7 @@ class Planner:
                                  "reasoning pass; send stop without reasoning, or no stop",
                                  param=names.stop)
         answer = self._answer(task, options)
-        tools = self._tools(task, grounded=options.grounding)
+        tools = self._tools(task, grounded=options.grounding, slots=slots)
         ask = self._ask(task, options, tools, answer)
         try:
             rendering = self.fmt.render(ask)
@@ -138,7 +143,8 @@ class Planner:
                                                                 forced="full"),
                    reasoning=options.reasoning)
 
-    def _tools(self, task: Task, *, grounded: bool) -> dict[str, _Tool]:
+    def _tools(self, task: Task, *, grounded: bool,
+               slots: SlotTurn | None = None) -> dict[str, _Tool]:
         if not task.tools:
             return {}
         names = task.names
@@ -153,11 +159,12 @@ class Planner:
                 raise InvalidRequest(f"tool name {tool.name!r} appears twice; names must be "
                                      "unique", param=names.tool("name", i))
             out[tool.name] = self._tool(tool.name, tool.description, tool.parameters,
-                                        param=names.tool("parameters", i), texts=texts)
+                                        param=names.tool("parameters", i), texts=texts,
+                                        slots=slots)
         return out
 
     def _tool(self, name: str, description: str | None, parameters: dict[str, Any] | None,
-              *, param: str, texts: list[str] | None) -> _Tool:
+              *, param: str, texts: list[str] | None, slots: SlotTurn | None = None) -> _Tool:
         """`texts`: what grounded fields may copy from (None: grounding off)."""
         contract = self.registry.get(name)
         where = f"the parameters of tool {name!r}"
@@ -172,6 +179,8 @@ class Planner:
             grounding = ground(schema, contract, texts) if texts is not None else Grounding()
             written = grounded_schema(schema, grounding.candidates(),
                                       nullable=grounding.asked) if grounding else schema
+            if slots is not None:  # a session's filled values: pinned (server/pipeline/slotting)
+                written = slots.narrow(name, schema, contract, written)
             analysis = self.policy.check(written, where=where)
         except BudgetExceeded as exc:
             raise _over_budget(exc, param=param) from None

@@ -15,6 +15,7 @@ from server.identity import Caller
 from server.pipeline.plan import Plan
 from server.pipeline.request_options import GuardOptions, RepairBudget, RequestOptions
 from server.pipeline.runaway import RunawayGuard
+from server.pipeline.slotting import SlotTurn
 from server.pipeline.validation import parse_json
 from server.task import Task
 
@@ -68,6 +69,8 @@ class CallContext:
     messages: tuple[dict[str, Any], ...]
     # Charges tokens to the caller's key (repair decodes count as the request's own).
     charge: Callable[[int], None] | None = None
+    # A session's slots: merged into each call, saved with the answer (None: no session).
+    slots: SlotTurn | None = None
 
 
 @dataclass(frozen=True)

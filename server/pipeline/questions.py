@@ -73,6 +73,15 @@ def confirm(name: str, value: Any, grounding: Grounding) -> Question:
                                 "that right, or what should it be?", "confirm", value)
 
 
+def changed(name: str, old: Any, new: Any, grounding: Grounding) -> Question:
+    """A filled value the user changed, on a tool whose call cannot be undone: both values,
+    and the user decides (server/pipeline/slotting.py reads the answer)."""
+    about = _about(name, grounding)
+    return Question(f"/{name}", f"Earlier the {about} was {old}; now you said {new}. Should "
+                                f"I use {new} instead of {old}? Please answer yes or no.",
+                    "confirm", new)
+
+
 def collected(arguments: dict[str, Any], contract: Contract | None, *,
               leave_out: set[str], context: dict[str, Any]) -> dict[str, Any]:
     """The values given so far, as a valid call would hold them (each field normalized on

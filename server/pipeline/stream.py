@@ -66,7 +66,9 @@ class EventStream:
 
     async def events(self) -> AsyncIterator[Event]:
         step, results = self.prepared.decode, []
-        view = _View(step)
+        slots = self.prepared.context.slots  # a session's tools: shown after the merge
+        held = slots.held_tools if slots is not None else set()
+        view = _View(step, held)
         while True:
             async for event in self._pump(step, view):
                 yield event
@@ -75,7 +77,7 @@ class EventStream:
             following = step.then(self._result)
             if following is None:
                 break
-            step, view = following, _View(following)
+            step, view = following, _View(following, held)
         checked = await self.pipeline.finish(self.prepared, step, results[-1], self._trip,
                                              call_ids=view.ids)
         for event in view.close(checked):
@@ -117,12 +119,12 @@ class EventStream:
 class _View:
     """What the client has been shown of one decode, and the events that extend it."""
 
-    def __init__(self, step: Decode) -> None:
+    def __init__(self, step: Decode, held: set[str]) -> None:
         self.reader = step.plan.reader
         self.contracts = step.plan.contracts
-        # Calls to tools with grounded, asked or confirmed fields may turn into a question:
-        # nothing of them, nor of any call after them, is shown before the checks.
-        self.unseen = set(step.plan.groundings)
+        # Calls to tools with grounded, asked or confirmed fields, or a session's slots, may
+        # turn into a question: nothing of them, nor of any call after, shows before checks.
+        self.unseen = set(step.plan.groundings) | held
         self.hidden: set[int] = set()  # calls held back, by index
         self.thought = ""                # reasoning shown
         self.holdback = max((len(s) for s in step.request.sampling.stop), default=1) - 1

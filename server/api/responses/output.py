@@ -94,8 +94,8 @@ class ResponseObject(BaseModel):
     top_p: float | None
     max_output_tokens: int | None
     reasoning: dict[str, Any] | None = None
-    previous_response_id: None = None
-    store: bool = False
+    previous_response_id: str | None = None
+    store: bool = True  # kept for GET /v1/responses/{id} and previous_response_id
     truncation: str = "disabled"
     metadata: dict[str, str]
     user: str | None
@@ -130,6 +130,7 @@ def response_object(req: ResponsesRequest, *, id: str, created_at: int, model: s
         parallel_tool_calls=req.parallel_tool_calls is not False, text=text,
         temperature=req.temperature, top_p=req.top_p, max_output_tokens=req.max_output_tokens,
         reasoning=_reasoning_echo(req), metadata=req.metadata or {}, user=req.user,
+        previous_response_id=req.previous_response_id, store=req.store is not False,
         usage=usage, strictcall=extension)
 
 

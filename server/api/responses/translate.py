@@ -1,12 +1,14 @@
 """A Responses request -> the internal `Task` the pipeline serves.
 
 Everything the Responses API asks for that has a chat equivalent is translated; what would
-change the output and has none here (storage, reasoning summaries, hosted tools, images) is
-refused by name with a 400, before anything is decoded."""
+change the output and has none here (conversations, background responses, reasoning
+summaries, hosted tools, images) is refused by name with a 400, before anything is decoded.
+A request chained with `previous_response_id` starts from the earlier items
+(server/api/responses/stored.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from server.api.responses.request import (
@@ -44,21 +46,17 @@ NAMES = WireNames(api="the OpenAI Responses API", messages="input",
                   max_tokens="max_output_tokens", tool_name="tools[{i}].name",
                   tool_parameters="tools[{i}].parameters", tool_choice_name="tool_choice.name",
                   answer="text.format", answer_schema="text.format.schema")
-_STATELESS = "this server is stateless: it keeps no responses or conversations"
+_NO_CONVERSATIONS = "this server has no Conversations API"
 
 _MEDIA_PARTS = ("input_image", "input_file", "input_audio")
 
 # (field, is it set in a way that matters?, why not and what to do)
 _REFUSED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-    ("store", lambda v: v is True,
-     f"{_STATELESS}; send store=false or leave it out"),
-    ("previous_response_id", lambda v: v is not None,
-     f"{_STATELESS}; send the earlier turns (messages, function_call and "
-     "function_call_output items) in `input` instead"),
     ("conversation", lambda v: v is not None,
-     f"{_STATELESS}; send the earlier turns in `input` instead"),
+     f"{_NO_CONVERSATIONS}; chain responses with previous_response_id (or send the earlier "
+     "turns in `input`)"),
     ("background", lambda v: v is True,
-     f"{_STATELESS}, so it cannot answer later; send background=false and stream=true "
+     "there are no background responses here; send background=false and stream=true "
      "for long answers"),
     ("prompt", lambda v: v is not None,
      "there are no stored prompt templates here; send `instructions` and `input`"),
@@ -66,16 +64,22 @@ _REFUSED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
 )
 
 
-def to_task(req: ResponsesRequest) -> Task:
-    """The task that asks for the same output; a 400 naming what cannot be served."""
+def to_task(req: ResponsesRequest, earlier: Sequence[InputItem] = (), *,
+            session: str | None = None) -> Task:
+    """The task that asks for the same output; a 400 naming what cannot be served.
+    `earlier`: the items of the response it is chained onto; `session`: the chain's (a
+    session the request names itself wins)."""
     _refuse_unsupported(req)
     text = req.text.format if req.text is not None else None
+    options = req.strictcall or StrictCallOptions()
+    if options.session is None and session is not None:
+        options = options.model_copy(update={"session": session})
     return Task(
-        model=req.model, turns=tuple(_turns(req)), tools=_tools(req.tools),
+        model=req.model, turns=tuple(_turns(req, earlier)), tools=_tools(req.tools),
         tool_choice=_tool_choice(req.tool_choice), parallel_tool_calls=req.parallel_tool_calls,
         answer=_answer(text), max_tokens=req.max_output_tokens, temperature=req.temperature,
         top_p=req.top_p, reasoning_effort=effort_of(req.reasoning),
-        options=req.strictcall or StrictCallOptions(), names=NAMES)
+        options=options, names=NAMES)
 
 
 def effort_of(reasoning: ReasoningConfig | None) -> Effort | None:
@@ -109,10 +113,12 @@ def _refuse_unsupported(req: ResponsesRequest) -> None:
                              param="stream_options")
 
 
-def _turns(req: ResponsesRequest) -> list[Turn]:
+def _turns(req: ResponsesRequest, earlier: Sequence[InputItem]) -> list[Turn]:
     turns: list[Turn] = []
     if req.instructions:
         turns.append(Turn("system", req.instructions))
+    for i, item in enumerate(earlier):
+        _append_item(turns, item, where=f"previous_response_id's item {i}")
     if isinstance(req.input, str):
         return [*turns, Turn("user", req.input)]
     if not req.input:

@@ -278,10 +278,9 @@ def test_reasoning_items_sent_back_are_dropped(client, replies):
 # -- refused, by name, before anything is decoded --------------------------------------------
 
 @pytest.mark.parametrize(("body", "param", "says"), [
-    ({"store": True}, "store", "stateless"),
-    ({"previous_response_id": "resp_1"}, "previous_response_id", "stateless"),
-    ({"conversation": "conv_1"}, "conversation", "stateless"),
-    ({"background": True}, "background", "stateless"),
+    ({"previous_response_id": "resp_1"}, "previous_response_id", "not found"),
+    ({"conversation": "conv_1"}, "conversation", "no conversations api"),
+    ({"background": True}, "background", "no background responses"),
     ({"prompt": {"id": "pmpt_1"}}, "prompt", "stored prompt"),
     ({"reasoning": {"summary": "detailed"}}, "reasoning.summary", "no reasoning summarizer"),
     ({"reasoning": {"generate_summary": "concise"}}, "reasoning.generate_summary",
@@ -321,7 +320,7 @@ def test_refused_with_a_400_that_names_the_field(client, body, param, says):
 
 
 def test_refused_before_a_stream_starts(client):
-    assert_problem(respond(client, stream=True, store=True), 400, param="store")
+    assert_problem(respond(client, stream=True, background=True), 400, param="background")
 
 
 def test_unknown_model_is_404(client):
@@ -345,7 +344,7 @@ def test_requests_are_counted_under_the_responses_api(client):
     from prometheus_client.parser import text_string_to_metric_families
 
     ok(respond(client))
-    assert_problem(respond(client, store=True), 400)
+    assert_problem(respond(client, background=True), 400)
     text = client.get("/metrics").text
     counted = {(s.labels["outcome"], s.labels["status"]): s.value
                for family in text_string_to_metric_families(text)

@@ -135,7 +135,8 @@ def test_parse_with_pydantic_text_format(live_client):
 def test_sdk_raises_readable_errors(live_client):
     with pytest.raises(openai.BadRequestError) as err:
         live_client.responses.create(model=MODEL, input="hi", previous_response_id="resp_1")
-    assert "stateless" in str(err.value) and err.value.param == "previous_response_id"
+    assert "not found" in str(err.value) and err.value.param == "previous_response_id"
+    assert err.value.code == "previous_response_not_found"
     with pytest.raises(openai.BadRequestError, match="no reasoning summarizer") as err:
         live_client.responses.create(model=MODEL, input="hi",
                                 reasoning={"effort": "high", "summary": "detailed"})
@@ -180,9 +181,10 @@ def test_contract_call_is_enforced_or_refused(live_client):
     assert resp.model_extra["strictcall"]["contracts"][0]["tool"] == "reissue_card"
 
 
-def _run_agent(live_server: str, prompt: str, *, stream: bool = False):
+def _run_agent(live_server: str, prompt: str, *, stream: bool = False, chain: bool = False):
     """An Agents SDK agent with a function tool (forced on the first turn, then disabled, so
-    the second turn is the structured answer) and a structured output."""
+    the second turn is the structured answer) and a structured output. `chain`: each model
+    call after the first sends only its new items and the previous response's id."""
     from agents import (
         Agent,
         ModelSettings,
@@ -210,8 +212,10 @@ def _run_agent(live_server: str, prompt: str, *, stream: bool = False):
                           output_type=Forecast,
                           model_settings=ModelSettings(tool_choice="required", max_tokens=200))
             if not stream:
-                return await Runner.run(agent, prompt, max_turns=4)
-            result = Runner.run_streamed(agent, prompt, max_turns=4)
+                return await Runner.run(agent, prompt, max_turns=4,
+                                        auto_previous_response_id=chain)
+            result = Runner.run_streamed(agent, prompt, max_turns=4,
+                                         auto_previous_response_id=chain)
             async for _ in result.stream_events():
                 pass
             return result
@@ -229,6 +233,25 @@ def test_agents_sdk_agent_with_a_tool_and_structured_output(live_server, stream)
     assert kinds[-1] == "message_output_item"
     print(f"\nagents ({'streamed' if stream else 'run'}): get_weather({seen[0]!r}) -> "
           f"{result.final_output!r}")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "run_streamed"])
+def test_agents_sdk_agent_chains_responses_by_previous_response_id(live_server, live_client,
+                                                                  stream):
+    """auto_previous_response_id: the SDK sends the tool's output with the first response's
+    id only; the server continues from what it stored. A later run goes on from the last
+    response's id alone."""
+    result, seen = _run_agent(live_server, "What is the weather in Paris?", stream=stream,
+                              chain=True)
+    assert isinstance(result.final_output, Forecast) and len(seen) == 1
+    first, last = (r.response_id for r in (result.raw_responses[0], result.raw_responses[-1]))
+    chained = live_client.responses.retrieve(last)
+    assert chained.previous_response_id == first
+    kinds = [i.type for i in live_client.responses.input_items.list(last, order="asc").data]
+    assert kinds == ["message", "function_call", "function_call_output"]
+    later = live_client.responses.create(model=MODEL, input="Thanks!", max_output_tokens=20,
+                                         previous_response_id=result.last_response_id)
+    assert later.previous_response_id == result.last_response_id
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])

@@ -1,7 +1,8 @@
 """Two StrictCall replicas (real server processes) on one Postgres and one Redis, as behind
 a load balancer: a write with one idempotency key runs once across both, a key's rate
-limit holds across both, and a replica killed mid-write leaves a key the other never runs
-again. (Sessions do not exist yet; their records will live in the same state store.)"""
+limit holds across both, a replica killed mid-write leaves a key the other never runs
+again, and a conversation begun on one replica goes on on the other: its stored responses
+and its session's slots live in the same Postgres."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def shared(postgres, redis_server, tmp_path_factory) -> dict[str, object]:
     (files / "keys.yaml").write_text(KEYS)
     return {"args": ("--state-url", postgres.database(), "--rate-limit-url", redis_server.url,
                      "--api-keys", str(files / "keys.yaml"), "--contracts",
-                     "tests.server.state.replica_contracts"),
+                     "tests.server.state.replica_contracts", "--contracts",
+                     "contracts.examples"),
             "runs": files / "runs.log"}
 
 
@@ -139,3 +141,60 @@ def test_a_replica_killed_mid_write_leaves_a_key_the_other_never_runs_again(repl
     again = asyncio.run(_once(replicas[0].base_url, key, 2.5))
     assert again.json()["outcome"] == "side_effect_unknown"
     assert len(runs(shared, key)) == 1
+
+
+DISPUTE = "yesterday my card •• 4417 was charged 1 200,50 twice"
+DISPUTE_TOOLS = [{"type": "function", "name": "open_dispute", "parameters": None}]
+
+
+def _client(replica: ServerProcess):
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{replica.base_url}/v1", api_key=ADMIN, max_retries=0, timeout=300)
+
+
+def test_a_conversation_begun_on_one_replica_goes_on_on_the_other(replicas):
+    """Turn 1 on one replica, turn 2 on the other by previous_response_id: the stored
+    response is there, its items are turn 2's earlier turns, and the slots turn 1 filled
+    are turn 2's (pinned: whatever the model writes, they cannot change unseen)."""
+    ask = {"model": "smollm2-135m-instruct", "tools": DISPUTE_TOOLS, "max_output_tokens": 200,
+           "tool_choice": {"type": "function", "name": "open_dispute"},
+           "extra_body": {"strictcall": {"tool_prompt": "full"}}}
+    with _client(replicas[0]) as one, _client(replicas[1]) as two:
+        first = one.responses.create(input=DISPUTE, **ask)
+        filled = first.model_extra["strictcall"]["slots"]["filled"]
+        assert filled.get("card_last4") == "4417"
+        assert two.responses.retrieve(first.id).id == first.id
+        second = two.responses.create(input="yes, both at the coffee shop",
+                                      previous_response_id=first.id, **ask)
+        slots = second.model_extra["strictcall"]["slots"]
+        assert slots["session"] == first.model_extra["strictcall"]["slots"]["session"]
+        assert {k: slots["filled"].get(k) for k in filled} == filled
+        items = one.responses.input_items.list(second.id, order="asc")
+        assert items.data[0].content[0].text == DISPUTE  # turn 1, stored by the other
+        assert one.responses.delete(second.id) is None
+        with pytest.raises(Exception, match="not found"):
+            two.responses.retrieve(second.id)
+
+
+def test_a_chat_session_goes_on_on_the_other_replica(replicas):
+    """A Chat Completions session (`strictcall.session`): turn 1 on one replica fills the
+    slots, turn 2 on the other finds them, and restating the card is no change."""
+    session = f"replicas-{uuid.uuid4().hex}"
+    body = {"model": "smollm2-135m-instruct", "max_tokens": 200,
+            "tools": [{"type": "function", "function": {"name": "open_dispute"}}],
+            "tool_choice": {"type": "function", "function": {"name": "open_dispute"}},
+            "strictcall": {"session": session, "tool_prompt": "full"}}
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    first = httpx.post(f"{replicas[0].base_url}/v1/chat/completions", headers=headers,
+                       timeout=300, json={**body, "messages": [
+                           {"role": "user", "content": DISPUTE}]}).json()
+    filled = first["strictcall"]["slots"]["filled"]
+    assert filled.get("amount") == "1200.50"
+    second = httpx.post(f"{replicas[1].base_url}/v1/chat/completions", headers=headers,
+                        timeout=300, json={**body, "messages": [
+                            {"role": "user", "content": "card 4417, I said"}]}).json()
+    slots = second["strictcall"]["slots"]
+    assert slots["session"] == session and slots["tool"] == "open_dispute"
+    assert {k: slots["filled"].get(k) for k in filled} == filled
+    assert slots["changed"] == [] and slots["confirm"] == []

@@ -1,0 +1,340 @@
+"""Slots across turns, over a ScriptedEngine walked through the real grammar: a session's
+filled values are pinned (a script that tries to null or change one is refused by the
+grammar itself), tool results fill what is missing, a change is reported (reversible tool)
+or put to the user as a question showing both values (irreversible), and slots expire by
+an injected clock, are reset on request or when the intent moves to another write tool,
+and are never another tenant's."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+
+import pytest
+
+from server.identity import KeyRing
+from tests.scripted import Replies, assert_problem
+
+DISPUTE = "yesterday my card •• 4417 was charged 1 200,50 twice"
+YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
+ORDER = ("card_last4", "operation_date", "amount", "reason", "original_operation_id")
+TOOLS = [{"type": "function", "function": {"name": n}} for n in
+         ("open_dispute", "reissue_card", "check_access_request_status")]
+FORCED = {"type": "function", "function": {"name": "open_dispute"}}
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+        "required": ["city"]}}}
+KEYS = [{"key": "sk-acme-agent-0123456789", "name": "agent", "tenant": "acme"},
+        {"key": "sk-acme-other-0123456789", "name": "other", "tenant": "acme"},
+        {"key": "sk-globex-agent-01234567", "name": "rival", "tenant": "globex"}]
+
+
+def dispute(**values) -> str:
+    arguments = {k: values.get(k) for k in ORDER}
+    return '[{"name":"open_dispute","arguments":' + json.dumps(
+        arguments, separators=(",", ":"), ensure_ascii=False) + "}]"
+
+
+def call(name: str, **arguments) -> str:
+    return json.dumps([{"name": name, "arguments": arguments}], separators=(",", ":"))
+
+
+FIRST = dispute(card_last4="4417", operation_date="yesterday", amount="1200.50",
+                reason="duplicate")
+KNOWN = {"card_last4": "4417", "operation_date": YESTERDAY, "amount": "1200.50",
+         "reason": "duplicate"}
+WHOLE = dispute(**KNOWN, original_operation_id="OP-204518")
+
+
+@pytest.fixture(scope="module")
+def replies():
+    return Replies()
+
+
+@pytest.fixture(scope="module")
+def client(scripted, replies):
+    with scripted(replies, contracts=["contracts.examples"], state_url="memory://") as c:
+        yield c
+
+
+class Dialogue:
+    """One Chat Completions conversation in a session: the client keeps the messages."""
+
+    def __init__(self, client, replies, session: str, *, tools=None, choice=None,
+                 headers=None) -> None:
+        self.client, self.replies, self.session = client, replies, session
+        self.tools, self.choice = tools or TOOLS, choice or FORCED
+        self.headers = headers or {}
+        self.messages: list[dict] = []
+
+    def send(self, reply: str, *, user: str | None = None, tool: str | None = None,
+             status: int = 200, **options) -> dict:
+        if user is not None:
+            self.messages.append({"role": "user", "content": user})
+        if tool is not None:  # a lookup the agent made: its call and result
+            self.messages += [{"role": "assistant", "tool_calls": [{
+                "id": "call_look", "type": "function",
+                "function": {"name": "find_operations", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "call_look", "content": tool}]
+        self.replies.text = reply
+        resp = self.client.post("/v1/chat/completions", headers=self.headers, json={
+            "model": "scripted", "messages": self.messages, "tools": self.tools,
+            "tool_choice": self.choice,
+            "strictcall": {"session": self.session, **options}})
+        assert resp.status_code == status, resp.text
+        if status != 200:
+            return resp.json()
+        body = resp.json()
+        message = body["choices"][0]["message"]
+        self.messages.append({k: v for k, v in message.items() if v is not None})
+        return body
+
+
+def slots(body: dict) -> dict:
+    return body["strictcall"]["slots"]
+
+
+def arguments(body: dict) -> dict:
+    (c,) = body["choices"][0]["message"]["tool_calls"]
+    return json.loads(c["function"]["arguments"])
+
+
+def test_the_dispute_collects_its_arguments_over_three_turns(client, replies):
+    talk = Dialogue(client, replies, "three-turns")
+    first = talk.send(FIRST, user=DISPUTE)
+    assert "came first" in first["choices"][0]["message"]["content"]
+    assert slots(first)["filled"] == KNOWN
+    assert [m["field"] for m in slots(first)["missing"]] == ["/original_operation_id"]
+    second = talk.send(dispute(**KNOWN), user="yes, both at the coffee shop")
+    assert slots(second)["filled"] == KNOWN and not second["choices"][0]["message"].get(
+        "tool_calls")
+    third = talk.send(WHOLE, tool="OP-204518 coffee shop 1 200,50 (the first one)")
+    assert arguments(third) == {**KNOWN, "original_operation_id": "OP-204518"}
+    assert slots(third)["missing"] == [] and slots(third)["changed"] == []
+
+
+def test_a_filled_value_cannot_be_decoded_as_null_or_changed_unseen(client, replies):
+    """The grammar pins filled values: a model that writes null for the card, or another
+    amount nobody said since, is refused by the mask itself (the scripted engine says
+    which token broke the grammar), with grounding on or off."""
+    talk = Dialogue(client, replies, "pinned")
+    talk.send(FIRST, user=DISPUTE)
+    for options in ({}, {"grounding": False}):
+        nulled = talk.send(dispute(**{**KNOWN, "card_last4": None}), status=503,
+                           user="yes, both at the coffee shop", **options)
+        assert "breaks the grammar" in nulled["detail"]
+        talk.messages.pop()
+        other = talk.send(dispute(**{**KNOWN, "amount": "1200.00"}), status=503,
+                          user="yes, both at the coffee shop", **options)
+        assert "breaks the grammar" in other["detail"]
+        talk.messages.pop()
+    kept = talk.send(dispute(**KNOWN), user="yes, both at the coffee shop")
+    assert slots(kept)["filled"] == KNOWN
+
+
+def test_a_tool_result_fills_but_never_changes_a_filled_value(client, replies):
+    talk = Dialogue(client, replies, "tool-result")
+    talk.send(FIRST, user=DISPUTE)
+    refused = talk.send(dispute(**{**KNOWN, "amount": "89.90"}, original_operation_id=
+                                "OP-204518"), status=503,
+                        tool="OP-204518 1 200,50; OP-100001 89,90 bookstore")
+    assert "breaks the grammar" in refused["detail"]  # 89.90 is in the result, not said
+    talk.messages = talk.messages[:-2]
+    whole = talk.send(WHOLE, tool="OP-204518 1 200,50; OP-100001 89,90 bookstore")
+    assert arguments(whole)["amount"] == "1200.50" and slots(whole)["changed"] == []
+
+
+@pytest.fixture()
+def changed_amount(client, replies):
+    """A whole dispute, then the user changes the amount: the confirmation question."""
+    talk = Dialogue(client, replies, f"change-{uuid.uuid4().hex}")
+    talk.send(FIRST, user=DISPUTE)
+    talk.send(WHOLE, tool="OP-204518, the first one")
+    asked = talk.send(dispute(**{**KNOWN, "amount": "1300.00"},
+                              original_operation_id="OP-204518"),
+                      user="sorry, the amount was 1 300,00")
+    return talk, asked
+
+
+def test_an_irreversible_change_is_a_question_showing_both_values(changed_amount):
+    _, asked = changed_amount
+    message = asked["choices"][0]["message"]
+    assert not message.get("tool_calls") and asked["choices"][0]["finish_reason"] == "stop"
+    assert "1200.50" in message["content"] and "1300.00" in message["content"]
+    (waiting,) = slots(asked)["confirm"]
+    assert {k: waiting[k] for k in ("field", "old", "new")} == \
+        {"field": "/amount", "old": "1200.50", "new": "1300.00"}
+    assert slots(asked)["filled"]["amount"] == "1200.50"  # not changed until confirmed
+    assert asked["strictcall"]["needs_input"]["confirm"][0]["value"] == "1300.00"
+
+
+@pytest.mark.parametrize(("answer", "amount"), [
+    ("yes", "1300.00"), ("да, верно", "1300.00"), ("1 300,00 is right", "1300.00"),
+    ("no, keep it", "1200.50"), ("it was 1 200,50 after all", "1200.50")])
+def test_the_users_answer_decides_the_change(changed_amount, answer, amount):
+    talk, _ = changed_amount
+    done = talk.send(dispute(**{**KNOWN, "amount": amount}, original_operation_id="OP-204518"),
+                     user=answer)
+    assert arguments(done)["amount"] == amount and slots(done)["confirm"] == []
+    assert slots(done)["changed"] == ([{"field": "/amount", "old": "1200.50",
+                                        "new": "1300.00"}] if amount == "1300.00" else [])
+
+
+def test_an_unanswered_question_is_asked_again_and_a_third_value_too(changed_amount):
+    talk, _ = changed_amount
+    again = talk.send(dispute(**KNOWN, original_operation_id="OP-204518"),
+                      user="what time is it?")
+    assert slots(again)["confirm"][0]["new"] == "1300.00"
+    third = talk.send(dispute(**{**KNOWN, "amount": "1400.00"},
+                              original_operation_id="OP-204518"),
+                      user="hm, 1 400,00 actually")
+    assert [c["new"] for c in slots(third)["confirm"]] == ["1400.00"]
+
+
+def test_a_value_restated_for_another_field_changes_nothing(client, replies):
+    """"card 4417, I said": 4417 could be an amount, but it is the card's filled value, so
+    it is no new amount (no confirmation question), nor a third value to a waiting one."""
+    talk = Dialogue(client, replies, f"restated-{uuid.uuid4().hex}")
+    talk.send(FIRST, user=DISPUTE)
+    restated = talk.send(dispute(**KNOWN), user="card 4417, I said")
+    assert slots(restated)["filled"] == KNOWN
+    assert slots(restated)["changed"] == [] and slots(restated)["confirm"] == []
+    talk.send(WHOLE, tool="OP-204518, the first one")
+    talk.send(dispute(**{**KNOWN, "amount": "1300.00"}, original_operation_id="OP-204518"),
+              user="sorry, the amount was 1 300,00")
+    done = talk.send(dispute(**{**KNOWN, "amount": "1300.00"},
+                             original_operation_id="OP-204518"), user="yes, card 4417")
+    assert arguments(done)["amount"] == "1300.00" and slots(done)["confirm"] == []
+
+
+def test_a_reversible_change_replaces_the_value_and_says_so(client, replies):
+    """A client tool (no catalog entry: reversible, the client runs it): a number the user
+    restates becomes the new value (the model can neither keep the old one nor write a
+    third); a free string is written freely; each change is in `slots.changed`."""
+    talk = Dialogue(client, replies, "weather", tools=[WEATHER],
+                    choice={"type": "function", "function": {"name": "get_weather"}})
+    talk.send(call("get_weather", city="Paris", days=2), user="Weather in Paris, 2 days?")
+    refused = talk.send(call("get_weather", city="Paris", days=3), status=503,
+                        user="and what about London?")
+    assert "breaks the grammar" in refused["detail"]  # 3: nobody said it
+    talk.messages.pop()
+    moved = talk.send(call("get_weather", city="London", days=2),
+                      user="and what about London?")
+    assert slots(moved)["changed"] == [{"field": "/city", "old": "Paris", "new": "London"}]
+    kept = talk.send(call("get_weather", city="London", days=2), status=503,
+                     user="make it 5 days")
+    assert "breaks the grammar" in kept["detail"]  # the user said 5
+    longer = talk.send(call("get_weather", city="London", days=5))
+    assert arguments(longer) == {"city": "London", "days": 5}
+    assert slots(longer)["changed"] == [{"field": "/days", "old": 2, "new": 5}]
+
+
+def test_slots_expire_after_the_ttl_by_the_injected_clock(client, replies):
+    sessions = client.app.state.sessions
+    now = [sessions.now()]
+    sessions.clock = lambda: now[0]
+    try:
+        talk = Dialogue(client, replies, "expiring")
+        talk.send(FIRST, user=DISPUTE)
+        now[0] += 1799
+        kept = talk.send(dispute(**KNOWN), user="yes, both at the coffee shop")
+        assert slots(kept)["expired"] == {} and slots(kept)["filled"] == KNOWN
+        now[0] += 1800
+        talk.messages = []
+        later = talk.send(dispute(card_last4="5555", operation_date="today", amount="10",
+                                  reason="duplicate"),
+                          user="card 5555 was charged 10 twice today")
+        assert slots(later)["expired"] == {"open_dispute": sorted(KNOWN)}
+        assert slots(later)["filled"]["card_last4"] == "5555"  # no question: expired
+        assert slots(later)["changed"] == [] and slots(later)["confirm"] == []
+    finally:
+        sessions.clock = sessions.records.now
+
+
+def test_reset_slots_forgets_what_was_collected(client, replies):
+    talk = Dialogue(client, replies, "resetting")
+    talk.send(FIRST, user=DISPUTE)
+    talk.messages = []
+    fresh = talk.send(dispute(card_last4="5555", operation_date="today", amount="10",
+                              reason="duplicate"),
+                      user="card 5555 was charged 10 twice today", reset_slots=True)
+    assert slots(fresh)["reset"] == {"why": "reset_slots", "tools": ["open_dispute"]}
+    assert slots(fresh)["filled"]["amount"] == "10" and slots(fresh)["confirm"] == []
+
+
+def test_another_write_tool_ends_the_intent_and_a_lookup_does_not(client, replies):
+    talk = Dialogue(client, replies, "intent", choice="required")
+    talk.send(FIRST, user=DISPUTE)
+    look = talk.send(call("check_access_request_status", request_id="AR-004217"),
+                     user="also, what is the status of AR-004217?")
+    assert slots(look)["reset"] is None
+    talk.messages = talk.messages[:-1]  # (no tool result needed for the next turn)
+    still = talk.send(dispute(**KNOWN), user="back to my dispute")
+    assert slots(still)["filled"] == KNOWN
+    switched = talk.send(call("reissue_card", card_last4="4417", city="Kazan", branch_id=301),
+                         user="forget it, reissue my card 4417 in Kazan at branch 301")
+    assert slots(switched)["reset"] == {"why": "intent", "from": "open_dispute",
+                                        "to": "reissue_card"}
+    assert slots(switched)["tool"] == "reissue_card"
+    talk.messages = []
+    again = talk.send(dispute(card_last4="5555", operation_date="today", amount="10",
+                              reason="duplicate"), user="card 5555 charged 10 twice today")
+    assert slots(again)["confirm"] == [] and slots(again)["filled"]["card_last4"] == "5555"
+
+
+def test_a_session_is_never_another_tenants(scripted):
+    replies = Replies()
+    with scripted(replies, contracts=["contracts.examples"], state_url="memory://",
+                  app={"keys": KeyRing.of(KEYS)}) as c:
+        def talk(key: str) -> Dialogue:
+            return Dialogue(c, replies, "shared-id",
+                            headers={"Authorization": f"Bearer {key}"})
+
+        talk(KEYS[0]["key"]).send(FIRST, user=DISPUTE)
+        colleague = talk(KEYS[1]["key"]).send(dispute(**KNOWN), user="yes, both")
+        assert slots(colleague)["filled"] == KNOWN  # same tenant, same session
+        rival = talk(KEYS[2]["key"]).send(dispute(card_last4="5555", operation_date="today",
+                                                  amount="10", reason="duplicate"),
+                                          user="card 5555 charged 10 twice today")
+        assert slots(rival)["filled"]["card_last4"] == "5555"  # no 4417: nothing shared
+        assert slots(rival)["confirm"] == []
+
+
+def test_a_streamed_confirmation_is_text_without_a_call(changed_amount, client, replies):
+    talk, _ = changed_amount
+    talk.messages.pop()  # the same turn again (a retry), streamed: asked again, not taken
+    #                      as the user's answer
+    replies.text = dispute(**{**KNOWN, "amount": "1300.00"}, original_operation_id="OP-204518")
+    with client.stream("POST", "/v1/chat/completions", json={
+            "model": "scripted", "messages": talk.messages, "tools": TOOLS,
+            "tool_choice": FORCED, "stream": True,
+            "strictcall": {"session": talk.session}}) as resp:
+        chunks = [json.loads(line[6:]) for line in resp.iter_lines()
+                  if line.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert not any(d.get("tool_calls") for d in deltas)
+    assert "1300.00" in "".join(d.get("content") or "" for d in deltas)
+    assert chunks[-1]["strictcall"]["slots"]["confirm"][0]["new"] == "1300.00"
+
+
+def test_the_messages_api_takes_a_session_too(client, replies):
+    ask = {"model": "scripted", "max_tokens": 200, "strictcall": {"session": "claude"},
+           "tools": [{"name": "open_dispute", "input_schema": {"type": "object"}}],
+           "tool_choice": {"type": "tool", "name": "open_dispute"}}
+    replies.text = FIRST
+    first = client.post("/v1/messages", json={**ask, "messages": [
+        {"role": "user", "content": DISPUTE}]}).json()
+    assert first["strictcall"]["slots"]["filled"] == KNOWN
+    replies.text = dispute(**KNOWN)
+    second = client.post("/v1/messages", json={**ask, "messages": [
+        {"role": "user", "content": "yes, both at the coffee shop"}]}).json()
+    assert second["strictcall"]["slots"]["filled"] == KNOWN  # from the session alone
+
+
+def test_a_bad_session_id_is_a_400_naming_it(client):
+    resp = client.post("/v1/chat/completions", json={
+        "model": "scripted", "messages": [{"role": "user", "content": "hi"}],
+        "strictcall": {"session": "not a valid id!"}})
+    assert_problem(resp, 400, param="strictcall.session")

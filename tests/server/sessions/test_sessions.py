@@ -1,0 +1,126 @@
+"""Sessions' slots and stored responses as data and records: the merge that never lets a
+missing or null value overwrite a filled one, expiry by an injected clock (no sleeps),
+tenant scopes, and the compare-and-set that keeps two turns on two replicas from
+overwriting each other unseen."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.identity import Identity
+from server.sessions import (
+    Change,
+    ResponseStore,
+    SessionState,
+    SessionStore,
+    StoredResponse,
+    ToolSlots,
+    scope_of,
+)
+from server.state import MemoryStateStore
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+FILLED = ToolSlots({"card_last4": "4417", "amount": "1200.50"}, touched=10.0)
+
+
+@pytest.mark.parametrize("given", [
+    {},                                                  # the field left out
+    {"card_last4": None, "amount": None},                # written as null ("not given")
+    {"card_last4": None, "amount": "1200.50", "reason": "duplicate"},
+])
+def test_a_missing_or_null_value_never_overwrites_a_filled_one(given):
+    merged = FILLED.filled_with(given)
+    assert merged["card_last4"] == "4417" and merged["amount"] == "1200.50"
+    assert {k: v for k, v in merged.items() if k not in FILLED.values} == \
+        {k: v for k, v in given.items() if k not in FILLED.values}
+
+
+def test_a_given_value_is_kept_as_given():
+    """The merge fills gaps only; whether a different value is a change is the caller's
+    (slotting) to report: it is never decided here, silently."""
+    assert FILLED.filled_with({"amount": "1300.00"})["amount"] == "1300.00"
+
+
+def test_slots_expire_a_ttl_after_their_last_turn():
+    assert not FILLED.expired(10.0 + 1799.9, 1800)
+    assert FILLED.expired(10.0 + 1800, 1800)
+
+
+def test_state_round_trips_through_json():
+    state = SessionState({"open_dispute": ToolSlots(
+        {"amount": "1200.50"}, 5.0, (Change("/amount", "1200.50", "1300.00"),))},
+        intent="open_dispute")
+    again = SessionState.of(state.as_dict())
+    assert again == state and again.slots("open_dispute").pending[0].name == "amount"
+    assert SessionState.of(None) == SessionState()
+
+
+def test_scopes_are_tenants_or_keys():
+    acme = Identity("agent", "acme", ("chat",))
+    other = Identity("ops", "acme", ("admin",))
+    assert scope_of(acme) == scope_of(other) == "tenant:acme"  # one tenant, one scope
+    assert scope_of(Identity("solo", None, ("chat",))) == "key:solo"
+    assert scope_of(None) == ""  # no keys: everyone may call, one shared scope
+
+
+def test_a_session_is_only_its_tenants():
+    store = SessionStore(MemoryStateStore(), slot_ttl_s=1800)
+    store.save("tenant:acme", "s1", lambda s: s.with_tool("open_dispute", FILLED))
+    assert store.load("tenant:acme", "s1").state.slots("open_dispute") == FILLED
+    assert store.load("tenant:globex", "s1").state == SessionState()  # same id, no slots
+    assert store.load("tenant:globex", "s1").version is None
+
+
+def test_a_save_applies_its_change_to_what_another_turn_wrote_meanwhile():
+    records = MemoryStateStore()
+    store = SessionStore(records, slot_ttl_s=1800)
+    store.save("", "s", lambda s: s.with_tool("a", ToolSlots({"x": 1}, 1.0)))
+    calls = []
+
+    def update(state: SessionState) -> SessionState:
+        calls.append(state)
+        if len(calls) == 1:  # another replica writes between this read and write
+            store.save("", "s", lambda s: s.with_tool("b", ToolSlots({"y": 2}, 2.0)))
+        return state.with_tool("c", ToolSlots({"z": 3}, 3.0))
+
+    final = store.save("", "s", update)
+    assert len(calls) == 2 and set(final.tools) == {"a", "b", "c"}
+    assert set(store.load("", "s").state.tools) == {"a", "b", "c"}
+
+
+def test_the_session_clock_is_the_stores_unless_injected():
+    clock = Clock(42.0)
+    assert SessionStore(MemoryStateStore(clock), slot_ttl_s=1).now() == 42.0
+    assert SessionStore(MemoryStateStore(), slot_ttl_s=1, clock=clock).now() == 42.0
+
+
+def _stored(id: str) -> StoredResponse:
+    return StoredResponse({"id": id, "object": "response", "output": [
+        {"id": "msg_2", "type": "message", "role": "assistant", "content": []}]},
+        context=[{"id": "msg_0"}], input=[{"id": "msg_1"}], session="sess_1")
+
+
+def test_stored_responses_are_scoped_kept_for_their_ttl_and_deleted():
+    clock = Clock()
+    store = ResponseStore(MemoryStateStore(clock), ttl_s=3600)
+    store.keep("tenant:acme", _stored("resp_1"))
+    found = store.get("tenant:acme", "resp_1")
+    assert found is not None and found.session == "sess_1"
+    assert [i["id"] for i in found.conversation()] == ["msg_0", "msg_1", "msg_2"]
+    assert [i["id"] for i in found.input_items()] == ["msg_0", "msg_1"]
+    assert store.get("tenant:globex", "resp_1") is None  # another tenant's: unknown
+    assert not store.delete("tenant:globex", "resp_1")
+    clock.now += 3599
+    assert store.get("tenant:acme", "resp_1") is not None
+    clock.now += 1
+    assert store.get("tenant:acme", "resp_1") is None  # expired
+    store.keep("tenant:acme", _stored("resp_2"))
+    assert store.delete("tenant:acme", "resp_2") and store.get("tenant:acme", "resp_2") is None
