@@ -187,6 +187,10 @@ def latency(results: dict[str, Any]) -> Rendered:
         fastest = min(warm, key=lambda r: r["e2e_s_p50"] or float("inf"))
         head = (f"fastest warm end-to-end p50 at concurrency 1: {fastest['system']} on "
                 f"{fastest['kind']}, {fastest['e2e_s_p50']:.2f} s")
+    if overhead := results.get("upstream_overhead"):  # the run measured StrictCall's overhead
+        head = "StrictCall in front of vLLM / vLLM alone, end to end: " + ", ".join(
+            f"{r['kind']} {r['e2e_ratio']:.2f}x at concurrency {r['concurrency']}"
+            for r in overhead)
     return Rendered(sections=[text, "", *(f"![{n}]({n})" for n in images), ""],
                     images=images, headline=head)
 
