@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     report["upstream_overhead"] = upstream_overhead(report)
     paths = write_report(report, args.out)
     if args.save:
-        save("latency", report, argv, variant=args.variant)
+        save("latency", report, argv, variant=args.save_variant)
     print(paths["markdown"].read_text())
     print_ratios(report)
     print_upstream_overhead(report)  # strictcall-upstream beside vllm-server
@@ -145,7 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--startup-s", type=float, default=300)
     p.add_argument("--out", type=Path, default=Path("bench/results/latency"))
     add_save_flag(p)
-    p.add_argument("--variant", help="with --save, write bench/results/latency-VARIANT.json "
+    p.add_argument("--save-variant", metavar="NAME",
+                   help="with --save, write bench/results/latency-NAME.json "
                    "beside the default run (e.g. vllm), its own docs page")
     return p
 
