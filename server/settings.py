@@ -56,6 +56,7 @@ STATE = "shared state (for replicas)"
 ACCESS = "who may call, and how much"
 TOOLS = "the execution layer"
 RECORDS = "records"
+SCHEDULE = "scheduling (torch and llamacpp engines)"
 
 
 class Settings(BaseSettings):
@@ -129,6 +130,21 @@ class Settings(BaseSettings):
     prefix_cache_mb: int = setting(256, "KV cache kept for repeated prompt beginnings, in MiB "
                                         "(torch and llamacpp engines; 0: off)", ge=0)
     max_batch: int = setting(8, "requests decoded together", ge=1, le=256)
+    # The decode loop's scheduler (server/engines/scheduler.py; defaults chosen by
+    # `strictcall-bench latency`, README "Scheduling").
+    prefill_chunk: int = setting(128, "most prompt tokens prefilled in one engine step",
+                                 group=SCHEDULE, ge=1, le=8192)
+    prefill_share: float = setting(0.25, "share of engine time prompts' prefill gets while "
+                                         "other requests decode (0: decode first, 1: prefill "
+                                         "first)", group=SCHEDULE, ge=0.0, le=1.0)
+    short_prefill: int = setting(16, "a prompt with at most this many tokens left to prefill "
+                                     "(a prefix-cache hit) joins the running batch at once",
+                                 group=SCHEDULE, ge=0)
+    prefill_order: Literal["shortest", "arrival"] = setting(
+        "shortest", "which waiting prompt is prefilled first", group=SCHEDULE)
+    speculate_tokens: int = setting(8, "tokens drafted from the prompt per step, kept where "
+                                       "the model agrees (greedy requests; 0: off)",
+                                    group=SCHEDULE, ge=0, le=64)
     grammar_cache_entries: int = setting(512, "compiled grammars kept in memory", ge=1)
     grammar_cache_bytes: int = setting(512 * 2**20, "bytes of compiled grammars kept in "
                                                     "memory", ge=1)

@@ -36,6 +36,9 @@ class GenerationRequest:
     # thread). Engines with `steers` honor it (never leaving no token); others ignore it.
     steer: Callable[[Sequence[int]], Collection[int]] | None = field(default=None,
                                                                       compare=False)
+    # Text the output is expected to copy from besides the prompt (a grounded field's
+    # candidates): engines that draft (engines/drafts.py) look drafts up there too.
+    draft_texts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

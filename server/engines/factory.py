@@ -10,6 +10,8 @@ from typing import TypedDict
 
 from grammars import BRIDGE
 from server.engines.base import Engine
+from server.engines.decoding import Speculation
+from server.engines.scheduler import SchedulePolicy
 from server.model_store import (
     ModelNotFoundError,
     default_cache_dir,
@@ -33,6 +35,8 @@ class SteppedOptions(TypedDict):
     step_timeout_s: float
     jump_forward: bool
     prefix_cache_bytes: int
+    schedule: SchedulePolicy
+    speculation: Speculation
 
 
 def bridged(settings: Settings) -> bool:
@@ -194,7 +198,12 @@ def build_engine(settings: Settings) -> Engine:
         "model_name": settings.served_model_name or model_dir.name,
         "grammar_backend": BRIDGE if bridged(settings) else settings.grammar_backend,
         "step_timeout_s": settings.step_timeout_s, "jump_forward": settings.jump_forward,
-        "prefix_cache_bytes": settings.prefix_cache_mb * 2**20}
+        "prefix_cache_bytes": settings.prefix_cache_mb * 2**20,
+        "schedule": SchedulePolicy(prefill_chunk=settings.prefill_chunk,
+                                   prefill_share=settings.prefill_share,
+                                   short_prefill=settings.short_prefill,
+                                   prefill_order=settings.prefill_order),
+        "speculation": Speculation(max_tokens=settings.speculate_tokens)}
     if engine == "llamacpp":
         from server.engines.llamacpp_engine import LlamaCppEngine
 
