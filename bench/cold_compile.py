@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
 import json
 import statistics
 import sys
@@ -86,7 +85,7 @@ def _one(spec: JsonSchemaSpec, tests: list[dict[str, Any]], backend: Any, wait_s
     try:
         primary.result(timeout=timeout_s)
         xgrammar_ms = (time.perf_counter() - started) * 1000  # what `wait` waits
-    except (concurrent.futures.TimeoutError, GrammarError, Exception):  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a timeout or a refusal: xgrammar's time is then unknown
         xgrammar_ms = None
     checks = []  # (valid?, xgrammar's verdict, the bridged mask's) per test instance
     left = len(bridge_demoted(lookup.grammar)) if lookup is not None else 0

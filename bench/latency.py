@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -159,7 +159,7 @@ def _llamacpp_python() -> Path:
 def _kind(name: str) -> Kind:
     if name not in KINDS:
         raise SystemExit(f"unknown kind {name!r}; use {', '.join(KINDS)}")
-    return name  # type: ignore[return-value]
+    return cast(Kind, name)  # checked just above
 
 
 def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Path,
@@ -241,7 +241,7 @@ async def measure(systems: list[LiveSystem], plan: Plan
         await _warm_up(systems, clients)
         before = {s.name: await _counters(clients[s.name]) for s in systems}
         for pass_, c, kinds in plan.passes():
-            for w, wave in enumerate(waves(plan.prompts, c)):
+            for w, wave in enumerate(plan_waves(plan.prompts, c)):
                 for kind in kinds:
                     for system in _rotated(systems, w):
                         got = await _wave(clients[system.name], system, kind, wave, c,
@@ -262,11 +262,11 @@ async def measure(systems: list[LiveSystem], plan: Plan
 
 def _planned(systems: list[LiveSystem], plan: Plan) -> int:
     return sum(len(wave) for _, c, kinds in plan.passes()
-               for wave in waves(plan.prompts, c) for kind in kinds
+               for wave in plan_waves(plan.prompts, c) for kind in kinds
                for s in systems if kind in DIALECT_KINDS[s.dialect])
 
 
-def waves(prompts: list[Prompt], concurrency: int) -> list[list[tuple[Prompt, int]]]:
+def plan_waves(prompts: list[Prompt], concurrency: int) -> list[list[tuple[Prompt, int]]]:
     """The prompts in waves of `concurrency`, each with its occurrence (how many times the
     same prompt came before in this setting); too few prompts are repeated to fill a wave."""
     expanded = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
@@ -319,7 +319,7 @@ async def _with_prompt_tokens(samples: list[Sample], systems: list[LiveSystem],
         if sample.prompt_tokens is None and sample.error is None:
             if key not in known:
                 known[key] = await _prompt_tokens(clients[sample.system], request_body(
-                    by_id[sample.prompt_id], sample.kind,  # type: ignore[arg-type]
+                    by_id[sample.prompt_id], cast(Kind, sample.kind),  # Sample.kind: str
                     dialect=dialects[sample.system], max_tokens=1))
             sample = dataclasses.replace(sample, prompt_tokens=known[key])
         out.append(sample)

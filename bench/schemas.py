@@ -230,7 +230,7 @@ class _Runner:
         try:
             return future.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError:
-            for process in list(self._pool._processes.values()):  # noqa: SLF001
+            for process in list(self._pool._processes.values()):
                 process.kill()
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = self._start()

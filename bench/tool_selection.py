@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def catalog_of(questions) -> dict[str, dict[str, Any]]:  # noqa: ANN001 - an iterable of dicts
+def catalog_of(questions) -> dict[str, dict[str, Any]]:
     """Every function of the questions, once by name, in order of first appearance."""
     catalog: dict[str, dict[str, Any]] = {}
     for question in questions:

@@ -199,7 +199,7 @@ def _catalog_entry(name: str, owner: str, kind: str, risk: str, lifecycle: str,
                                 f"{list(allowed)}")
     if not owner or not version:
         raise ContractError(f"@tool({name!r}): owner and version must not be empty")
-    return CatalogEntry(owner, kind, risk, lifecycle, version)  # type: ignore[arg-type]
+    return CatalogEntry(owner, kind, risk, lifecycle, version)  # type: ignore[arg-type]  # checked against the literal sets above
 
 
 def _execution(name: str, handler: Handler | None, timeout_s: float,

@@ -163,7 +163,7 @@ class GrammarCache:
             return
         try:
             self._disk.save(key, self._backend.serialize(compiled))
-        except Exception:  # noqa: BLE001 - the grammar is compiled; storing it is a bonus
+        except Exception:
             log.exception("could not store a compiled grammar on disk")
 
     def _expire(self, now: float) -> None:

@@ -56,7 +56,7 @@ def configure_logging(level: str, fmt: Literal["text", "json"],
 
 
 class _Rotating(logging.handlers.RotatingFileHandler):
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+    def handleError(self, record: logging.LogRecord) -> None:
         """A failed write (disk full, file removed) is one warning line, never a traceback
         on stderr and never a failed request; the record is lost, and the log says so."""
         log.warning("could not write an audit record to %s; it is lost", self.baseFilename)

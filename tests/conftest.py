@@ -12,8 +12,8 @@ import pytest
 # Fixtures every tier shares (imported so pytest finds them): the live server process on the
 # embedded model and its openai client; real Postgres, Redis and `vllm serve` for the
 # `replicas` tier, started on first use; the scripted app for the unit tier.
-from tests.live import live_client, live_server  # noqa: F401
-from tests.real_servers import postgres, redis_server, vllm_upstream  # noqa: F401
+from tests.live import live_client, live_server  # noqa: F401 - fixtures, found by name
+from tests.real_servers import postgres, redis_server, vllm_upstream  # noqa: F401 - fixtures, found by name
 from tests.scripted import Replies, scripted_client
 
 ROOT = Path(__file__).resolve().parents[1]

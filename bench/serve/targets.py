@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import get_args
+from typing import cast, get_args
 from urllib.parse import urlsplit
 
 from bench.latency_workload import Dialect
@@ -73,7 +73,7 @@ def parse_target(spec: str, *, default_model: str) -> Target:
                           f"{', '.join(get_args(Dialect))}")
     return Target(name=name, root=_root(url, spec), model=options.get("model", default_model),
                   api_key_env=options.get("api-key-env"),
-                  dialect=dialect)  # type: ignore[arg-type]
+                  dialect=cast(Dialect, dialect))  # checked just above
 
 
 def parse_targets(specs: list[str], *, default_model: str) -> list[Target]:

@@ -44,7 +44,7 @@ async def write_sse(stream: FrameStream, path: str) -> AsyncIterator[str]:
             yield frame.encode()
     except ServiceError as exc:  # after the stream started: the API's error event ends it
         yield stream.error(exc, path).encode()
-    except Exception:  # noqa: BLE001 - never a broken connection without a word
+    except Exception:
         log.exception("stream failed")
         error = ServiceError("internal error while streaming; the server log has the details")
         yield stream.error(error, path).encode()

@@ -96,7 +96,7 @@ class Engine(abc.ABC):
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """Decode one request. Cancelling the awaiting task stops its decode."""
 
-    async def warm(self, grammars: list[CompiledGrammar]) -> None:  # noqa: B027
+    async def warm(self, grammars: list[CompiledGrammar]) -> None:  # noqa: B027 - optional hook, no-op by default
         """Engines that compile grammars themselves (vLLM) do it now, before any request."""
 
     def alive(self) -> bool:

@@ -214,11 +214,13 @@ class RowDecoder:
     def mask_rows(self, logits: torch.Tensor, seqs: list[DecodeRow],
                   bitmask: torch.Tensor) -> None:
         """Each constrained row's mask over its row of `logits` ([rows, vocab]), in place."""
-        rows = [i for i, s in enumerate(seqs) if s.matcher is not None]
+        rows = []
+        for i, seq in enumerate(seqs):
+            if seq.matcher is not None:
+                seq.matcher.fill_bitmask(bitmask, i)
+                rows.append(i)
         if not rows:
             return
-        for i in rows:
-            seqs[i].matcher.fill_bitmask(bitmask, i)  # type: ignore[union-attr]
         self.backend.apply_bitmask(logits, bitmask[: len(seqs)], rows)
 
     def mask_one(self, seq: DecodeRow, logits: torch.Tensor) -> None:

@@ -48,7 +48,7 @@ def _to_logging(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         log.debug("llama.cpp: %s", text.decode(errors="replace").rstrip())
 
 
-def _make_callback():  # noqa: ANN202 - a ctypes function pointer
+def _make_callback():
     import llama_cpp
 
     return llama_cpp.llama_log_callback(_to_logging)

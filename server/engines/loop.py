@@ -119,7 +119,7 @@ class SteppedEngine(Engine):
         """Drop the last `n` tokens fed to row `seq` (drafts that did not stand)."""
         raise NotImplementedError(f"{type(self).__name__} does not take drafts")
 
-    def _released(self, seq: DecodeRow) -> None:  # noqa: B027 - optional hook
+    def _released(self, seq: DecodeRow) -> None:  # optional hook
         """`seq` finished or failed before joining the batch: free what it holds."""
 
     def _forward(self, rows: list[DecodeRow], chunk: Chunk | None
@@ -198,7 +198,7 @@ class SteppedEngine(Engine):
         log.warning("the hung engine step returned after %.1f s; its requests had been "
                     "failed, their results are discarded; serving again", took)
 
-    def _watched(self):  # noqa: ANN202 - a context manager
+    def _watched(self):  # a context manager
         # Everything the worker holds waits on the step, running or not.
         self._inflight = [*self._rows, *self._prefilling, *self._waiting]
         return self._watchdog.step()
@@ -208,7 +208,7 @@ class SteppedEngine(Engine):
         while self._collect():
             try:
                 self._turn()
-            except Exception as exc:  # noqa: BLE001 - a bug here fails the batch, not the worker
+            except Exception as exc:  # a bug here fails the batch, not the worker
                 log.exception("engine step failed")
                 self._fail_rows(exc)
 
@@ -303,7 +303,7 @@ class SteppedEngine(Engine):
             self._scheduler.prefilled(n, time.perf_counter() - start, decoding=False)
             if logits is not None:
                 self._prompt_done(seq, logits)
-        except Exception as exc:  # noqa: BLE001 - fail this request, keep serving
+        except Exception as exc:  # fail this request, keep serving
             log.exception("prefill failed")
             self._forget(seq)
             settle(seq.future, exc=exc)
@@ -350,7 +350,7 @@ class SteppedEngine(Engine):
             self._scheduler.decoded(max(elapsed - tokens * self._scheduler.token_s, 0.0),
                                     waiting=bool(self._waiting or self._prefilling))
             self._advance_rows(logits.float())
-        except Exception as exc:  # noqa: BLE001 - fail the batch, keep serving
+        except Exception as exc:  # fail the batch, keep serving
             log.exception("decode step failed")
             if chunk is not None:
                 self._forget(chunk[0])

@@ -145,6 +145,7 @@ class UpstreamEngine(Engine):
         self._counts = {"finished": 0, "cancelled": 0, "moved_to_another_upstream": 0,
                         "failed_after_first_token": 0, "refused_no_upstream": 0,
                         "grammars_warmed": 0}
+        self._running = 0  # requests decoding upstream now
         self.pool.probe_all()
         self.max_context = self._context()
         self.pool.on_back = self._came_back
@@ -156,6 +157,13 @@ class UpstreamEngine(Engine):
                  "decodes")
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
+        self._running += 1
+        try:
+            return await self._generate(request)
+        finally:
+            self._running -= 1
+
+    async def _generate(self, request: GenerationRequest) -> GenerationResult:
         tried: list[Upstream] = []
         reasons: list[str] = []
         while (upstream := self.pool.choose(tried)) is not None:
@@ -278,8 +286,8 @@ class UpstreamEngine(Engine):
 
     def stats(self) -> dict[str, int]:
         # Decode-loop features a remote server cannot have: reported off, never faked.
-        return {**self._counts, **self.pool.counts(), "jump_forward_in_effect": 0,
-                "cold_compile_bridge_in_effect": 0}
+        return {**self._counts, **self.pool.counts(), "running": self._running,
+                "jump_forward_in_effect": 0, "cold_compile_bridge_in_effect": 0}
 
     def close(self) -> None:
         self.pool.close()

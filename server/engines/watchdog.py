@@ -76,7 +76,7 @@ class StepWatchdog:
                 self.hangs += 1
             try:
                 self._on_hang(elapsed, first)
-            except Exception:  # noqa: BLE001 - the monitor must outlive a bad callback
+            except Exception:
                 log.exception("the watchdog's hang handler failed")
 
     def close(self) -> None:

@@ -99,7 +99,7 @@ def _rule(r: _Rule, line: int | None) -> Rule:
                 opt(r.roles), tuple(r.approve_fields) if r.approve_fields else None, line)
 
 
-def _check(path: Path, parsed: _PolicyFile, registry: ContractRegistry, lines) -> None:  # noqa: ANN001
+def _check(path: Path, parsed: _PolicyFile, registry: ContractRegistry, lines) -> None:
     """What the schema cannot say: catalogs name registered, offerable tools; approved
     fields exist on the contracts the rule names."""
     for name, tools in parsed.catalogs.items():
@@ -128,7 +128,7 @@ def _at(path: Path, line: int | None) -> str:
     return f"the policy file {str(path)!r}" + (f", line {line}" if line else "")
 
 
-def _parse_yaml(path: Path, text: str):  # noqa: ANN202 - (data, loc -> line)
+def _parse_yaml(path: Path, text: str):
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -164,7 +164,7 @@ def _child(node: Any, part: Any) -> Any:
     return None
 
 
-def _parse_toml(path: Path, text: str):  # noqa: ANN202 - (data, loc -> line)
+def _parse_toml(path: Path, text: str):
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

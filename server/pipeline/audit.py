@@ -143,7 +143,7 @@ class Decision:
                 v["message"] = self._scrub(v["message"])
         try:
             self._sink.write(self.record)
-        except Exception:  # noqa: BLE001 - a record lost is logged; the request goes on
+        except Exception:
             log.exception("could not write the audit record of this decision")
 
     def _unquoted(self, note: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.latency import waves
+from bench.latency import plan_waves
 from bench.latency_client import timed_request
 from bench.latency_report import build_report, markdown, write_report
 from bench.latency_stats import (
@@ -209,10 +209,10 @@ def test_cold_against_warm_rows():
 
 def test_waves_repeat_prompts_to_fill_and_number_their_occurrences():
     prompts = [Prompt(id=f"q{i}", messages=(), functions=(), target="f") for i in range(3)]
-    planned = waves(prompts, 2)
+    planned = plan_waves(prompts, 2)
     assert [[(p.id, n) for p, n in w] for w in planned] == [[("q0", 0), ("q1", 0)],
                                                           [("q2", 0)]]
-    (wave,) = waves(prompts, 4)
+    (wave,) = plan_waves(prompts, 4)
     assert [(p.id, n) for p, n in wave] == [("q0", 0), ("q1", 0), ("q2", 0), ("q0", 1)]
 
 

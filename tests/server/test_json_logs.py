@@ -11,7 +11,7 @@ from server.api.gate import REQUEST_ID, RequestIdFilter
 from server.records import JsonFormatter
 
 
-def lines_of(emit) -> list[dict]:  # noqa: ANN001 - a function that logs to `log`
+def lines_of(emit) -> list[dict]:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())

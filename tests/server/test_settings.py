@@ -22,7 +22,7 @@ def _parser(settings: type[Settings] = Settings) -> argparse.ArgumentParser:
 
 def test_every_setting_is_a_flag_with_help():
     parser = _parser()
-    by_dest = {a.dest: a for a in parser._actions}  # noqa: SLF001 - argparse has no API
+    by_dest = {a.dest: a for a in parser._actions}
     for name, _field in setting_fields():
         assert name in by_dest, f"no flag for setting {name!r}"
         assert by_dest[name].help, f"setting {name!r} has no help"

@@ -15,7 +15,7 @@ TAGS = {"type": "object", "properties": {
     "required": ["tags"], "additionalProperties": False}
 
 
-def test_compile_reports_every_keyword_and_caches(client):  # noqa: F811
+def test_compile_reports_every_keyword_and_caches(client):
     first = client.post("/v1/grammars/compile", json=TAGS)
     assert first.status_code == 200, first.text
     body = first.json()
@@ -30,7 +30,7 @@ def test_compile_reports_every_keyword_and_caches(client):  # noqa: F811
     assert again["cache"] == "hit" and again["key"] == body["key"]
 
 
-def test_compile_refuses_what_nothing_enforces_naming_each(client):  # noqa: F811
+def test_compile_refuses_what_nothing_enforces_naming_each(client):
     schema = {"type": "object", "properties": {
         "a": {"type": "string", "nullable": True},
         "b": {"type": "string", "format": "phone"}}}
@@ -43,7 +43,7 @@ def test_compile_refuses_what_nothing_enforces_naming_each(client):  # noqa: F81
     assert "POST /v1/grammars/compile" in body["detail"] or "pattern" in body["detail"]
 
 
-def test_compile_checks_budgets_and_shape(client):  # noqa: F811
+def test_compile_checks_budgets_and_shape(client):
     assert_problem(client.post("/v1/grammars/compile", json=[1, 2]), 400, says="JSON object")
     huge = {"enum": list(range(5000))}
     resp = client.post("/v1/grammars/compile", json=huge)
@@ -51,7 +51,7 @@ def test_compile_checks_budgets_and_shape(client):  # noqa: F811
     assert resp.json()["error"]["code"] == "budget_exceeded"
 
 
-def test_chat_completion_carries_the_enforcement_summary(client, replies):  # noqa: F811
+def test_chat_completion_carries_the_enforcement_summary(client, replies):
     replies.text = '{"tags":["a","b"]}'
     resp = chat(client, response_format={"type": "json_schema", "json_schema": {
         "name": "t", "schema": TAGS}})
@@ -61,7 +61,7 @@ def test_chat_completion_carries_the_enforcement_summary(client, replies):  # no
     assert "uniqueItems@/properties/tags/uniqueItems" in header
 
 
-def test_validator_tier_keyword_broken_by_the_output_is_a_422(client, replies):  # noqa: F811
+def test_validator_tier_keyword_broken_by_the_output_is_a_422(client, replies):
     replies.text = '{"tags":["a","a"]}'  # the mask allows it: uniqueItems is validator-tier
     resp = chat(client, response_format={"type": "json_schema", "json_schema": {
         "name": "t", "schema": TAGS}})
@@ -69,7 +69,7 @@ def test_validator_tier_keyword_broken_by_the_output_is_a_422(client, replies): 
     assert resp.json()["violations"][0]["pointer"] == "/tags"
 
 
-def test_tool_reports_are_prefixed_with_the_tool_name(client, replies):  # noqa: F811
+def test_tool_reports_are_prefixed_with_the_tool_name(client, replies):
     replies.text = '[{"name":"tag","arguments":{"tags":["x"]}}]'
     tool = {"type": "function", "function": {"name": "tag", "parameters": TAGS}}
     resp = chat(client, tools=[tool], tool_choice="required")
@@ -119,7 +119,7 @@ def _nested_unions(depth: int) -> dict:
     (_nested_unions(6), "max_depth"),            # 58 kB, but 13 levels deep
     ({"enum": [f"v{i}" for i in range(5000)]}, "max_enum_values"),
 ])
-def test_pathological_schemas_are_refused_by_budget_before_compiling(client, schema, limit):  # noqa: F811
+def test_pathological_schemas_are_refused_by_budget_before_compiling(client, schema, limit):
     resp = client.post("/v1/grammars/compile", json=schema)
     assert_problem(resp, 400)
     assert resp.json()["limit"] == limit
@@ -235,7 +235,7 @@ def test_json_schema_reading_policies_are_per_server(model_dir):
         assert json.loads(resp.json()["choices"][0]["message"]["content"]) == json.loads(reply)
 
 
-def test_default_policy_notes_whole_match_patterns(client):  # noqa: F811
+def test_default_policy_notes_whole_match_patterns(client):
     report = client.post("/v1/grammars/compile", json={
         "type": "string", "pattern": "^https?://"}).json()["enforcement"]
     pattern = next(k for k in report["keywords"] if k["keyword"] == "pattern")

