@@ -112,6 +112,13 @@ class Engine(abc.ABC):
         """Counters for /health; engines without any return nothing."""
         return {}
 
+    def memory(self) -> dict[str, int]:
+        """What the engine sized from its settings (bytes, cells) and what the process
+        holds (server/engines/memory.py), for /health and the start-up log."""
+        from server.engines.memory import process_memory
+
+        return process_memory()
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads and memory."""
 

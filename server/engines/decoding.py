@@ -24,7 +24,7 @@ import torch
 from grammars import GrammarMatcher, MaskingBackend
 from server.engines import rules
 from server.engines.base import FinishReason, GenerationRequest, GenerationResult
-from server.engines.drafts import PromptLookup, draft_source
+from server.engines.drafts import PromptLookup, Speculation, draft_source
 from server.engines.sampling import GREEDY_BELOW, choose_token
 
 _TAIL_TOKENS = 8  # output tokens decoded to look their text up in the prompt
@@ -63,14 +63,6 @@ class DecodeRow:
     @property
     def greedy(self) -> bool:
         return self.request.sampling.temperature < GREEDY_BELOW
-
-
-@dataclass(frozen=True)
-class Speculation:
-    """Prompt-lookup drafting (Settings: --speculate-tokens; 0 turns it off)."""
-
-    max_tokens: int = 8
-    min_match: int = 3
 
 
 class RowDecoder:

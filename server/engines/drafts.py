@@ -14,8 +14,17 @@ at least `min_match` characters) and what follows there is tokenized as the draf
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 Encode = Callable[[str], Sequence[int]]
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Prompt-lookup drafting (Settings: --speculate-tokens; 0 turns it off)."""
+
+    max_tokens: int = 8
+    min_match: int = 3
 
 
 class PromptLookup:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 import urllib.parse
 from pathlib import Path
@@ -10,7 +11,8 @@ from typing import TypedDict
 
 from grammars import BRIDGE
 from server.engines.base import Engine
-from server.engines.decoding import Speculation
+from server.engines.drafts import Speculation
+from server.engines.memory import describe
 from server.engines.scheduler import SchedulePolicy
 from server.model_store import (
     ModelNotFoundError,
@@ -19,6 +21,9 @@ from server.model_store import (
     resolve_model,
 )
 from server.settings import Settings
+
+
+log = logging.getLogger("strictcall.engine")
 
 
 class EngineConfigError(Exception):
@@ -175,6 +180,12 @@ def _build_upstream(settings: Settings) -> Engine:
 
 
 def build_engine(settings: Settings) -> Engine:
+    engine = _build(settings)
+    log.info("engine memory: %s", describe(engine.memory()))
+    return engine
+
+
+def _build(settings: Settings) -> Engine:
     if settings.engine == "upstream":
         return _build_upstream(settings)
     model_dir = resolve_model(settings.model, settings.cache_dir,

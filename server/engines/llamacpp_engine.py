@@ -22,7 +22,7 @@ import torch
 
 from grammars import MaskingBackend, make_backend
 from server.engines import rules
-from server.engines.decoding import Speculation
+from server.engines.drafts import Speculation
 from server.engines.loop import DecodeRow, SteppedEngine
 from server.engines.scheduler import SchedulePolicy
 from server.model_store import find_gguf
@@ -90,6 +90,10 @@ class LlamaCppEngine(SteppedEngine):
         rows = max(self.max_context, max_batch * min(self.max_context, 2048))
         self._context(threads=threads, seqs=max_batch + parked,
                       cells=rows + self._park_budget)
+        self._sizes = {"kv_bytes_per_token": self._kv_bytes_per_token(),
+                       "kv_cells": rows + self._park_budget,
+                       "kv_rows_bytes": rows * self._kv_bytes_per_token(),
+                       "kv_parked_bytes": self._park_budget * self._kv_bytes_per_token()}
         self._free_rows = list(range(max_batch))
         self._free_parks = list(range(max_batch, max_batch + parked))
         self._parked: OrderedDict[int, tuple[int, ...]] = OrderedDict()  # slot -> tokens
@@ -97,6 +101,10 @@ class LlamaCppEngine(SteppedEngine):
         self._start(name="llamacpp-engine", max_batch=max_batch,
                     step_timeout_s=step_timeout_s, jump_forward=jump_forward,
                     schedule=schedule, speculation=speculation)
+
+    def memory(self) -> dict[str, int]:
+        # Read from sizes fixed at start-up: the context is the worker thread's alone.
+        return {**self._sizes, "parked_prompts": len(self._parked), **super().memory()}
 
     # -- llama.cpp objects ----------------------------------------------------------------
     def _load(self, gguf: Path, *, threads: int) -> None:

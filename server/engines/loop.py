@@ -35,7 +35,8 @@ import torch
 from grammars import MaskingBackend
 from server.engines import rules
 from server.engines.base import Engine, GenerationRequest, GenerationResult
-from server.engines.decoding import DecodeRow, RowDecoder, Speculation, settle
+from server.engines.decoding import DecodeRow, RowDecoder, settle
+from server.engines.drafts import Speculation
 from server.engines.sampling import make_generator
 from server.engines.scheduler import SchedulePolicy, Scheduler
 from server.engines.watchdog import StepWatchdog

@@ -15,7 +15,7 @@ from transformers import DynamicCache
 
 from grammars import MaskingBackend, make_backend
 from server.engines import rules
-from server.engines.decoding import Speculation
+from server.engines.drafts import Speculation
 from server.engines.kv_batch import KvBatch
 from server.engines.loop import DecodeRow, SteppedEngine
 from server.engines.prefix_cache import PrefixCache
@@ -52,6 +52,10 @@ class TorchEngine(SteppedEngine):
         self._batch = KvBatch(config)
         self._start(name="torch-engine", max_batch=max_batch, step_timeout_s=step_timeout_s,
                     jump_forward=jump_forward, schedule=schedule, speculation=speculation)
+
+    def memory(self) -> dict[str, int]:
+        return {"prefix_cache_budget_bytes": self._prefixes.max_bytes,
+                "prefix_cache_bytes": self._prefixes.size_bytes, **super().memory()}
 
     def _reusable(self, prompt: Sequence[int]) -> int:
         return self._prefixes.longest(tuple(prompt))
