@@ -22,7 +22,6 @@ from server.model_store import (
 )
 from server.settings import Settings
 
-
 log = logging.getLogger("strictcall.engine")
 
 
