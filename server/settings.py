@@ -129,7 +129,9 @@ class Settings(BaseSettings):
                                        "(torch and llamacpp engines)")
     prefix_cache_mb: int = setting(256, "KV cache kept for repeated prompt beginnings, in MiB "
                                         "(torch and llamacpp engines; 0: off)", ge=0)
-    max_batch: int = setting(8, "requests decoded together", ge=1, le=256)
+    # 2, measured (README "Scheduling"): on a compute-bound CPU every extra row slows each
+    # step; 2 rows gave 0.85x (4 clients) and 0.82x (16) the median latency of 8.
+    max_batch: int = setting(2, "requests decoded together", ge=1, le=256)
     # The decode loop's scheduler (server/engines/scheduler.py; defaults chosen by
     # `strictcall-bench latency`, README "Scheduling").
     prefill_chunk: int = setting(128, "most prompt tokens prefilled in one engine step",
@@ -178,7 +180,9 @@ class Settings(BaseSettings):
     # Runaway guards (server/pipeline/runaway.py).
     dedupe_calls: bool = setting(True, "close the call list when a call repeats an earlier "
                                        "one")
-    loop_guard: LoopGuard = setting("stop", "a value that repeats itself: steered away from "
+    # steer, measured (README "Runaway guards"): on the 7 of 120 BFCL forced calls that
+    # ran to max_tokens under "stop", steering turned 3 into complete calls.
+    loop_guard: LoopGuard = setting("steer", "a value that repeats itself: steered away from "
                                             "the repeat (engines that choose tokens) or "
                                             "stopped with finish_reason 'length'")
     # Measured no less accurate and faster to the first token (bench/schema_prompt.py).
