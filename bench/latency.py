@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -75,6 +76,7 @@ class LiveSystem:
     dialect: Dialect
     peer: bool
     base_url: str
+    memory: Callable[[], dict[str, float]] | None = None  # its process's RSS, MiB
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             print("no system could start: " + "; ".join(
                 f"{s['name']}: {s['reason']}" for s in statuses), file=sys.stderr)
             return 1
-        samples, waves, counters = asyncio.run(measure(live, plan))
-    report = build_report(vars(args), statuses, samples, waves, counters)
+        samples, timed_waves, counters = asyncio.run(measure(live, plan))
+        _record_memory(live, statuses)
+    report = build_report(vars(args), statuses, samples, timed_waves, counters)
     report["upstream_overhead"] = upstream_overhead(report)
     paths = write_report(report, args.out)
     if args.save:
@@ -136,6 +139,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="a concurrency-1 pass on fresh grammars before the warm passes")
     p.add_argument("--threads", type=int, default=1, help="compute threads per server")
     p.add_argument("--server-args", default="", help="more `strictcall serve` flags")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
+                   help="one more StrictCall system named NAME, started with `strictcall "
+                        "serve FLAGS` (repeatable), e.g. "
+                        "strictcall-share0='--engine llamacpp --prefill-share 0'")
     p.add_argument("--gguf", type=Path, help="the model's GGUF (default: found in the cache)")
     p.add_argument("--vllm-python", type=Path, default=ROOT / ".venv-vllm/bin/python",
                    help="a Python with vllm (default: .venv-vllm, `make setup-vllm`)")
@@ -168,12 +175,14 @@ def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Pat
     import shlex
 
     cache = default_cache_dir()
+    variants = tuple(_variant(v) for v in args.variant)
     where = Where(model_dir=embedded_model_dir(cache), gguf=args.gguf or find_gguf(cache),
                   vllm_python=args.vllm_python.absolute(),
                   llamacpp_python=args.llamacpp_python.absolute(), threads=args.threads,
-                  server_args=tuple(shlex.split(args.server_args)))
+                  server_args=tuple(shlex.split(args.server_args)), variants=variants)
     names = list(SYSTEMS) if args.systems == "all" else [n for n in args.systems.split(",")
                                                            if n]
+    names += [name for name, _ in variants if name not in names]
     if UPSTREAM in names and "vllm-server" in names:  # it fronts that server: start it first
         names.remove("vllm-server")
         names.insert(0, "vllm-server")
@@ -195,12 +204,31 @@ def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Pat
                              "settings": launch.settings if launch else {}})
             print(f"skipped {name}: {skip.reason}", file=sys.stderr)
             continue
-        live.append(LiveSystem(name, launch.dialect, launch.peer, server.base_url))
+        live.append(LiveSystem(name, launch.dialect, launch.peer, server.base_url,
+                               server.memory))
         if name == "vllm-server":
             where = dataclasses.replace(where, vllm_url=server.base_url)
         statuses.append({"name": name, "status": "ran", "peer": name in PEERS,
-                         "command": launch.shown(), "settings": launch.settings})
+                         "command": launch.shown(), "settings": launch.settings,
+                         "ready_s": server.ready_s})
     return live
+
+
+def _variant(text: str) -> tuple[str, tuple[str, ...]]:
+    import shlex
+
+    name, sep, flags = text.partition("=")
+    if not sep or not name:
+        raise SystemExit(f"--variant {text!r}: give NAME=FLAGS, e.g. "
+                         "strictcall-share0='--engine llamacpp --prefill-share 0'")
+    return name, tuple(shlex.split(flags))
+
+
+def _record_memory(live: list[LiveSystem], statuses: list[dict[str, Any]]) -> None:
+    """Each server's resident memory after the run (and its peak), beside its status."""
+    memory = {s.name: s.memory() for s in live if s.memory is not None}
+    for status in statuses:
+        status.update(memory.get(status["name"], {}))
 
 
 async def measure(systems: list[LiveSystem], plan: Plan
@@ -214,7 +242,7 @@ async def measure(systems: list[LiveSystem], plan: Plan
                                          timeout=httpx.Timeout(900, connect=10))
                for s in systems}
     samples: list[Sample] = []
-    waves: list[Wave] = []
+    timed_waves: list[Wave] = []
     progress = Progress(_planned(systems, plan))
     try:
         await _warm_up(systems, clients)
@@ -227,7 +255,7 @@ async def measure(systems: list[LiveSystem], plan: Plan
                                           pass_, plan.max_tokens)
                         if got is not None:
                             samples.extend(got[0])
-                            waves.append(got[1])
+                            timed_waves.append(got[1])
                             progress.update(len(got[0]))
         after = {s.name: await _counters(clients[s.name]) for s in systems}
         samples = await _with_prompt_tokens(samples, systems, clients, plan)
@@ -235,7 +263,8 @@ async def measure(systems: list[LiveSystem], plan: Plan
         progress.close()
         for client in clients.values():
             await client.aclose()
-    return samples, waves, {name: _delta(before[name], after[name]) for name in after}
+    return samples, timed_waves, {name: _delta(before[name], after[name])
+                                  for name in after}
 
 
 def _planned(systems: list[LiveSystem], plan: Plan) -> int:

@@ -78,10 +78,12 @@ def _flags(args: dict[str, Any]) -> str:
 
 
 def _systems(statuses: list[dict[str, Any]]) -> str:
-    return table(["system", "status", "settings", "command or reason"], [
+    return table(["system", "status", "settings", "command or reason", "ready s",
+                  "RSS MiB after the run", "peak RSS MiB"], [
         [s["name"], s["status"], _settings_cell(s.get("settings") or {}),
          f"`{s['command']}`" if s["status"] == "ran"
-         else f"{s['reason']}" + (f" (install: `{s['install']}`)" if s.get("install") else "")]
+         else f"{s['reason']}" + (f" (install: `{s['install']}`)" if s.get("install") else ""),
+         s.get("ready_s"), s.get("rss_mib"), s.get("peak_rss_mib")]
         for s in statuses])
 
 
@@ -125,7 +127,12 @@ def _counters(counters: dict[str, dict[str, Any]]) -> str:
 
 
 def print_ratios(report: dict[str, Any]) -> None:
-    """One line per ratio against a peer (and between StrictCall's own systems)."""
+    """One line per ratio against a peer (and between StrictCall's own systems), and each
+    system's memory."""
+    for s in report["systems"]:
+        if s.get("rss_mib") is not None:
+            print(f"{s['name']}: RSS {s['rss_mib']:.0f} MiB after the run (peak "
+                  f"{s.get('peak_rss_mib', 0):.0f}), ready in {s.get('ready_s') or 0:.1f} s")
     for r in report["ratios"]:
         print(f"{r['ours']} / {r['other']}, {r['kind']} at concurrency {r['concurrency']}: "
               f"end to end {_x(r['e2e_ratio'])}, per token {_x(r['tpot_ratio'])}, first "

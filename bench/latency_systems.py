@@ -91,6 +91,8 @@ class Where:
     llamacpp_python: Path
     threads: int = 1
     server_args: tuple[str, ...] = ()  # more `strictcall serve` flags, for every StrictCall
+    # More StrictCall systems, each a name and its own `strictcall serve` flags (--variant).
+    variants: tuple[tuple[str, tuple[str, ...]], ...] = ()
     vllm_url: str | None = None  # the run's vllm-server, once it is up (strictcall-upstream)
 
 
@@ -116,19 +118,20 @@ def find_gguf(cache_dir: Path) -> Path | None:
 
 def launch_for(name: str, where: Where) -> Launch:
     """How to start system `name` here; raises `Skipped` when it cannot be."""
-    if name in STRICTCALL_FLAGS:
+    flags = {**STRICTCALL_FLAGS, **dict(where.variants)}
+    if name in flags:
         python = where.vllm_python if name == "strictcall-vllm" else Path(sys.executable)
         if name == "strictcall-vllm":
             _require(python, "vllm", VLLM_INSTALL)
         masks = {"structured_outputs_config": STRUCTURED_OUTPUTS_CONFIG, **VLLM_CPU} \
             if name == "strictcall-vllm" else STRICTCALL_MASKS
         return Launch(name, "strictcall", False, (
-            str(python), "-m", "server.cli", "serve", *STRICTCALL_FLAGS[name],
+            str(python), "-m", "server.cli", "serve", *flags[name],
             "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", MODEL,
             "--threads", str(where.threads), "--no-grammar-disk-cache", *where.server_args),
             env={"PYTHONPATH": str(ROOT)},
             settings={**masks, "threads": where.threads,
-                      "flags": " ".join((*STRICTCALL_FLAGS[name], *where.server_args))})
+                      "flags": " ".join((*flags[name], *where.server_args))})
     if name == UPSTREAM:
         if where.vllm_url is None:
             raise Skipped("strictcall-upstream fronts the run's vllm-server",
@@ -208,6 +211,7 @@ class RunningServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self.log_path = Path(tempfile.mkstemp(prefix=f"{launch.name}-", suffix=".log",
                                               dir=scratch)[1])
+        self.ready_s: float | None = None  # from start to the first healthy answer
 
     def __enter__(self) -> RunningServer:
         command = [part.replace("{port}", str(self.port)) for part in self.launch.command]
@@ -216,7 +220,8 @@ class RunningServer:
         with self.log_path.open("wb") as log:
             self._proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log,
                                           stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + self._startup_s
+        started = time.monotonic()
+        deadline = started + self._startup_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 code = self._proc.returncode
@@ -224,6 +229,7 @@ class RunningServer:
                 raise Skipped(f"the server exited with {code} at startup: {self.why()}")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.base_url}/v1/models", timeout=2).status_code == 200:
+                    self.ready_s = time.monotonic() - started
                     return self
             time.sleep(0.5)
         self.__exit__()
@@ -248,6 +254,11 @@ class RunningServer:
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
+    def memory(self) -> dict[str, float]:
+        """The server process's resident memory now and at its peak, MiB (Linux /proc;
+        {} where it cannot be read)."""
+        return process_memory(self.pid) if self.pid is not None else {}
+
     def why(self) -> str:
         """The log's last line that says "error" (argparse's refusal of a flag, an
         exception), else its last 600 characters."""
@@ -258,6 +269,20 @@ class RunningServer:
     def log(self, chars: int = 4000) -> str:
         text = self.log_path.read_text(errors="replace").strip()
         return " ".join(text[-chars:].split())
+
+
+def process_memory(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM of process `pid`, in MiB."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    out = {}
+    for key, name in (("VmRSS", "rss_mib"), ("VmHWM", "peak_rss_mib")):
+        if key in fields:
+            out[name] = int(fields[key].split()[0]) / 1024
+    return out
 
 
 def _free_port() -> int:

@@ -46,6 +46,16 @@ class XgrammarMatcher(GrammarMatcher):
     def forced_tokens(self) -> list[int]:
         return list(self._m.find_jump_forward_tokens())
 
+    def accepted_count(self, token_ids: list[int]) -> int:
+        count = 0
+        for token in token_ids:
+            if not self._m.accept_token(token):
+                break
+            count += 1
+        if count:
+            self._m.rollback(count)
+        return count
+
 
 class TokenBitmasks(MaskingBackend):
     """A masking backend whose batch token masks are in xgrammar's layout (one bit per

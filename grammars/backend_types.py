@@ -57,6 +57,12 @@ class GrammarMatcher(abc.ABC):
         the split matches what it would have sampled. Backends that cannot tell: none."""
         return []
 
+    def accepted_count(self, token_ids: list[int]) -> int:
+        """How many leading tokens of `token_ids` the grammar would accept from here, the
+        matcher left where it is (drafts are cut there). Backends that cannot tell
+        without advancing: none, so nothing is drafted under them."""
+        return 0
+
 
 class GrammarBackend(abc.ABC):
     """Compiles grammar specs for one tokenizer; `GrammarCache` keys and stores the results."""

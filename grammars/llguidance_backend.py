@@ -85,6 +85,12 @@ class LlguidanceMatcher(GrammarMatcher):
             return []
         return [t for t in self._m.compute_ff_tokens() if t not in self._stop]
 
+    def accepted_count(self, token_ids: list[int]) -> int:
+        if self._terminated or self._m.is_stopped():
+            return 0
+        upto = next((i for i, t in enumerate(token_ids) if t in self._stop), len(token_ids))
+        return int(self._m.validate_tokens(token_ids[:upto])) if upto else 0
+
 
 class LlguidanceBackend(TokenBitmasks):
     name = "llguidance"

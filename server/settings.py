@@ -56,6 +56,7 @@ STATE = "shared state (for replicas)"
 ACCESS = "who may call, and how much"
 TOOLS = "the execution layer"
 RECORDS = "records"
+SCHEDULE = "scheduling (torch and llamacpp engines)"
 
 
 class Settings(BaseSettings):
@@ -128,7 +129,24 @@ class Settings(BaseSettings):
                                        "(torch and llamacpp engines)")
     prefix_cache_mb: int = setting(256, "KV cache kept for repeated prompt beginnings, in MiB "
                                         "(torch and llamacpp engines; 0: off)", ge=0)
-    max_batch: int = setting(8, "requests decoded together", ge=1, le=256)
+    # 2, measured (README "Scheduling"): on a compute-bound CPU every extra row slows each
+    # step; 2 rows gave 0.85x (4 clients) and 0.82x (16) the median latency of 8.
+    max_batch: int = setting(2, "requests decoded together", ge=1, le=256)
+    # The decode loop's scheduler (server/engines/scheduler.py; defaults chosen by
+    # `strictcall-bench latency`, README "Scheduling").
+    prefill_chunk: int = setting(128, "most prompt tokens prefilled in one engine step",
+                                 group=SCHEDULE, ge=1, le=8192)
+    prefill_share: float = setting(0.25, "share of engine time prompts' prefill gets while "
+                                         "other requests decode (0: decode first, 1: prefill "
+                                         "first)", group=SCHEDULE, ge=0.0, le=1.0)
+    short_prefill: int = setting(16, "a prompt with at most this many tokens left to prefill "
+                                     "(a prefix-cache hit) joins the running batch at once",
+                                 group=SCHEDULE, ge=0)
+    prefill_order: Literal["shortest", "arrival"] = setting(
+        "shortest", "which waiting prompt is prefilled first", group=SCHEDULE)
+    speculate_tokens: int = setting(8, "tokens drafted from the prompt per step, kept where "
+                                       "the model agrees (greedy requests; 0: off)",
+                                    group=SCHEDULE, ge=0, le=64)
     grammar_cache_entries: int = setting(512, "compiled grammars kept in memory", ge=1)
     grammar_cache_bytes: int = setting(512 * 2**20, "bytes of compiled grammars kept in "
                                                     "memory", ge=1)
@@ -162,7 +180,9 @@ class Settings(BaseSettings):
     # Runaway guards (server/pipeline/runaway.py).
     dedupe_calls: bool = setting(True, "close the call list when a call repeats an earlier "
                                        "one")
-    loop_guard: LoopGuard = setting("stop", "a value that repeats itself: steered away from "
+    # steer, measured (README "Runaway guards"): BFCL forced calls (40 per category) cut off
+    # 1/2/4 under "stop", 0/2/4 under "steer" (simple_python/multiple/parallel).
+    loop_guard: LoopGuard = setting("steer", "a value that repeats itself: steered away from "
                                             "the repeat (engines that choose tokens) or "
                                             "stopped with finish_reason 'length'")
     # Measured no less accurate and faster to the first token (bench/schema_prompt.py).

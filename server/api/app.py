@@ -192,6 +192,7 @@ async def health(pipeline: PipelineDep, response: Response) -> dict:
     return {"status": "ok" if problem is None else "degraded",
             **({"problem": problem} if problem is not None else {}),
             "model": pipeline.model_name, "engine": pipeline.engine.stats(),
+            "memory": pipeline.engine.memory(),
             "grammar_cache": dataclasses.asdict(stats)}
 
 

@@ -36,6 +36,9 @@ class GenerationRequest:
     # thread). Engines with `steers` honor it (never leaving no token); others ignore it.
     steer: Callable[[Sequence[int]], Collection[int]] | None = field(default=None,
                                                                       compare=False)
+    # Text the output is expected to copy from besides the prompt (a grounded field's
+    # candidates): engines that draft (engines/drafts.py) look drafts up there too.
+    draft_texts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,13 @@ class Engine(abc.ABC):
     def stats(self) -> dict[str, int]:
         """Counters for /health; engines without any return nothing."""
         return {}
+
+    def memory(self) -> dict[str, int]:
+        """What the engine sized from its settings (bytes, cells) and what the process
+        holds (server/engines/memory.py), for /health and the start-up log."""
+        from server.engines.memory import process_memory
+
+        return process_memory()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads and memory."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 import urllib.parse
 from pathlib import Path
@@ -10,6 +11,9 @@ from typing import TypedDict
 
 from grammars import BRIDGE
 from server.engines.base import Engine
+from server.engines.drafts import Speculation
+from server.engines.memory import describe
+from server.engines.scheduler import SchedulePolicy
 from server.model_store import (
     ModelNotFoundError,
     default_cache_dir,
@@ -17,6 +21,8 @@ from server.model_store import (
     resolve_model,
 )
 from server.settings import Settings
+
+log = logging.getLogger("strictcall.engine")
 
 
 class EngineConfigError(Exception):
@@ -33,6 +39,8 @@ class SteppedOptions(TypedDict):
     step_timeout_s: float
     jump_forward: bool
     prefix_cache_bytes: int
+    schedule: SchedulePolicy
+    speculation: Speculation
 
 
 def bridged(settings: Settings) -> bool:
@@ -171,6 +179,12 @@ def _build_upstream(settings: Settings) -> Engine:
 
 
 def build_engine(settings: Settings) -> Engine:
+    engine = _build(settings)
+    log.info("engine memory: %s", describe(engine.memory()))
+    return engine
+
+
+def _build(settings: Settings) -> Engine:
     if settings.engine == "upstream":
         return _build_upstream(settings)
     model_dir = resolve_model(settings.model, settings.cache_dir,
@@ -194,7 +208,12 @@ def build_engine(settings: Settings) -> Engine:
         "model_name": settings.served_model_name or model_dir.name,
         "grammar_backend": BRIDGE if bridged(settings) else settings.grammar_backend,
         "step_timeout_s": settings.step_timeout_s, "jump_forward": settings.jump_forward,
-        "prefix_cache_bytes": settings.prefix_cache_mb * 2**20}
+        "prefix_cache_bytes": settings.prefix_cache_mb * 2**20,
+        "schedule": SchedulePolicy(prefill_chunk=settings.prefill_chunk,
+                                   prefill_share=settings.prefill_share,
+                                   short_prefill=settings.short_prefill,
+                                   prefill_order=settings.prefill_order),
+        "speculation": Speculation(max_tokens=settings.speculate_tokens)}
     if engine == "llamacpp":
         from server.engines.llamacpp_engine import LlamaCppEngine
 

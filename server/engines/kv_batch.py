@@ -77,6 +77,14 @@ class KvBatch:
         self.positions = self.positions + torch.tensor(counts, dtype=torch.long,
                                                        device=self.positions.device)
 
+    def rewind(self, row: int, n: int) -> None:
+        """Forget the last `n` tokens fed to `row` (drafts that did not stand): masked out
+        for good, and its next position back where they began."""
+        if n <= 0:
+            return
+        self.mask[row, -n:] = 0
+        self.positions[row] -= n
+
     def _set(self, layers, mask: torch.Tensor, positions: torch.Tensor) -> None:
         self.cache = DynamicCache(ddp_cache_data=layers, config=self._config)
         self.mask, self.positions = mask, positions

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,9 @@ import torch
 
 from grammars import MaskingBackend, make_backend
 from server.engines import rules
+from server.engines.drafts import Speculation
 from server.engines.loop import DecodeRow, SteppedEngine
+from server.engines.scheduler import SchedulePolicy
 from server.model_store import find_gguf
 
 log = logging.getLogger("strictcall.engine")
@@ -58,7 +61,9 @@ class LlamaCppEngine(SteppedEngine):
     def __init__(self, model_dir: Path, *, threads: int = 1, max_batch: int = 8,
                  max_context: int | None = None, model_name: str | None = None,
                  grammar_backend: str = "xgrammar", step_timeout_s: float = 60.0,
-                 jump_forward: bool = True, prefix_cache_bytes: int = 256 * 2**20) -> None:
+                 jump_forward: bool = True, prefix_cache_bytes: int = 256 * 2**20,
+                 schedule: SchedulePolicy | None = None,
+                 speculation: Speculation | None = None) -> None:
         import llama_cpp
         from transformers import AutoTokenizer
 
@@ -85,11 +90,21 @@ class LlamaCppEngine(SteppedEngine):
         rows = max(self.max_context, max_batch * min(self.max_context, 2048))
         self._context(threads=threads, seqs=max_batch + parked,
                       cells=rows + self._park_budget)
+        self._sizes = {"kv_bytes_per_token": self._kv_bytes_per_token(),
+                       "kv_cells": rows + self._park_budget,
+                       "kv_rows_bytes": rows * self._kv_bytes_per_token(),
+                       "kv_parked_bytes": self._park_budget * self._kv_bytes_per_token()}
         self._free_rows = list(range(max_batch))
         self._free_parks = list(range(max_batch, max_batch + parked))
         self._parked: OrderedDict[int, tuple[int, ...]] = OrderedDict()  # slot -> tokens
+        self.feed_limit = self._n_batch
         self._start(name="llamacpp-engine", max_batch=max_batch,
-                    step_timeout_s=step_timeout_s, jump_forward=jump_forward)
+                    step_timeout_s=step_timeout_s, jump_forward=jump_forward,
+                    schedule=schedule, speculation=speculation)
+
+    def memory(self) -> dict[str, int]:
+        # Read from sizes fixed at start-up: the context is the worker thread's alone.
+        return {**self._sizes, "parked_prompts": len(self._parked), **super().memory()}
 
     # -- llama.cpp objects ----------------------------------------------------------------
     def _load(self, gguf: Path, *, threads: int) -> None:
@@ -134,17 +149,22 @@ class LlamaCppEngine(SteppedEngine):
         self._mem = ll.llama_get_memory(self._ctx)
         self._batch = ll.llama_batch_init(self._n_batch, 0, 1)
 
-    def _decode(self, feeds: list[tuple[int, int, list[int]]]) -> torch.Tensor:
-        """One llama_decode: for each (sequence id, first position, tokens), the tokens at
-        their positions; logits of each feed's last token, [feeds, vocab], in place."""
+    def _decode(self, feeds: list[tuple[int, int, list[int], int]]) -> torch.Tensor:
+        """One llama_decode: for each (sequence id, first position, tokens, outputs), the
+        tokens at their positions; the logits of each feed's last `outputs` tokens, feeds
+        in order, [sum of outputs, vocab], in place (valid until the next decode)."""
         b = self._batch
-        n = 0
-        for seq_id, pos, tokens in feeds:
+        n = outputs = 0
+        for seq_id, pos, tokens, wanted in feeds:
             for i, token in enumerate(tokens):
                 b.token[n], b.pos[n], b.n_seq_id[n] = token, pos + i, 1
                 b.seq_id[n][0] = seq_id
-                b.logits[n] = i == len(tokens) - 1
+                b.logits[n] = i >= len(tokens) - wanted
                 n += 1
+            outputs += min(wanted, len(tokens))
+        if n > self._n_batch:  # the loop keeps within feed_limit; never write past the batch
+            raise RuntimeError(f"a step of {n} tokens exceeds llama.cpp's batch of "
+                               f"{self._n_batch}")
         b.n_tokens = n
         code = self._ll.llama_decode(self._ctx, b)
         if code != 0:
@@ -152,34 +172,69 @@ class LlamaCppEngine(SteppedEngine):
                                f"{n} tokens; lower --max-batch or the prompt's length)")
         ptr = self._ll.llama_get_logits(self._ctx)
         array = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)),
-                                      shape=(len(feeds), self.vocab_size))
-        return torch.from_numpy(array)
+                                      shape=(max(outputs, 1), self.vocab_size))
+        return torch.from_numpy(array)[:outputs]
 
     # -- the loop's hooks ------------------------------------------------------------------
-    def _prefill_logits(self, seq: DecodeRow) -> torch.Tensor:
+    def _reusable(self, prompt: Sequence[int]) -> int:
+        return self._best_parked(tuple(prompt))[1]
+
+    def _begin(self, seq: DecodeRow) -> None:
         seq.slot = self._free_rows.pop()
+        seq.prefilled = self._reuse_prefix(seq.request.prompt_ids, seq.slot)
+        seq.timings["prefix_reused_tokens"] = seq.prefilled
+
+    def _prompt_feed(self, seq: DecodeRow, n: int) -> tuple[int, int, list[int], int]:
+        """The next `n` prompt tokens of `seq` as a feed; its logits only at the end."""
         prompt = seq.request.prompt_ids
-        reused = self._reuse_prefix(prompt, seq.slot)
-        self._counts["prefill_tokens"] += len(prompt) - reused
-        seq.timings["prefix_reused_tokens"] = reused
+        end = seq.prefilled + n
+        return (seq.slot, seq.prefilled, list(prompt[seq.prefilled:end]),
+                1 if end == len(prompt) else 0)
+
+    def _fed(self, seq: DecodeRow, n: int) -> None:
+        seq.prefilled += n
+        self._counts["prefill_tokens"] += n
+        if seq.prefilled == len(seq.request.prompt_ids):
+            self._park(seq.request.prompt_ids, seq.slot)
+
+    def _prefill_chunk(self, seq: DecodeRow, n: int) -> torch.Tensor | None:
         logits = None
-        for start in range(reused, len(prompt), self._n_batch):
-            chunk = list(prompt[start:start + self._n_batch])
-            logits = self._decode([(seq.slot, start, chunk)])
-        assert logits is not None
-        self._park(prompt, seq.slot)
-        return logits[0]
+        while n > 0:
+            piece = min(n, self._n_batch)
+            logits = self._decode([self._prompt_feed(seq, piece)])
+            self._fed(seq, piece)
+            n -= piece
+        return logits[0] if logits is not None and len(logits) else None
+
+    def _row_feeds(self, rows: list[DecodeRow]) -> list[tuple[int, int, list[int], int]]:
+        return [(s.slot, len(s.request.prompt_ids) + len(s.out) - len(s.pending),
+                 s.pending + s.drafts, 1 + len(s.drafts)) for s in rows]
+
+    def _step_logits(self, rows: list[DecodeRow]) -> torch.Tensor:
+        return self._decode(self._row_feeds(rows))
+
+    def _forward(self, rows: list[DecodeRow], chunk: tuple[DecodeRow, int] | None
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The decode step and the prefill piece in one llama_decode."""
+        if chunk is None:
+            return self._step_logits(rows), None
+        seq, n = chunk
+        feed = self._prompt_feed(seq, n)
+        logits = self._decode([*self._row_feeds(rows), feed])
+        self._fed(seq, n)
+        outputs = sum(1 + len(s.drafts) for s in rows)
+        return logits[:outputs], (logits[outputs] if feed[3] else None)
+
+    def _rewind(self, seq: DecodeRow, n: int) -> None:
+        """The cells after what the row has accepted (its pending tokens are fed next)."""
+        kept = len(seq.request.prompt_ids) + len(seq.out) - len(seq.pending)
+        self._ll.llama_memory_seq_rm(self._mem, seq.slot, kept, -1)
 
     def _join(self, seq: DecodeRow) -> None:
         """Its cells are already in its sequence: nothing moves."""
 
     def _released(self, seq: DecodeRow) -> None:
         self._free_row(seq)
-
-    def _step_logits(self, rows: list[DecodeRow]) -> torch.Tensor:
-        feeds = [(s.slot, len(s.request.prompt_ids) + len(s.out) - len(s.pending), s.pending)
-                 for s in rows]
-        return self._decode(feeds)
 
     def _keep_rows(self, keep: list[int], rows: list[DecodeRow]) -> None:
         kept = set(keep)
@@ -194,14 +249,21 @@ class LlamaCppEngine(SteppedEngine):
             seq.slot = -1
 
     # -- prefix reuse ------------------------------------------------------------------------
-    def _reuse_prefix(self, prompt: tuple[int, ...], slot: int) -> int:
+    def _best_parked(self, prompt: tuple[int, ...]) -> tuple[int, int]:
+        """The parked prompt sharing the longest prefix with `prompt` (at most all but its
+        last token, whose logits the prefill must compute): (its sequence id, length), or
+        (-1, 0) when none shares `_MIN_REUSE` tokens."""
         best_slot, best = -1, 0
         for park, tokens in self._parked.items():
             n = _common_prefix(tokens, prompt)
             if n > best:
                 best_slot, best = park, n
         best = min(best, len(prompt) - 1)
-        if best < _MIN_REUSE:
+        return (best_slot, best) if best >= _MIN_REUSE else (-1, 0)
+
+    def _reuse_prefix(self, prompt: tuple[int, ...], slot: int) -> int:
+        best_slot, best = self._best_parked(prompt)
+        if best_slot < 0:
             return 0
         self._parked.move_to_end(best_slot)
         self._ll.llama_memory_seq_cp(self._mem, best_slot, slot, 0, best)

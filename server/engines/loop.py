@@ -1,16 +1,23 @@
 """The decode loop shared by the engines that step a model themselves (torch, llama.cpp).
 
-One worker thread owns the model. Requests queue up; each is prefilled alone, then joins the
-running batch, and every decode step advances all of them at once, with one grammar bitmask
-row per constrained request. Jump-forward: tokens the grammar forces (keys, punctuation, a
-decided name) are accepted without sampling and fed to the model together in the row's next
-step, one forward pass for all of them. A watchdog (engines/watchdog.py) times every step:
-one that runs past `step_timeout_s` fails the requests it holds with a 503 and marks the
-engine unhealthy until it returns; whatever it then returns for them is discarded.
+One worker thread owns the model. Requests queue up; the scheduler (engines/scheduler.py)
+decides which prompt is prefilled next and how much of it, between the decode steps of the
+requests already running: a prompt with a few tokens left (a prefix-cache hit) joins at
+once, a longer one is prefilled in pieces that get a share of the engine's time while
+others decode. Every decode step advances all running rows at once, with one grammar
+bitmask row per constrained request (engines/decoding.py chooses the tokens).
 
-A subclass supplies the model: `_prefill_logits` (one request's prompt, into its own cache),
-`_step_logits` (one step for the batch's rows, each fed its `pending` tokens) and
-`_keep_rows` (rows that finished leave the batch)."""
+Each row may be fed several tokens in a step: the tokens the grammar forces next (keys,
+punctuation, a decided name: jump-forward) and drafts looked up in the prompt (values being
+copied), checked against what the model would have chosen, all in one forward pass. Engines
+that can also take a prefill piece in the same forward pass (llama.cpp) do. A watchdog
+(engines/watchdog.py) times every step: one that runs past `step_timeout_s` fails the
+requests it holds with a 503 and marks the engine unhealthy until it returns; whatever it
+then returns for them is discarded.
+
+A subclass supplies the model: `_begin` (a request's own cache, a reused prefix in it),
+`_prefill_chunk` (the next piece of its prompt), `_step_logits` (one step for the batch),
+`_keep_rows` (finished rows leave), `_rewind` (drafts that did not stand leave a row)."""
 
 from __future__ import annotations
 
@@ -21,37 +28,23 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 
-from grammars import GrammarMatcher, MaskingBackend
+from grammars import MaskingBackend
 from server.engines import rules
-from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
-from server.engines.sampling import choose_token, make_generator
+from server.engines.base import Engine, GenerationRequest, GenerationResult
+from server.engines.decoding import DecodeRow, RowDecoder, settle
+from server.engines.drafts import Speculation
+from server.engines.sampling import make_generator
+from server.engines.scheduler import SchedulePolicy, Scheduler
 from server.engines.watchdog import StepWatchdog
 from server.errors import EngineFailure
 
+__all__ = ["DecodeRow", "SteppedEngine"]
 log = logging.getLogger("strictcall.engine")
-
-
-@dataclass
-class DecodeRow:
-    request: GenerationRequest
-    future: concurrent.futures.Future[GenerationResult]
-    matcher: GrammarMatcher | None
-    generator: torch.Generator
-    out: list[int] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    last_token: int = -1
-    # What the next decode step feeds this row: the sampled token, then any forced ones.
-    pending: list[int] = field(default_factory=list)
-    finished: bool = False  # set by the engine thread before the result is handed out
-    # Only for free text with stop strings: the text so far, a short decode per token.
-    stops: rules.StopStringScanner | None = None
-    slot: int = -1  # where the engine keeps this row's cache (llama.cpp's sequence id)
-
+Chunk = tuple[DecodeRow, int]  # a prompt and how many more of its tokens to prefill
 
 
 class SteppedEngine(Engine):
@@ -60,21 +53,33 @@ class SteppedEngine(Engine):
     max_batch: int
     vocab_size: int
     device: torch.device = torch.device("cpu")  # where logits are (the torch engine's GPU)
+    # Tokens one forward pass may take in all (llama.cpp: its batch size).
+    feed_limit: int = 1 << 20
 
     def _start(self, *, name: str, max_batch: int, step_timeout_s: float,
-               jump_forward: bool) -> None:
+               jump_forward: bool, schedule: SchedulePolicy | None = None,
+               speculation: Speculation | None = None) -> None:
         """Called by the subclass once its model, tokenizer and grammar backend are set."""
         self.max_batch = max_batch
         self.jump_forward = jump_forward
-        self._queue: queue.Queue[DecodeRow | None] = queue.Queue()
-        self._rows: list[DecodeRow] = []
+        self._inbox: queue.Queue[DecodeRow | None] = queue.Queue()
+        self._waiting: list[DecodeRow] = []  # queued; no cache yet
+        self._prefilling: list[DecodeRow] = []  # part of the prompt in its cache
+        self._rows: list[DecodeRow] = []  # decoding
+        self._scheduler = Scheduler(schedule or SchedulePolicy())
         self._bitmask = self.grammar_backend.allocate_bitmask(max_batch)
         if self.device.type == "cuda":  # filled on the host, copied without a sync
             self._bitmask = self._bitmask.pin_memory()
         # prefills: one per request, reasoning pass or not (it continues in the same cache).
         self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0, "prefills": 0,
-                        "prefill_tokens": 0, "hung_steps": 0, "failed_by_watchdog": 0,
-                        "jump_forward_tokens": 0, "prefix_hits": 0, "prefix_reused_tokens": 0}
+                        "prefill_tokens": 0, "prefill_chunks": 0, "hung_steps": 0,
+                        "failed_by_watchdog": 0, "jump_forward_tokens": 0, "prefix_hits": 0,
+                        "prefix_reused_tokens": 0, "draft_tokens": 0, "draft_accepted": 0}
+        self._decoder = RowDecoder(
+            backend=self.grammar_backend, eos=self.eos_token_ids, decode=self.decode,
+            encode=self.encode, max_context=self.max_context, jump_forward=jump_forward,
+            speculation=speculation, max_feed=max(1, self.feed_limit // max_batch),
+            counts=self._counts)
         self._inflight: list[DecodeRow] = []  # what the step now running holds
         self._watchdog = StepWatchdog(step_timeout_s, on_hang=self._on_hang,
                                       on_recover=self._on_recover)
@@ -82,10 +87,20 @@ class SteppedEngine(Engine):
         self._thread.start()
 
     # -- the model, per engine ---------------------------------------------------------
+    def _reusable(self, prompt: Sequence[int]) -> int:
+        """How many leading tokens of `prompt` a prefix cache would give now (an estimate
+        for the scheduler; `_begin` reuses for real)."""
+        return 0
+
     @abc.abstractmethod
-    def _prefill_logits(self, seq: DecodeRow) -> torch.Tensor:
-        """Prefill `seq`'s prompt into its own cache; the last position's logits [vocab]
-        (a tensor the loop may mask in place). Counts prefill_tokens and prefix reuse."""
+    def _begin(self, seq: DecodeRow) -> None:
+        """Give `seq` its own cache, with any reusable prefix of its prompt in it; sets
+        `seq.prefilled` and counts prefix reuse."""
+
+    @abc.abstractmethod
+    def _prefill_chunk(self, seq: DecodeRow, n: int) -> torch.Tensor | None:
+        """Feed the next `n` prompt tokens of `seq`; once the prompt is complete, the last
+        position's logits [vocab] (a tensor the loop may mask in place), else None."""
 
     @abc.abstractmethod
     def _join(self, seq: DecodeRow) -> None:
@@ -93,15 +108,26 @@ class SteppedEngine(Engine):
 
     @abc.abstractmethod
     def _step_logits(self, rows: list[DecodeRow]) -> torch.Tensor:
-        """One forward step: row r is fed `rows[r].pending`; logits [rows, vocab] of each
-        row's last fed token."""
+        """One forward step: row r is fed `rows[r].pending + rows[r].drafts`; the logits
+        after its last pending token and after each draft, rows in order:
+        [sum(1 + len(drafts)), vocab]."""
 
     @abc.abstractmethod
     def _keep_rows(self, keep: list[int], rows: list[DecodeRow]) -> None:
         """Only rows `keep` (indexes into `rows`) stay in the batch; an empty list empties it."""
 
-    def _released(self, seq: DecodeRow) -> None:
-        """`seq` finished at its prefill, before joining: free what it holds."""
+    def _rewind(self, seq: DecodeRow, n: int) -> None:
+        """Drop the last `n` tokens fed to row `seq` (drafts that did not stand)."""
+        raise NotImplementedError(f"{type(self).__name__} does not take drafts")
+
+    def _released(self, seq: DecodeRow) -> None:  # optional hook
+        """`seq` finished or failed before joining the batch: free what it holds."""
+
+    def _forward(self, rows: list[DecodeRow], chunk: Chunk | None
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A decode step and a prefill piece: two passes here; engines that can, one."""
+        logits = self._step_logits(rows)
+        return logits, (self._prefill_chunk(*chunk) if chunk is not None else None)
 
     # -- Engine API -------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> GenerationResult:
@@ -112,7 +138,7 @@ class SteppedEngine(Engine):
                         stops=rules.StopStringScanner.for_request(
                             request.sampling, self.decode, constrained=matcher is not None))
         seq.timings["queued_at"] = time.perf_counter()
-        self._queue.put(seq)
+        self._inbox.put(seq)
         # Cancelling the awaiting task cancels `future`; the worker sees it at its next step.
         return await asyncio.wrap_future(future)
 
@@ -129,10 +155,11 @@ class SteppedEngine(Engine):
     def stats(self) -> dict[str, int]:
         # Finished rows leave the batch at the end of their step: not counted as running.
         running = sum(1 for seq in self._rows if not seq.finished)
-        return {"running": running, "queued": self._queue.qsize(), **self._counts}
+        queued = self._inbox.qsize() + len(self._waiting) + len(self._prefilling)
+        return {"running": running, "queued": queued, **self._counts}
 
     def close(self) -> None:
-        self._queue.put(None)
+        self._inbox.put(None)
         self._thread.join(timeout=10)
         self._watchdog.close()
 
@@ -153,7 +180,7 @@ class SteppedEngine(Engine):
         closing = False
         while True:
             try:
-                seq = self._queue.get_nowait()
+                seq = self._inbox.get_nowait()
             except queue.Empty:
                 break
             if seq is None:
@@ -161,181 +188,212 @@ class SteppedEngine(Engine):
             else:
                 self._fail_watched(seq, failure)
         if closing:
-            self._queue.put(None)
+            self._inbox.put(None)
 
     def _fail_watched(self, seq: DecodeRow, failure: EngineFailure) -> None:
         if not seq.future.done():
             self._counts["failed_by_watchdog"] += 1
-        _settle(seq.future, exc=failure)
+        settle(seq.future, exc=failure)
 
     def _on_recover(self, took: float) -> None:
         log.warning("the hung engine step returned after %.1f s; its requests had been "
                     "failed, their results are discarded; serving again", took)
 
+    def _watched(self):  # a context manager
+        # Everything the worker holds waits on the step, running or not.
+        self._inflight = [*self._rows, *self._prefilling, *self._waiting]
+        return self._watchdog.step()
+
     # -- worker thread ----------------------------------------------------------------
     def _run(self) -> None:
-        while True:
-            if not self._admit():
-                return
-            if not self._rows:
-                continue
+        while self._collect():
             try:
-                with self._watched(self._rows):
-                    self._decode_step()
-            except Exception as exc:
-                log.exception("decode step failed")
-                self._fail_all(exc)
+                self._turn()
+            except Exception as exc:  # a bug here fails the batch, not the worker
+                log.exception("engine step failed")
+                self._fail_rows(exc)
 
-    def _admit(self) -> bool:
-        """Prefill queued requests into the batch. Blocks only while nothing is running."""
-        while len(self._rows) < self.max_batch:
+    def _turn(self) -> None:
+        """One round of the worker: short prompts join, then a decode step (with a prefill
+        piece where the scheduler pays for one) or, with nothing decoding, a prefill piece."""
+        self._drop_cancelled()
+        self._join_short()
+        if self._rows:
+            self._decode_step()
+        elif (seq := self._next_prompt()) is not None:
+            self._prefill_piece(seq, self._scheduler.budget(self._left(seq), decoding=False))
+
+    def _collect(self) -> bool:
+        """New requests from the inbox to the waiting list; blocks while there is nothing
+        else to do. False once the engine closes."""
+        block = not (self._rows or self._prefilling or self._waiting)
+        while True:
             try:
-                seq = self._queue.get(block=not self._rows)
+                seq = self._inbox.get(block=block)
             except queue.Empty:
                 return True
             if seq is None:
                 self._fail_all(RuntimeError("engine closed"))
                 return False
-            if seq.future.cancelled():
-                self._counts["cancelled"] += 1
-                continue
-            try:
-                with self._watched([seq, *self._rows]):  # the batch waits on it too
-                    self._prefill(seq)
-            except Exception as exc:
-                log.exception("prefill failed")
-                self._released(seq)
-                _settle(seq.future, exc=exc)
-        return True
+            prompt = seq.request.prompt_ids
+            seq.estimate = len(prompt) - self._reusable(prompt)
+            self._waiting.append(seq)
+            block = False
 
-    def _watched(self, seqs: list[DecodeRow]):
-        self._inflight = list(seqs)
-        return self._watchdog.step()
+    def _drop_cancelled(self) -> None:
+        for seq in [s for s in (*self._waiting, *self._prefilling) if s.future.done()]:
+            self._counts["cancelled"] += 1
+            self._forget(seq)
 
-    @torch.inference_mode()  # logits are inference tensors: masked and steered in place
-    def _prefill(self, seq: DecodeRow) -> None:
+    def _forget(self, seq: DecodeRow) -> None:
+        """`seq` leaves before joining the batch (cancelled, failed, or done at once)."""
+        if seq in self._waiting:
+            self._waiting.remove(seq)
+        if seq in self._prefilling:
+            self._prefilling.remove(seq)
+            self._released(seq)
+
+    def _left(self, seq: DecodeRow) -> int:
+        return seq.prompt_left if seq in self._prefilling else seq.estimate
+
+    def _free_slots(self) -> int:
+        return self.max_batch - len(self._rows) - len(self._prefilling)
+
+    def _next_prompt(self) -> DecodeRow | None:
+        """The prompt to prefill next: one already begun, or a waiting one with a free slot."""
+        candidates = [*self._prefilling, *(self._waiting if self._free_slots() > 0 else [])]
+        return self._scheduler.pick(candidates, left=self._left,
+                                    arrived=lambda s: s.timings["queued_at"],
+                                    now=time.perf_counter())
+
+    def _join_short(self) -> None:
+        """Prompts with only a few tokens left (prefix-cache hits) prefill now, whole."""
+        while (seq := self._next_short()) is not None:
+            self._prefill_piece(seq, self._left(seq))
+
+    def _next_short(self) -> DecodeRow | None:
+        shorts = [s for s in self._prefilling if self._scheduler.is_short(s.prompt_left)]
+        if self._free_slots() > 0:
+            shorts += [s for s in self._waiting if self._scheduler.is_short(s.estimate)]
+        return self._scheduler.pick(shorts, left=self._left,
+                                    arrived=lambda s: s.timings["queued_at"],
+                                    now=time.perf_counter())
+
+    def _begin_prompt(self, seq: DecodeRow) -> None:
         start = time.perf_counter()
         seq.timings["queue_s"] = start - seq.timings["queued_at"]
+        seq.timings["prefill_started"] = start
+        self._waiting.remove(seq)
+        self._prefilling.append(seq)
         self._counts["prefills"] += 1
-        logits = self._prefill_logits(seq)
-        done = self._choose_and_check(seq, logits, 0)
-        seq.timings["prefill_s"] = time.perf_counter() - start  # includes the first token
+        self._begin(seq)
+        seq.estimate = seq.prompt_left
+
+    @torch.inference_mode()  # logits are inference tensors: masked and steered in place
+    def _prefill_piece(self, seq: DecodeRow, n: int) -> None:
+        """Up to `n` more of `seq`'s prompt, alone in a forward pass; at the prompt's end
+        its first token is chosen and it joins the batch."""
+        try:
+            if seq not in self._prefilling:
+                self._begin_prompt(seq)
+            n = max(1, min(n, seq.prompt_left, self.feed_limit))
+            start = time.perf_counter()
+            with self._watched():
+                logits = self._prefill_chunk(seq, n)
+            self._counts["prefill_chunks"] += 1
+            self._scheduler.prefilled(n, time.perf_counter() - start, decoding=False)
+            if logits is not None:
+                self._prompt_done(seq, logits)
+        except Exception as exc:  # fail this request, keep serving
+            log.exception("prefill failed")
+            self._forget(seq)
+            settle(seq.future, exc=exc)
+
+    def _prompt_done(self, seq: DecodeRow, logits: torch.Tensor) -> None:
+        done = self._decoder.first(seq, logits)
+        seq.timings["prefill_s"] = time.perf_counter() - seq.timings["prefill_started"]
         if done:
-            self._released(seq)
+            self._forget(seq)
             return
         self._join(seq)
+        self._prefilling.remove(seq)
         self._rows.append(seq)
         # Decode time counts batched steps only, so tokens/s = (tokens - 1) / decode_s.
         seq.timings["decode_started"] = time.perf_counter()
+        self._decoder.propose(seq, room=self._decoder.max_feed - len(seq.pending))
+
+    def _step_chunk(self) -> Chunk | None:
+        """The prefill piece that goes with this decode step, if the scheduler pays for one."""
+        seq = self._next_prompt()
+        if seq is None:
+            return None
+        fed = sum(len(s.pending) + len(s.drafts) for s in self._rows)
+        n = min(self._scheduler.budget(self._left(seq), decoding=True), self.feed_limit - fed)
+        if n <= 0:
+            return None
+        if seq not in self._prefilling:
+            self._begin_prompt(seq)
+        return seq, min(n, seq.prompt_left)
 
     @torch.inference_mode()
     def _decode_step(self) -> None:
-        logits = self._step_logits(self._rows).float()
-        self._counts["decode_steps"] += 1
-        self._mask_logits(logits, self._rows)
-        keep = [row for row, seq in enumerate(self._rows)
-                if not self._choose_and_check(seq, logits[row], row, masked=True)]
-        if len(keep) != len(self._rows):
-            self._keep_rows(keep, self._rows)
-            self._rows = [self._rows[i] for i in keep]
-
-    def _mask_logits(self, logits: torch.Tensor, seqs: list[DecodeRow]) -> None:
-        rows = []
-        for i, seq in enumerate(seqs):
-            if seq.matcher is not None:
-                seq.matcher.fill_bitmask(self._bitmask, i)
-                rows.append(i)
-        if not rows:
+        chunk: Chunk | None = None
+        try:
+            chunk = self._step_chunk()
+            start = time.perf_counter()
+            with self._watched():
+                logits, done = self._forward(self._rows, chunk)
+            elapsed = time.perf_counter() - start
+            self._counts["decode_steps"] += 1
+            tokens = chunk[1] if chunk is not None else 0
+            self._counts["prefill_chunks"] += bool(tokens)
+            self._scheduler.prefilled(tokens, None, decoding=True)
+            self._scheduler.decoded(max(elapsed - tokens * self._scheduler.token_s, 0.0),
+                                    waiting=bool(self._waiting or self._prefilling))
+            self._advance_rows(logits.float())
+        except Exception as exc:  # fail the batch, keep serving
+            log.exception("decode step failed")
+            if chunk is not None:
+                self._forget(chunk[0])
+                settle(chunk[0].future, exc=exc)
+            self._fail_rows(exc)
             return
-        self.grammar_backend.apply_bitmask(logits, self._bitmask[: len(seqs)], rows)
+        if chunk is not None and done is not None:
+            self._prompt_done(chunk[0], done)
 
-    def _choose_and_check(self, seq: DecodeRow, logits: torch.Tensor, row: int, *,
-                          masked: bool = False) -> bool:
-        """Pick the next token for `seq`; return True when `seq` is finished (and settled)."""
-        if seq.future.done():  # cancelled by its client, or failed by the watchdog
-            return self._finish(seq, "cancelled")
-        if seq.matcher is not None and not masked:
-            self._mask_logits(logits.unsqueeze(0), [seq])
-        sp = seq.request.sampling
-        if seq.request.steer is not None:
-            rules.avoid(logits, seq.request.steer(seq.out))
-        token = choose_token(logits, temperature=sp.temperature, top_p=sp.top_p,
-                             generator=seq.generator)
-        if seq.matcher is not None and not seq.matcher.accept_token(token):
-            raise RuntimeError(f"grammar refused token {token} that its own mask allowed")
-        seq.last_token = token
-        seq.timings["sampled"] = seq.timings.get("sampled", 0) + 1  # EOS included
-        if token in self.eos_token_ids:
-            return self._finish(seq, "stop")
-        seq.pending = [token]
-        self._emit(seq, token)
-        if self.jump_forward and seq.matcher is not None:
-            self._jump_forward(seq, room=sp.max_tokens - len(seq.out))
-        if seq.matcher is not None and seq.matcher.is_terminated():
-            return self._finish(seq, "stop")
-        cut = seq.stops.add(token) if seq.stops is not None else None
-        if cut is not None:
-            return self._finish(seq, "stop", text=cut)
-        total = len(seq.request.prompt_ids) + len(seq.out)
-        if len(seq.out) >= sp.max_tokens or total >= self.max_context:
-            return self._finish(seq, "length")
-        return False
+    def _advance_rows(self, logits: torch.Tensor) -> None:
+        rows = self._rows
+        starts, at = [], 0
+        for seq in rows:
+            starts.append(at)
+            at += 1 + len(seq.drafts)
+        first = logits if at == len(rows) else logits[starts]
+        self._decoder.mask_rows(first, rows, self._bitmask)
+        keep = []
+        for r, seq in enumerate(rows):
+            drafted = [logits[starts[r] + 1 + i] for i in range(len(seq.drafts))]
+            if not self._decoder.advance(seq, first[r], drafted):
+                if seq.rejected:
+                    self._rewind(seq, seq.rejected)
+                keep.append(r)
+        if len(keep) != len(rows):
+            self._keep_rows(keep, rows)
+            self._rows = [rows[i] for i in keep]
+        for seq in self._rows:
+            self._decoder.propose(seq, room=self._decoder.max_feed - len(seq.pending))
 
-    def _emit(self, seq: DecodeRow, token: int) -> None:
-        seq.out.append(token)
-        if seq.request.on_token is not None:
-            seq.request.on_token(token)
-
-    def _jump_forward(self, seq: DecodeRow, *, room: int) -> None:
-        """Accept what the grammar forces next (at most `room` tokens) and queue it for the
-        row's next step, so that it costs one forward pass instead of one per token."""
-        assert seq.matcher is not None
-        forced = seq.matcher.forced_tokens()[:max(room, 0)]
-        for token in forced:
-            if not seq.matcher.accept_token(token):
-                raise RuntimeError(f"grammar refused its own forced token {token}")
-            self._emit(seq, token)
-        seq.pending.extend(forced)
-        self._counts["jump_forward_tokens"] += len(forced)
-        seq.timings["forced"] = seq.timings.get("forced", 0) + len(forced)
-
-    def _finish(self, seq: DecodeRow, reason: FinishReason, *, text: str | None = None) -> bool:
-        now = time.perf_counter()
-        self._counts["cancelled" if reason == "cancelled" else "finished"] += 1
-        seq.finished = True
-        seq.timings["decode_s"] = now - seq.timings.get("decode_started", now)
-        seq.timings["total_s"] = now - seq.timings["queued_at"]
-        matcher = seq.matcher
-        complete = rules.grammar_complete(
-            constrained=matcher is not None,
-            ended_on_eos=matcher is not None and matcher.is_terminated())
-        result = GenerationResult(
-            token_ids=tuple(seq.out),
-            text=text if text is not None else self.decode(seq.out),
-            finish_reason=reason, prompt_tokens=len(seq.request.prompt_ids),
-            grammar_complete=complete, timings=dict(seq.timings))
-        _settle(seq.future, result=result)
-        return True
-
-    def _fail_all(self, exc: BaseException) -> None:
+    def _fail_rows(self, exc: BaseException) -> None:
         # The batch is emptied before any waiter wakes: one that reads stats() at once sees
         # its slot free, not a row the worker has yet to drop.
         rows, self._rows = self._rows, []
         self._keep_rows([], rows)
         for seq in rows:
-            _settle(seq.future, exc=exc)
+            settle(seq.future, exc=exc)
 
-
-def _settle(future: concurrent.futures.Future, *, result: Any = None,
-            exc: BaseException | None = None) -> None:
-    if future.done():  # cancelled by a client that went away
-        return
-    try:
-        if exc is not None:
-            future.set_exception(exc)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass
-
-
+    def _fail_all(self, exc: BaseException) -> None:
+        held = [*self._prefilling, *self._waiting]
+        for seq in held:
+            self._forget(seq)
+        self._fail_rows(exc)
+        for seq in held:
+            settle(seq.future, exc=exc)

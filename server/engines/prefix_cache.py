@@ -46,6 +46,17 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def longest(self, prompt: tuple[int, ...]) -> int:
+        """How many leading tokens of `prompt` a `lookup` would give now (0: none)."""
+        if not self.enabled or len(prompt) <= self.min_tokens:
+            return 0
+        ids = torch.tensor(prompt, dtype=torch.long)
+        with self._lock:
+            best = max((_common_prefix(stored, ids) for stored, _, _ in
+                        self._entries.values()), default=0)
+        best = min(best, len(prompt) - 1)
+        return best if best >= self.min_tokens else 0
+
     def lookup(self, prompt: tuple[int, ...]) -> PrefixHit | None:
         """The longest cached prefix of `prompt`, at most all but its last token (whose
         logits the prefill must compute), or None when none reaches `min_tokens`."""

@@ -142,12 +142,15 @@ class RunawayGuard:
 
     def _loop_kind(self, period: int, ids: Sequence[int]) -> str | None:
         """"value" (a repeat inside one string or number), "nesting" (a unit that opens
-        more than it closes), or None (it repeats structure, such as array items)."""
+        more than it closes), "items" (the same string item of an array again and again),
+        or None (other structure, such as number items)."""
         unit = self._decode(list(ids[-period:]))
         if not _STRUCTURE & set(unit):
             return "value"
         opened = sum(unit.count(c) for c in "{[") - sum(unit.count(c) for c in "}]")
-        return "nesting" if opened > 0 else None
+        if opened > 0:
+            return "nesting"
+        return "items" if _same_string_items(unit) else None
 
     def _looping(self, text: str) -> bool:
         if not self._constrained(text):
@@ -163,6 +166,17 @@ class RunawayGuard:
             "kind": kind, "unit": self._decode(self._ids[-period:]), "repeats": repeats,
             "tokens": period * repeats}})
         return True
+
+
+def _same_string_items(unit: str) -> bool:
+    """Whether a repeated `unit` is one string item of an array again and again
+    (`"Tenet",` in `["Tenet","Tenet","Tenet",...`): the same string written back to back as
+    many times as a loop takes is not a list a caller asked for. Numbers are left alone
+    (a vector of zeros is a real value)."""
+    item = unit.strip()
+    rotations = {item[i:] + item[:i] for i in range(len(item))}
+    return any(r.count('"') == 2 and r.startswith('"') and r.endswith('",')
+               for r in rotations)
 
 
 def repeated_unit(ids: Sequence[int]) -> tuple[int, int] | None:

@@ -85,8 +85,12 @@ def test_batched_decode_matches_one_at_a_time(engine, person_grammar):
     else:
         # llama.cpp's kernels sum in another order for three rows than for one, so free text
         # can fork at a near-tie after a while (seen: "...history, culture" vs "...history
-        # and culture"); the JSON row is pinned by its grammar and must match.
-        assert batched[1].text == alone[1].text
+        # and culture"). A prompt prefilled in pieces beside decoding rows (the scheduler)
+        # is summed in other orders too: the JSON row can fork at a near-tie digit (seen:
+        # "age":22 alone, 21 batched); its shape and its copied name must match.
+        assert batched[1].grammar_complete
+        got, want = json.loads(batched[1].text), json.loads(alone[1].text)
+        assert set(got) == set(want) and got["name"] == want["name"] == "Bob"
         assert all(b.text[:20] == a.text[:20] for a, b in zip(alone, batched, strict=False))
     assert engine.stats()["running"] == 0
 

@@ -147,3 +147,19 @@ def test_free_text_is_never_cut(tokenizer):
     for token in tokenizer.encode("ha " * 60):
         assert guard.see(token)
     assert guard.trip is None
+
+
+def test_the_same_string_item_again_and_again_is_a_loop_but_numbers_are_not(tokenizer):
+    """Seen on BFCL parallel_9 and parallel_27 (`"Tenet","Tenet",...` to max_tokens): the
+    same string item back to back is a loop; a vector of zeros is a real value."""
+    def guarded(text):
+        guard = RunawayGuard(ListReader("json"), tokenizer.decode, options=GuardOptions())
+        for token in tokenizer.encode(text, add_special_tokens=False):
+            guard.see(token)
+        return guard.trip
+
+    trip = guarded('{"movie":["No Time To Die",' + '"Tenet",' * 12)
+    assert trip is not None and trip.note["loop_cut"]["kind"] == "items"
+    assert not trip.text.endswith("]")  # never closed for the model
+    assert guarded('{"v":[' + "0," * 30) is None
+    assert guarded('{"movie":["Tenet","No Time To Die","Dune","Heat"') is None

@@ -1,0 +1,44 @@
+"""Where the resident memory goes, as /health shows it: the process's RSS and peak, whether
+torch is loaded, and (on the llama.cpp engine, slow) the KV cells sized from the settings."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from server.engines.memory import describe, process_memory
+
+
+def test_the_process_memory_is_read_from_proc():
+    sizes = process_memory()
+    assert sizes["rss_bytes"] > 10 * 2**20 and sizes["peak_rss_bytes"] >= sizes["rss_bytes"]
+    assert sizes["torch_loaded"] == int("torch" in sys.modules)
+
+
+def test_the_log_line_gives_sizes_in_mib():
+    assert describe({"kv_rows_bytes": 3 * 2**20, "kv_cells": 128}) == \
+        "kv_rows 3 MiB, kv_cells 128"
+
+
+def test_health_shows_the_memory(client):
+    memory = client.get("/health").json()["memory"]
+    assert memory["rss_bytes"] > 0 and memory["peak_rss_bytes"] >= memory["rss_bytes"]
+
+
+@pytest.mark.slow
+def test_llamacpp_sizes_its_kv_cells_from_batch_and_prefix_budget(model_dir):
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make setup)")
+    from server.engines.llamacpp_engine import LlamaCppEngine
+
+    sizes = {}
+    for rows, budget in ((1, 0), (2, 0), (1, 16 * 2**20)):
+        engine = LlamaCppEngine(model_dir, threads=1, max_batch=rows, max_context=1024,
+                                prefix_cache_bytes=budget)
+        sizes[rows, budget] = engine.memory()
+        engine.close()
+    one, two, parked = sizes[1, 0], sizes[2, 0], sizes[1, 16 * 2**20]
+    per_token = one["kv_bytes_per_token"]
+    assert one["kv_cells"] == 1024 and one["kv_rows_bytes"] == 1024 * per_token
+    assert two["kv_rows_bytes"] == 2 * one["kv_rows_bytes"]  # each row: its context
+    assert one["kv_parked_bytes"] == 0 < parked["kv_parked_bytes"] <= 16 * 2**20
