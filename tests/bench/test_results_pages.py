@@ -11,7 +11,6 @@ from pathlib import Path
 from bench.page_parts import Rendered
 from bench.pages import benchmark_pages, read_results
 from bench.results_file import page_name, save
-from docsgen.hooks import with_benchmarks
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 
@@ -81,6 +80,9 @@ def test_a_variant_is_kept_beside_the_default_run_with_its_own_plots(tmp_path, m
 
 
 def test_the_nav_gets_each_benchmark_page_after_the_index() -> None:
+    # mkdocs lives in the docs extra: not in the vLLM tier's venv, which collects this file
+    from docsgen.hooks import with_benchmarks
+
     nav = [{"Home": "index.md"},
            {"Benchmarks": ["benchmarks/index.md", "benchmarks/kept.md", {"x": "bench-serve.md"}]}]
     out = with_benchmarks(nav, ["kept", "new"])
