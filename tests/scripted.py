@@ -42,14 +42,16 @@ class Replies:
 def scripted_client(model_dir: Path, script: Callable[[str], str] | None = None, *,
                     engine: Callable[[Settings], Engine] | None = None,
                     app: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+                    raise_server_exceptions: bool = True,
                     **settings: Any) -> Iterator[TestClient]:
     """A TestClient on the app with these settings (served as "scripted" unless they say
     otherwise), over a ScriptedEngine answering `script`, or `engine`'s; `app`: more of
-    create_app's arguments (keys, audit, tool_policy)."""
+    create_app's arguments (keys, audit, tool_policy). `raise_server_exceptions=False`
+    shows a 500 as the client gets it."""
     settings.setdefault("served_model_name", MODEL)
     factory = engine or (lambda s: ScriptedEngine(model_dir, script or Replies()))
     with TestClient(create_app(Settings(**settings), factory, **(app or {})),
-                    headers=headers) as client:
+                    headers=headers, raise_server_exceptions=raise_server_exceptions) as client:
         yield client
 
 

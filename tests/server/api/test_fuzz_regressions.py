@@ -5,21 +5,16 @@ serve or refuse with a 4xx in the route's error shape."""
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
-from server.api.app import create_app
-from server.engines.scripted import ScriptedEngine
-from server.settings import Settings
 from tests.server.api.wire_checks import wire_problems
 
 USER = [{"role": "user", "content": "Hi"}]
 
 
 @pytest.fixture(scope="module")
-def client(model_dir):
-    settings = Settings(served_model_name="scripted", contracts=["contracts.examples"])
-    app = create_app(settings, lambda s: ScriptedEngine(model_dir, lambda prompt: "Hello."))
-    with TestClient(app, raise_server_exceptions=False) as c:
+def client(scripted):
+    with scripted(lambda prompt: "Hello.", contracts=["contracts.examples"],
+                  raise_server_exceptions=False) as c:
         yield c
 
 
