@@ -127,8 +127,10 @@ class Settings(BaseSettings):
     threads: int = setting(1, "CPU compute threads", ge=1)
     jump_forward: bool = setting(True, "feed the tokens a grammar forces in one forward pass "
                                        "(torch and llamacpp engines)")
-    prefix_cache_mb: int = setting(256, "KV cache kept for repeated prompt beginnings, in MiB "
-                                        "(torch and llamacpp engines; 0: off)", ge=0)
+    prefix_cache_mb: int = setting(256, "KV cache kept for repeated prompt beginnings, at "
+                                        "most, in MiB (torch and llamacpp engines; llama.cpp "
+                                        "keeps them in free cells of its context; 0: off)",
+                                   ge=0)
     # 2, measured (README "Scheduling"): on a compute-bound CPU every extra row slows each
     # step; 2 rows gave 0.85x (4 clients) and 0.82x (16) the median latency of 8.
     max_batch: int = setting(2, "requests decoded together", ge=1, le=256)

@@ -6,8 +6,12 @@ One llama.cpp context with a unified KV cache holds every sequence: rows of the 
 batch use sequence ids 0..max_batch-1 and decode together in one `llama_decode` per step
 (a row fed its pending tokens at their own positions). Prefix reuse parks finished prompts
 under further sequence ids; a new prompt sharing a prefix with a parked one gets those cells
-by `llama_memory_seq_cp` (shared cells, no copy) and prefills only the rest. Logits are read
-in place from llama.cpp's buffer and masked there: no copies per step."""
+by `llama_memory_seq_cp` (shared cells, no copy) and prefills only the rest. Parked prompts
+hold cells the rows are not using, and no cells are allocated for them: llama.cpp clears
+(touches) every cell of its KV cache when the context is made, so a cell is resident memory
+whether or not anything is parked in it. When a step finds no free cell, the least recently
+used parked prompts are dropped until it does. Logits are read in place from llama.cpp's
+buffer and masked there: no copies per step."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from server.engines import rules
 from server.engines.drafts import Speculation
 from server.engines.loop import DecodeRow, SteppedEngine
 from server.engines.scheduler import SchedulePolicy
+from server.engines.tokenizer_files import load_tokenizer
 from server.model_store import find_gguf
 
 log = logging.getLogger("strictcall.engine")
@@ -65,7 +70,6 @@ class LlamaCppEngine(SteppedEngine):
                  schedule: SchedulePolicy | None = None,
                  speculation: Speculation | None = None) -> None:
         import llama_cpp
-        from transformers import AutoTokenizer
 
         self._ll = llama_cpp
         gguf = find_gguf(Path(model_dir))
@@ -75,7 +79,7 @@ class LlamaCppEngine(SteppedEngine):
                 "tokenizer files; put the model's GGUF there (the embedded model has one)")
         self.model_dir = Path(model_dir)
         self.model_name = model_name or self.model_dir.name
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer = load_tokenizer(model_dir)
         self._load(gguf, threads=threads)
         train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
         self.max_context = min(max_context or train_ctx, train_ctx)
@@ -83,17 +87,18 @@ class LlamaCppEngine(SteppedEngine):
         self.grammar_backend: MaskingBackend = make_backend(
             grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
             stop_token_ids=sorted(self.eos_token_ids))
-        self._park_budget = prefix_cache_bytes // self._kv_bytes_per_token()
-        parked = min(_MAX_PARKED, self._park_budget // _MIN_REUSE)
         # One request may use the whole context; a full batch, 2048 tokens a row. Beyond
-        # that, a step that finds no free cell fails its batch with a 503 (llama_decode 1).
+        # that, a step that finds no free cell (once nothing is parked) fails its batch with
+        # a 503 (llama_decode 1).
         rows = max(self.max_context, max_batch * min(self.max_context, 2048))
-        self._context(threads=threads, seqs=max_batch + parked,
-                      cells=rows + self._park_budget)
+        # Parked prompts live in the rows' free cells: the budget bounds them, and adds none.
+        self._park_budget = min(prefix_cache_bytes // self._kv_bytes_per_token(), rows)
+        parked = min(_MAX_PARKED, self._park_budget // _MIN_REUSE)
+        self._context(threads=threads, seqs=max_batch + parked, cells=rows)
         self._sizes = {"kv_bytes_per_token": self._kv_bytes_per_token(),
-                       "kv_cells": rows + self._park_budget,
+                       "kv_cells": rows,
                        "kv_rows_bytes": rows * self._kv_bytes_per_token(),
-                       "kv_parked_bytes": self._park_budget * self._kv_bytes_per_token()}
+                       "prefix_budget_bytes": self._park_budget * self._kv_bytes_per_token()}
         self._free_rows = list(range(max_batch))
         self._free_parks = list(range(max_batch, max_batch + parked))
         self._parked: OrderedDict[int, tuple[int, ...]] = OrderedDict()  # slot -> tokens
@@ -104,7 +109,9 @@ class LlamaCppEngine(SteppedEngine):
 
     def memory(self) -> dict[str, int]:
         # Read from sizes fixed at start-up: the context is the worker thread's alone.
-        return {**self._sizes, "parked_prompts": len(self._parked), **super().memory()}
+        parked = sum(len(t) for t in list(self._parked.values()))
+        return {**self._sizes, "parked_prompts": len(self._parked),
+                "parked_bytes": parked * self._kv_bytes_per_token(), **super().memory()}
 
     # -- llama.cpp objects ----------------------------------------------------------------
     def _load(self, gguf: Path, *, threads: int) -> None:
@@ -145,7 +152,7 @@ class LlamaCppEngine(SteppedEngine):
         if not self._ctx:
             raise LlamaCppConfigError(f"llama.cpp could not make a context of {cells} cells "
                                       f"for {seqs} sequences; lower --max-batch, "
-                                      "--max-model-len or --prefix-cache-mb")
+                                      "or --max-model-len")
         self._mem = ll.llama_get_memory(self._ctx)
         self._batch = ll.llama_batch_init(self._n_batch, 0, 1)
 
@@ -167,6 +174,10 @@ class LlamaCppEngine(SteppedEngine):
                                f"{self._n_batch}")
         b.n_tokens = n
         code = self._ll.llama_decode(self._ctx, b)
+        while code == 1 and self._parked:  # no free cell: parked prompts give theirs up
+            self._unpark(next(iter(self._parked)))
+            self._counts["prefix_evictions"] += 1
+            code = self._ll.llama_decode(self._ctx, b)
         if code != 0:
             raise RuntimeError(f"llama_decode returned {code} (1: no KV cells left for "
                                f"{n} tokens; lower --max-batch or the prompt's length)")

@@ -74,7 +74,8 @@ class SteppedEngine(Engine):
         self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0, "prefills": 0,
                         "prefill_tokens": 0, "prefill_chunks": 0, "hung_steps": 0,
                         "failed_by_watchdog": 0, "jump_forward_tokens": 0, "prefix_hits": 0,
-                        "prefix_reused_tokens": 0, "draft_tokens": 0, "draft_accepted": 0}
+                        "prefix_reused_tokens": 0, "prefix_evictions": 0, "draft_tokens": 0,
+                        "draft_accepted": 0}
         self._decoder = RowDecoder(
             backend=self.grammar_backend, eos=self.eos_token_ids, decode=self.decode,
             encode=self.encode, max_context=self.max_context, jump_forward=jump_forward,

@@ -19,24 +19,13 @@ from typing import Any
 
 from server.engines.base import SamplingParams
 from server.engines.detokenize import Decode, IncrementalDetokenizer
+from server.engines.tokenizer_files import config_eos_ids
 
 
 def eos_token_ids(model_dir: Path, tokenizer: Any) -> frozenset[int]:
     """Every token id that ends a sequence: generation config, model config, tokenizer.
     Read from the model directory's JSON files, without loading weights."""
-    from transformers import AutoConfig, GenerationConfig
-
-    try:
-        generation: Any = GenerationConfig.from_pretrained(model_dir)
-    except OSError:  # no generation_config.json: the model config says it all
-        generation = None
-    ids: set[int] = set()
-    for source in (generation, AutoConfig.from_pretrained(model_dir)):
-        value = getattr(source, "eos_token_id", None)
-        if isinstance(value, int):
-            ids.add(value)
-        elif isinstance(value, list):
-            ids.update(v for v in value if isinstance(v, int))
+    ids = config_eos_ids(model_dir)
     if tokenizer.eos_token_id is not None:
         ids.add(int(tokenizer.eos_token_id))
     return frozenset(ids)

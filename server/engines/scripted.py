@@ -20,6 +20,7 @@ from typing import Literal
 from grammars import GrammarMatcher, MaskingBackend, make_backend
 from server.engines import rules
 from server.engines.base import Engine, FinishReason, GenerationRequest, GenerationResult
+from server.engines.tokenizer_files import load_tokenizer
 from server.errors import EngineFailure
 
 Script = Callable[[str], str]  # prompt text -> reply text
@@ -87,9 +88,8 @@ class ScriptedEngine(Engine):
     def __init__(self, model_dir: Path, script: Script, *, max_context: int = 8192,
                  model_name: str = "scripted", grammar_backend: str = "xgrammar",
                  hold: Hold | None = None) -> None:
-        from transformers import AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer = load_tokenizer(model_dir)
         self.model_dir = Path(model_dir)
         self.script = script
         self.max_context = max_context

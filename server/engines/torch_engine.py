@@ -20,6 +20,7 @@ from server.engines.kv_batch import KvBatch
 from server.engines.loop import DecodeRow, SteppedEngine
 from server.engines.prefix_cache import PrefixCache
 from server.engines.scheduler import SchedulePolicy
+from server.engines.tokenizer_files import load_tokenizer
 
 
 class TorchEngine(SteppedEngine):
@@ -29,13 +30,13 @@ class TorchEngine(SteppedEngine):
                  jump_forward: bool = True, prefix_cache_bytes: int = 256 * 2**20,
                  schedule: SchedulePolicy | None = None,
                  speculation: Speculation | None = None) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
         self.device = _pick_device(device)
         if self.device.type == "cpu":
             torch.set_num_threads(threads)
         dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer = load_tokenizer(model_dir)
         self.model_dir = Path(model_dir)
         # Any: transformers' types do not follow a model through .to() and its forward.
         model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)

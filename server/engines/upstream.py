@@ -41,6 +41,7 @@ from server.engines.base import (
     SamplingParams,
     TokenCallback,
 )
+from server.engines.tokenizer_files import load_tokenizer
 from server.engines.upstream_pool import Upstream, UpstreamPool, describe
 from server.engines.upstream_wire import (
     Delta,
@@ -123,9 +124,8 @@ class UpstreamEngine(Engine):
     def __init__(self, model_dir: Path, *, urls: list[str], options: UpstreamOptions,
                  model_name: str | None = None, transport: httpx.AsyncBaseTransport |
                  None = None, probe_transport: httpx.BaseTransport | None = None) -> None:
-        from transformers import AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer = load_tokenizer(model_dir)
         self.model_dir = Path(model_dir)
         self.model_name = model_name or self.model_dir.name
         self.options = options

@@ -37,6 +37,7 @@ from server.engines.base import (
     GenerationResult,
     SamplingParams,
 )
+from server.engines.tokenizer_files import load_tokenizer
 from server.engines.vllm_specs import structured_outputs
 
 # Compact JSON, as the torch engine writes it; xgrammar, as our tables assume. Benchmarks
@@ -106,7 +107,6 @@ class VllmEngine(Engine):
     def __init__(self, model_dir: Path, *, options: VllmOptions, cache_dir: Path,
                  model_name: str | None = None) -> None:
         import torch
-        from transformers import AutoTokenizer
 
         on_cpu = options.device == "cpu" or (options.device == "auto"
                                              and not torch.cuda.is_available())
@@ -116,7 +116,7 @@ class VllmEngine(Engine):
         from vllm import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer = load_tokenizer(model_dir)
         self.model_dir = Path(model_dir)
         self.model_name = model_name or Path(model_dir).name
         max_len = options.max_model_len or (2048 if on_cpu else None)

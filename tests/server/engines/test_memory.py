@@ -41,4 +41,41 @@ def test_llamacpp_sizes_its_kv_cells_from_batch_and_prefix_budget(model_dir):
     per_token = one["kv_bytes_per_token"]
     assert one["kv_cells"] == 1024 and one["kv_rows_bytes"] == 1024 * per_token
     assert two["kv_rows_bytes"] == 2 * one["kv_rows_bytes"]  # each row: its context
-    assert one["kv_parked_bytes"] == 0 < parked["kv_parked_bytes"] <= 16 * 2**20
+    # The prefix budget bounds what parked prompts hold of the rows' free cells: none added.
+    assert parked["kv_cells"] == one["kv_cells"]
+    assert one["prefix_budget_bytes"] == 0 < parked["prefix_budget_bytes"] <= 16 * 2**20
+    assert parked["parked_bytes"] == 0
+
+
+@pytest.mark.slow
+def test_llamacpp_parked_prompts_give_their_cells_up_to_a_longer_prompt(model_dir):
+    """Parked prompts hold the rows' free cells, not cells of their own: a prompt that needs
+    those cells gets them (the oldest parked prompts are dropped) and is answered as by an
+    engine that parks nothing."""
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make setup)")
+    import asyncio
+
+    from server.engines.base import GenerationRequest, SamplingParams
+    from server.engines.llamacpp_engine import LlamaCppEngine
+
+    def run(budget: int) -> tuple[list[str], dict[str, int]]:
+        engine = LlamaCppEngine(model_dir, threads=1, max_batch=1, max_context=512,
+                                prefix_cache_bytes=budget)
+        try:
+            texts = []
+            # ~300 prompt tokens parked, then 480 others: more than the 512 cells.
+            for content in ("Count the words. " + "apple banana cherry " * 60,
+                            "Name the fruits: " + "pear plum grape fig " * 150):
+                prompt = engine.encode(engine.render_chat([{"role": "user",
+                                                            "content": content}]))
+                result = asyncio.run(engine.generate(GenerationRequest(
+                    prompt[:480], SamplingParams(max_tokens=8))))
+                texts.append(result.text)
+            return texts, {**engine.stats(), **engine.memory()}
+        finally:
+            engine.close()
+
+    plain, _ = run(0)
+    parked, stats = run(64 * 2**20)
+    assert parked == plain
+    assert stats["kv_cells"] == 512 and stats["prefix_evictions"] >= 1
