@@ -13,6 +13,7 @@ command line does not import `bench`; this one hands each benchmark its own flag
     strictcall-bench serve --target NAME=URL [--workload ...] [--rate 1,2] [--concurrency 4]
     strictcall-bench serve compare A.json B.json
     strictcall-bench grounding [--sampled 2]
+    strictcall-bench memory [--requests 8] [--systems one-row,two-rows,default]
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
               "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl", "load": "bench.load",
               "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection",
               "latency": "bench.latency", "gpu-decode": "bench.gpu_decode",
-              "serve": "bench.serve", "grounding": "bench.grounding"}
+              "serve": "bench.serve", "grounding": "bench.grounding",
+              "memory": "bench.memory"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,6 +71,7 @@ VLLM_CPU = {"dtype": "bfloat16", "max_model_len": 2048, "enforce_eager": True,
             "distributed_executor_backend": "uni"}
 # StrictCall's own masks (torch, llama.cpp engines): grammars/backend.py COMPILE_OPTIONS.
 STRICTCALL_MASKS = {"grammar": "xgrammar", "any_whitespace": False, "separators": ",:"}
+PEER_CONTEXT = 2048  # llamacpp-server's n_ctx (`strictcall-bench memory` gives StrictCall it)
 
 
 class Skipped(Exception):
@@ -158,9 +159,10 @@ def launch_for(name: str, where: Where) -> Launch:
             "--model_alias", MODEL, "--host", "127.0.0.1", "--port", "{port}",
             "--n_threads", str(where.threads), "--n_threads_batch", str(where.threads),
             # Queued, not cut short: by default a new request interrupts the running one.
-            "--n_ctx", "2048", "--interrupt_requests", "False"),
+            "--n_ctx", str(PEER_CONTEXT), "--interrupt_requests", "False"),
             settings={"grammar": "llama.cpp's own, from each request's schema (not "
-                      "configurable from here)", "n_ctx": 2048, "threads": where.threads})
+                      "configurable from here)", "n_ctx": PEER_CONTEXT,
+                      "threads": where.threads})
     if name == "vllm-server":
         _require(where.vllm_python, "vllm", VLLM_INSTALL)
         return Launch(name, "openai", True, (
