@@ -25,6 +25,7 @@ from server.pipeline.audit import AuditSink
 from server.pipeline.calls import CallChecks
 from server.pipeline.checks import Checked, Finisher
 from server.pipeline.decode import compiled, decode
+from server.pipeline.grounding import draft_lines
 from server.pipeline.plan import Plan, Planner
 from server.pipeline.prepared import CallContext, Decode, Prepared
 from server.pipeline.prompt import with_instructions
@@ -172,7 +173,8 @@ class ChatPipeline:
         prompt_ids = self.engine.encode(prompt + prefill)
         sampling = self._sampling(task, len(prompt_ids))  # the limits, before any compile
         lookup = await self._grammar(task, plan)  # before decoding: every 400 costs nothing
-        request = GenerationRequest(prompt_ids, sampling, lookup.grammar if lookup else None)
+        request = GenerationRequest(prompt_ids, sampling, lookup.grammar if lookup else None,
+                                    draft_texts=draft_lines(plan.groundings))
         fallback = None
         if plan.fallback is not None:
             answering = with_instructions(self.format.messages(task.turns),

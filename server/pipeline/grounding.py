@@ -16,9 +16,10 @@ The grammar then holds exactly the candidates, or null for "not given" (grammars
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,22 @@ class Grounding:
 
     def __bool__(self) -> bool:
         return bool(self.fields or self.questions or self.confirmed)
+
+
+def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
+    """Each grounded field's candidates written as a call writes them after the field's key
+    (`"amount":1200.5`, and with a space after the colon), for prompt-lookup drafts
+    (engines/drafts.py): a normalised value ("1 200,50" in the chat, 1200.5 in the call) is
+    not in the prompt as the call writes it. A draft only stands where the model, under its
+    mask, would have chosen the same tokens, so a wrong candidate costs a step, not a value."""
+    lines = []
+    for grounding in groundings.values():
+        for grounded in grounding.fields:
+            key = json.dumps(grounded.name, ensure_ascii=False)
+            for value in grounded.candidates:
+                written = json.dumps(value, ensure_ascii=False)
+                lines += [f"{key}:{written}", f"{key}: {written}"]
+    return tuple(dict.fromkeys(lines))
 
 
 def evidence(turns: Sequence[Turn]) -> list[str]:

@@ -9,7 +9,7 @@ import pytest
 
 from contracts import contract_of
 from contracts.examples import OpenDispute
-from server.pipeline.grounding import ground
+from server.pipeline.grounding import draft_lines, ground
 
 DISPUTE = "вчера с карты •• 4417 списали 1 200,50 ₽ дважды, верните вторую"
 
@@ -23,6 +23,16 @@ def test_candidates_are_the_users_values_normalized():
     assert _candidates(DISPUTE) == {"card_last4": ("4417",), "operation_date": ("вчера",),
                                     "amount": ("4417", "1200.50"),
                                     "original_operation_id": ()}
+
+
+def test_the_candidates_are_drafts_written_as_a_call_writes_them():
+    contract = contract_of(OpenDispute)
+    grounding = ground(contract.schema(), contract, [DISPUTE])
+    lines = draft_lines({"open_dispute": grounding})
+    assert '"amount":"1200.50"' in lines and '"amount": "1200.50"' in lines
+    assert '"operation_date":"вчера"' in lines
+    assert not [line for line in lines if line.startswith('"original_operation_id"')]
+    assert draft_lines({}) == ()
 
 
 @pytest.mark.parametrize("text, field, kept, dropped", [
