@@ -2,7 +2,8 @@
 against a real server on the embedded model, each prompt with the guards off and on (per
 request, alternating, same server), max_tokens 256, greedy.
 
-    strictcall-bench runaway [--limit 20] [--out bench/results/scratch/runaway.json]
+    strictcall-bench runaway [--limit 20] [--offset 0] [--out bench/results/scratch/runaway.json]
+    strictcall-bench runaway --cutoffs cutoffs.jsonl  # each cut-off answer's text, to read
     strictcall-bench runaway --thresholds     # the repeat lengths in BFCL's gold values
 
 Per category and setting: cut-off rate (finish_reason "length"), valid-call rate, BFCL AST
@@ -32,6 +33,11 @@ SETTINGS = {"off": {"dedupe_calls": False, "loop_guard": "off"},
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="strictcall-bench runaway", description=__doc__)
     p.add_argument("--limit", type=int, default=20, help="prompts per category")
+    p.add_argument("--offset", type=int, default=0,
+                   help="skip this many prompts per category first (prompts past a run's)")
+    p.add_argument("--cutoffs", type=Path, default=None,
+                   help="write each cut-off answer (prompt id, setting, text, guard note) "
+                        "to this JSON-lines file")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--out", type=Path, default=Path("bench/results/scratch/runaway.json"))
     p.add_argument("--thresholds", action="store_true")
@@ -54,17 +60,23 @@ def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from openai import OpenAI
 
     samples: dict[tuple[str, str], list[dict]] = {}
+    cutoffs = []
     with ServerProcess("--served-model-name", "m") as server:
         client = OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
                         timeout=600)
         for category in args.categories.split(","):
-            pairs = load(category, args.limit)
+            pairs = load(category)[args.offset:args.offset + args.limit]
             for i, (question, answer) in enumerate(pairs):
                 for setting in args.settings.split(","):
                     one = _ask(client, question, answer, SETTINGS[setting], args.max_tokens)
                     samples.setdefault((category, setting), []).append(one)
+                    if one["cut_off"]:
+                        cutoffs.append({"id": question["id"], "guards": setting,
+                                        "text": one["text"], "note": one["note"]})
                 print(f"\r{category}: {i + 1}/{len(pairs)}", end="", file=sys.stderr)
             print(file=sys.stderr)
+    if args.cutoffs is not None:
+        args.cutoffs.write_text("".join(json.dumps(c) + "\n" for c in cutoffs))
     return [_summary(category, setting, s) for (category, setting), s in samples.items()]
 
 
@@ -78,9 +90,12 @@ def _ask(client: Any, question: dict, answer: dict, guards: dict, max_tokens: in
     choice = resp.choices[0]
     calls = [(c.function.name, json.loads(c.function.arguments))
              for c in choice.message.tool_calls or []]
+    text = choice.message.content or json.dumps(
+        [{"name": n, "arguments": a} for n, a in calls])
     return {"cut_off": choice.finish_reason == "length", "valid": bool(calls),
             "correct": bool(calls) and check(calls, answer), "seconds": seconds,
-            "tokens": resp.usage.completion_tokens}
+            "tokens": resp.usage.completion_tokens, "text": text,
+            "note": (resp.model_extra or {}).get("strictcall")}
 
 
 def _summary(category: str, setting: str, samples: list[dict]) -> dict[str, Any]:
