@@ -138,7 +138,37 @@ def _thresholds() -> int:
                         worst = (period, repeats, json.dumps(value)[:60])
     print(f"longest back-to-back repeat in gold values: unit {worst[0]} token(s) x "
           f"{worst[1]} = {worst[0] * worst[1]} tokens, in {worst[2]!r}")
+    runs, keys = _shapes([v for c in CATEGORIES for _, a in load(c)
+                          for call in a["ground_truth"] for params in call.values()
+                          for accepted in params.values() for v in accepted], [])
+    print(f"longest run of similar string items in gold arrays: {max(runs, default=0)} "
+          f"(item_loops.SIMILAR_RUN must stay above); most times a key stands on its own "
+          f"path: {max(keys, default=0)} (KEY_REPEATS must stay above)")
     return 0
+
+
+def _shapes(values: list[Any], path: list[str]) -> tuple[list[int], list[int]]:
+    """For the gold `values`: the similar-item runs of their arrays, and how many times each
+    key stands on its path of objects."""
+    from server.pipeline.item_loops import similar_run
+
+    runs: list[int] = []
+    keys: list[int] = []
+    for value in values:
+        if isinstance(value, list):
+            strings = [x if isinstance(x, str) else None for x in value]
+            runs += [similar_run(strings[:end]) for end in range(1, len(strings) + 1)]
+            more = _shapes(value, path)
+        elif isinstance(value, dict):
+            keys += [path.count(k) + 1 for k in value]
+            more = ([], [])
+            for k, x in value.items():
+                sub = _shapes([x], [*path, k])
+                more = (more[0] + sub[0], more[1] + sub[1])
+        else:
+            continue
+        runs, keys = runs + more[0], keys + more[1]
+    return runs, keys
 
 
 def _values(node: Any) -> list[Any]:
