@@ -144,7 +144,27 @@ def _thresholds() -> int:
     print(f"longest run of similar string items in gold arrays: {max(runs, default=0)} "
           f"(item_loops.SIMILAR_RUN must stay above); most times a key stands on its own "
           f"path: {max(keys, default=0)} (KEY_REPEATS must stay above)")
+    gold = [v for c in CATEGORIES for _, a in load(c) for call in a["ground_truth"]
+            for params in call.values() for accepted in params.values() for v in accepted]
+    print(f"most times the same number stands in a row in gold arrays: "
+          f"{max(_number_runs(gold), default=0)} (NUMBER_RUN must stay above)")
     return 0
+
+
+def _number_runs(values: list[Any]) -> list[int]:
+    runs: list[int] = []
+    for value in values:
+        if isinstance(value, dict):
+            runs += _number_runs(list(value.values()))
+        elif isinstance(value, list):
+            run, last = 0, None
+            for x in value:
+                number = isinstance(x, int | float) and not isinstance(x, bool)
+                run = run + 1 if number and x == last else int(number)
+                last = x if number else None
+                runs.append(run)
+            runs += _number_runs(value)
+    return runs
 
 
 def _shapes(values: list[Any], path: list[str]) -> tuple[list[int], list[int]]:

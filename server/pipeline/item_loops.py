@@ -6,11 +6,13 @@ tokens are identical, and the tokens that would carry them one step further:
   "points_rebounded","minutes_rebounded",...`): once SIMILAR_RUN items in a row do, another
   item is not started (the separator tokens are avoided), so the model ends the array or
   its current item itself;
+- an array writing the same number again and again (`[85,90,91,91,91,91,...`): the
+  separator after its NUMBER_RUN-th time in a row is avoided;
 - an object nesting the same key ever deeper (`{"gradeDict":{"type":{..},"gradeDict":{..`):
   a key already KEY_REPEATS times on the path of open objects is not written again.
 
-Only tokens are avoided; nothing is written for the model. Both thresholds stay above what
-BFCL's gold values hold (`strictcall-bench runaway --thresholds` prints both measurements).
+Only tokens are avoided; nothing is written for the model. The thresholds stay above what
+BFCL's gold values hold (`strictcall-bench runaway --thresholds` prints the measurements).
 """
 
 from __future__ import annotations
@@ -29,11 +31,16 @@ SIMILAR_RUN = 3
 MIN_PREFIX = 4
 # Times a key may already stand on the path of open objects before it is not written again.
 KEY_REPEATS = 2
+# The same number this many times in a row (`[85,90,91,91,91,91,...`) ends the array's
+# items; fewer stay a real vector (BFCL's gold values hold at most 2).
+NUMBER_RUN = 8
 
 # A token that, written inside a string item, closes it and starts another item.
 _CLOSES_AND_SEPARATES = re.compile(r'^(?:[^"\\]|\\.)*"\s*,')
 # A token that, written after a complete item, starts another item.
 _SEPARATES = re.compile(r"^\s*,")
+# A token that, written inside a number item, ends it and starts another item.
+_ENDS_AND_SEPARATES = re.compile(r"^[0-9.eE+-]*\s*,")
 
 
 @dataclass
@@ -45,6 +52,15 @@ class _Open:
     key: str | None = None  # an object's key whose value is being written
     expect_key: bool = True  # an object waiting for a key (after `{` or `,`)
     scalar: bool = False  # an array's number/literal item is being written
+    scalar_text: str = ""  # its text so far
+    last_scalar: str | None = None  # the item before, when it was a number/literal
+    scalar_run: int = 0  # how many times in a row `last_scalar` stands at the end
+
+    def end_scalar(self) -> None:
+        same = self.scalar_text == self.last_scalar
+        self.scalar_run = self.scalar_run + 1 if same else 1
+        self.last_scalar, self.scalar_text, self.scalar = self.scalar_text, "", False
+        self.items.append(None)
 
 
 class JsonShape:
@@ -74,16 +90,19 @@ class JsonShape:
         if self.in_string:
             self._in_string(ch, top)
         elif ch == '"':
+            if top is not None:
+                top.last_scalar, top.scalar_run = None, 0
             self.in_string, self.buf = True, ""
             self.role = ("key" if top.kind == "{" and top.expect_key else "item"
                          if top.kind == "[" else "value") if top else "value"
         elif ch in "{[":
             if top is not None and top.kind == "[":
                 top.items.append(None)
+                top.last_scalar, top.scalar_run = None, 0
             self.stack.append(_Open(ch))
         elif ch in "}]":
             if top is not None and top.scalar:
-                top.items.append(None)
+                top.end_scalar()
             if self.stack:
                 self.stack.pop()
         elif top is None:
@@ -94,10 +113,10 @@ class JsonShape:
             if top.kind == "{":
                 top.expect_key, top.key = True, None
             elif top.scalar:
-                top.items.append(None)
-                top.scalar = False
+                top.end_scalar()
         elif top.kind == "[" and not ch.isspace():
             top.scalar = True
+            top.scalar_text += ch
 
     def _in_string(self, ch: str, top: _Open | None) -> None:
         if self._escape:
@@ -125,6 +144,16 @@ class JsonShape:
             return True
         return self.in_string and self.role == "item" and \
             similar_run([*top.items, self.buf]) >= SIMILAR_RUN
+
+    def numbers_loop(self) -> bool:
+        """Whether the number being written (or just written) in the innermost array would
+        be the same number NUMBER_RUN times in a row."""
+        top = self.stack[-1] if self.stack else None
+        if top is None or top.kind != "[" or self.in_string:
+            return False
+        if top.scalar:
+            return top.scalar_text == top.last_scalar and top.scalar_run + 1 >= NUMBER_RUN
+        return False
 
     def repeated_keys(self) -> set[str]:
         """Keys that may not be written as the open object's next key: those already
@@ -167,6 +196,8 @@ class Vocabulary:
             i for i, t in enumerate(texts) if "," in t and _CLOSES_AND_SEPARATES.match(t))
         self.separates = frozenset(
             i for i, t in enumerate(texts) if "," in t and _SEPARATES.match(t))
+        self.ends_and_separates = frozenset(
+            i for i, t in enumerate(texts) if "," in t and _ENDS_AND_SEPARATES.match(t))
 
     def completing(self, written: str, keys: set[str]) -> set[int]:
         """Ids whose text, after a key's `written` part, writes the rest of one of `keys`
@@ -184,6 +215,8 @@ def item_steering(shape: JsonShape, vocabulary: Callable[[], Vocabulary]) -> set
     if shape.items_loop():
         vocab = vocabulary()
         banned |= vocab.closes_and_separates if shape.in_string else vocab.separates
+    if shape.numbers_loop():
+        banned |= vocabulary().ends_and_separates
     keys = shape.repeated_keys()
     if keys:
         banned |= vocabulary().completing(shape.buf, keys)
