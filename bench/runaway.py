@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--offset", type=int, default=0,
                    help="skip this many prompts per category first (prompts past a run's)")
     p.add_argument("--cutoffs", type=Path, default=None,
-                   help="write each cut-off answer (prompt id, setting, text, guard note) "
-                        "to this JSON-lines file")
+                   help="write each cut-off answer (prompt id, setting, text, guard note), "
+                        "and each call the server rejected (422), to this JSON-lines file")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--out", type=Path, default=Path("bench/results/scratch/runaway.json"))
     p.add_argument("--thresholds", action="store_true")
@@ -70,8 +70,9 @@ def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 for setting in args.settings.split(","):
                     one = _ask(client, question, answer, SETTINGS[setting], args.max_tokens)
                     samples.setdefault((category, setting), []).append(one)
-                    if one["cut_off"]:
+                    if one["cut_off"] or one.get("rejected"):
                         cutoffs.append({"id": question["id"], "guards": setting,
+                                        "rejected": one.get("rejected", False),
                                         "text": one["text"], "note": one["note"]})
                 print(f"\r{category}: {i + 1}/{len(pairs)}", end="", file=sys.stderr)
             print(file=sys.stderr)
@@ -81,11 +82,18 @@ def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _ask(client: Any, question: dict, answer: dict, guards: dict, max_tokens: int) -> dict:
+    from openai import UnprocessableEntityError
+
     tools = [{"type": "function", "function": f} for f in question["function"]]
     start = time.perf_counter()
-    resp = client.chat.completions.create(
-        model="m", messages=question["question"][0], tools=tools, tool_choice="required",
-        max_tokens=max_tokens, temperature=0, extra_body={"strictcall": guards})
+    try:
+        resp = client.chat.completions.create(
+            model="m", messages=question["question"][0], tools=tools, tool_choice="required",
+            max_tokens=max_tokens, temperature=0, extra_body={"strictcall": guards})
+    except UnprocessableEntityError as exc:  # a complete call that failed validation
+        return {"cut_off": False, "valid": False, "correct": False,
+                "seconds": time.perf_counter() - start, "tokens": 0,
+                "text": str(exc), "note": None, "rejected": True}
     seconds = time.perf_counter() - start
     choice = resp.choices[0]
     calls = [(c.function.name, json.loads(c.function.arguments))
