@@ -13,6 +13,8 @@ Two patterns account for most cut-off calls from small models (and in other serv
   `no_repeat_ngram_size` does but only there; with "stop", or when steering could not help,
   the decode stops with finish_reason="length" and a note. A value is never closed on the
   model's behalf.
+- loops with no identical stretch (items with drifting tails, a key nesting itself, the
+  same number again and again): steered by item_loops.py, through `steer` too.
 
 The guard watches tokens on the engine's thread; `decode` (decode.py) stops the engine when
 it trips. It works the same on every engine.
