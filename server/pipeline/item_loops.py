@@ -3,9 +3,9 @@ tokens are identical, and the tokens that would carry them one step further:
 
 - an array whose string items keep repeating earlier items, or the previous item with a
   changing tail (`"Stranger Things_2","Stranger Things_3",...`, `"minutes_rebounded",
-  "points_rebounded","minutes_rebounded",...`): once SIMILAR_RUN items in a row do (or
-  DUPLICATE_RUN in a row repeat earlier ones exactly), another item is not started (the
-  separator tokens are avoided), so the model ends the array or its current item itself;
+  "points_rebounded","minutes_rebounded",...`): once SIMILAR_RUN items in a row do, another
+  item is not started (the separator tokens are avoided), so the model ends the array or
+  its current item itself;
 - an array writing the same number again and again (`[85,90,91,91,91,91,...`): the
   separator after its NUMBER_RUN-th time in a row is avoided;
 - an object nesting the same key ever deeper (`{"gradeDict":{"type":{..},"gradeDict":{..`):
@@ -26,10 +26,6 @@ from typing import Any
 # Items in a row, each an earlier item again or the previous one with a changed tail,
 # after which an array's string items count as a loop.
 SIMILAR_RUN = 3
-# Items in a row, each exactly an earlier item again, after which they count as a loop
-# (sooner: where the grammar forces an enum item's text after its first token, the
-# back-to-back check would cut the decode at the fourth copy, before SIMILAR_RUN).
-DUPLICATE_RUN = 2
 # A shared prefix at least this long (characters, and half the shorter item) makes the
 # next item a variant of the previous one.
 MIN_PREFIX = 4
@@ -144,9 +140,10 @@ class JsonShape:
         top = self.stack[-1] if self.stack else None
         if top is None or top.kind != "[":
             return False
-        if _looping(top.items):
+        if similar_run(top.items) >= SIMILAR_RUN:
             return True
-        return self.in_string and self.role == "item" and _looping([*top.items, self.buf])
+        return self.in_string and self.role == "item" and \
+            similar_run([*top.items, self.buf]) >= SIMILAR_RUN
 
     def numbers_loop(self) -> bool:
         """Whether the number being written (or just written) in the innermost array would
@@ -167,19 +164,13 @@ class JsonShape:
         return {k for k in set(path) if path.count(k) >= KEY_REPEATS}
 
 
-def _looping(items: Sequence[str | None]) -> bool:
-    return similar_run(items) >= SIMILAR_RUN or \
-        similar_run(items, variants=False) >= DUPLICATE_RUN
-
-
-def similar_run(items: Sequence[str | None], *, variants: bool = True) -> int:
-    """How many items at the end of `items` in a row each repeat an earlier item or (with
-    `variants`) vary the one before it (a shared prefix, a changed tail)."""
+def similar_run(items: Sequence[str | None]) -> int:
+    """How many items at the end of `items` in a row each repeat an earlier item or vary
+    the one before it (a shared prefix, a changed tail)."""
     run = 0
     for i in range(len(items) - 1, 0, -1):
         item = items[i]
-        if item is None or not (item in items[:i] or
-                                variants and _variant(items[i - 1], item)):
+        if item is None or not (item in items[:i] or _variant(items[i - 1], item)):
             break
         run += 1
     return run
