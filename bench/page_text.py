@@ -59,9 +59,11 @@ ABOUT = {
         "repair fixes, how many end in a 422, how many are cut off at `max_tokens`. Valid "
         "is not correct: a tiny model fills valid but wrong values."),
     "runaway": (
-        "Forced calls on BFCL questions with the runaway guards off, `stop` (the default) "
-        "and `steer`, alternating on one server: cut-offs, valid calls, AST accuracy, time "
-        "and tokens. A loop the guard cuts still counts as cut off."),
+        "Forced calls on BFCL questions with the runaway guards off, `stop` and `steer` "
+        "(the default), alternating on one server (`--settings` picks which; `--offset` "
+        "starts past the first questions): cut-offs, valid calls, AST accuracy, time and "
+        "tokens. A loop the guard cuts still counts as cut off; a call the server rejects "
+        "(422) counts as answered, not valid."),
     "bfcl": (
         "BFCL's AST checker (`bench/bfcl_ast.py`) on the first questions of simple_python, "
         "multiple and parallel, one server on the embedded model, greedy. *unconstrained* "

@@ -2,7 +2,8 @@
 against a real server on the embedded model, each prompt with the guards off and on (per
 request, alternating, same server), max_tokens 256, greedy.
 
-    strictcall-bench runaway [--limit 20] [--out bench/results/scratch/runaway.json]
+    strictcall-bench runaway [--limit 20] [--offset 0] [--out bench/results/scratch/runaway.json]
+    strictcall-bench runaway --cutoffs cutoffs.jsonl  # each cut-off answer's text, to read
     strictcall-bench runaway --thresholds     # the repeat lengths in BFCL's gold values
 
 Per category and setting: cut-off rate (finish_reason "length"), valid-call rate, BFCL AST
@@ -32,6 +33,11 @@ SETTINGS = {"off": {"dedupe_calls": False, "loop_guard": "off"},
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="strictcall-bench runaway", description=__doc__)
     p.add_argument("--limit", type=int, default=20, help="prompts per category")
+    p.add_argument("--offset", type=int, default=0,
+                   help="skip this many prompts per category first (prompts past a run's)")
+    p.add_argument("--cutoffs", type=Path, default=None,
+                   help="write each cut-off answer (prompt id, setting, text, guard note), "
+                        "and each call the server rejected (422), to this JSON-lines file")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--out", type=Path, default=Path("bench/results/scratch/runaway.json"))
     p.add_argument("--thresholds", action="store_true")
@@ -54,33 +60,50 @@ def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from openai import OpenAI
 
     samples: dict[tuple[str, str], list[dict]] = {}
+    cutoffs = []
     with ServerProcess("--served-model-name", "m") as server:
         client = OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
                         timeout=600)
         for category in args.categories.split(","):
-            pairs = load(category, args.limit)
+            pairs = load(category)[args.offset:args.offset + args.limit]
             for i, (question, answer) in enumerate(pairs):
                 for setting in args.settings.split(","):
                     one = _ask(client, question, answer, SETTINGS[setting], args.max_tokens)
                     samples.setdefault((category, setting), []).append(one)
+                    if one["cut_off"] or one.get("rejected"):
+                        cutoffs.append({"id": question["id"], "guards": setting,
+                                        "rejected": one.get("rejected", False),
+                                        "text": one["text"], "note": one["note"]})
                 print(f"\r{category}: {i + 1}/{len(pairs)}", end="", file=sys.stderr)
             print(file=sys.stderr)
+    if args.cutoffs is not None:
+        args.cutoffs.write_text("".join(json.dumps(c) + "\n" for c in cutoffs))
     return [_summary(category, setting, s) for (category, setting), s in samples.items()]
 
 
 def _ask(client: Any, question: dict, answer: dict, guards: dict, max_tokens: int) -> dict:
+    from openai import UnprocessableEntityError
+
     tools = [{"type": "function", "function": f} for f in question["function"]]
     start = time.perf_counter()
-    resp = client.chat.completions.create(
-        model="m", messages=question["question"][0], tools=tools, tool_choice="required",
-        max_tokens=max_tokens, temperature=0, extra_body={"strictcall": guards})
+    try:
+        resp = client.chat.completions.create(
+            model="m", messages=question["question"][0], tools=tools, tool_choice="required",
+            max_tokens=max_tokens, temperature=0, extra_body={"strictcall": guards})
+    except UnprocessableEntityError as exc:  # a complete call that failed validation
+        return {"cut_off": False, "valid": False, "correct": False,
+                "seconds": time.perf_counter() - start, "tokens": 0,
+                "text": str(exc), "note": None, "rejected": True}
     seconds = time.perf_counter() - start
     choice = resp.choices[0]
     calls = [(c.function.name, json.loads(c.function.arguments))
              for c in choice.message.tool_calls or []]
+    text = choice.message.content or json.dumps(
+        [{"name": n, "arguments": a} for n, a in calls])
     return {"cut_off": choice.finish_reason == "length", "valid": bool(calls),
             "correct": bool(calls) and check(calls, answer), "seconds": seconds,
-            "tokens": resp.usage.completion_tokens}
+            "tokens": resp.usage.completion_tokens, "text": text,
+            "note": (resp.model_extra or {}).get("strictcall")}
 
 
 def _summary(category: str, setting: str, samples: list[dict]) -> dict[str, Any]:
@@ -123,7 +146,57 @@ def _thresholds() -> int:
                         worst = (period, repeats, json.dumps(value)[:60])
     print(f"longest back-to-back repeat in gold values: unit {worst[0]} token(s) x "
           f"{worst[1]} = {worst[0] * worst[1]} tokens, in {worst[2]!r}")
+    runs, keys = _shapes([v for c in CATEGORIES for _, a in load(c)
+                          for call in a["ground_truth"] for params in call.values()
+                          for accepted in params.values() for v in accepted], [])
+    print(f"longest run of similar string items in gold arrays: {max(runs, default=0)} "
+          f"(item_loops.SIMILAR_RUN must stay above); most times a key stands on its own "
+          f"path: {max(keys, default=0)} (KEY_REPEATS must stay above)")
+    gold = [v for c in CATEGORIES for _, a in load(c) for call in a["ground_truth"]
+            for params in call.values() for accepted in params.values() for v in accepted]
+    print(f"most times the same number stands in a row in gold arrays: "
+          f"{max(_number_runs(gold), default=0)} (NUMBER_RUN must stay above)")
     return 0
+
+
+def _number_runs(values: list[Any]) -> list[int]:
+    runs: list[int] = []
+    for value in values:
+        if isinstance(value, dict):
+            runs += _number_runs(list(value.values()))
+        elif isinstance(value, list):
+            run, last = 0, None
+            for x in value:
+                number = isinstance(x, int | float) and not isinstance(x, bool)
+                run = run + 1 if number and x == last else int(number)
+                last = x if number else None
+                runs.append(run)
+            runs += _number_runs(value)
+    return runs
+
+
+def _shapes(values: list[Any], path: list[str]) -> tuple[list[int], list[int]]:
+    """For the gold `values`: the similar-item runs of their arrays, and how many times each
+    key stands on its path of objects."""
+    from server.pipeline.item_loops import similar_run
+
+    runs: list[int] = []
+    keys: list[int] = []
+    for value in values:
+        if isinstance(value, list):
+            strings = [x if isinstance(x, str) else None for x in value]
+            runs += [similar_run(strings[:end]) for end in range(1, len(strings) + 1)]
+            more = _shapes(value, path)
+        elif isinstance(value, dict):
+            keys += [path.count(k) + 1 for k in value]
+            more = ([], [])
+            for k, x in value.items():
+                sub = _shapes([x], [*path, k])
+                more = (more[0] + sub[0], more[1] + sub[1])
+        else:
+            continue
+        runs, keys = runs + more[0], keys + more[1]
+    return runs, keys
 
 
 def _values(node: Any) -> list[Any]:

@@ -12,6 +12,7 @@ from grammars import Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult, TokenCallback
 from server.execution import Offer, RequestTrace
 from server.identity import Caller
+from server.pipeline.item_loops import vocabulary_of
 from server.pipeline.plan import Plan
 from server.pipeline.request_options import GuardOptions, RepairBudget, RequestOptions
 from server.pipeline.runaway import RunawayGuard
@@ -35,7 +36,8 @@ class Decode:
         """A fresh runaway guard for one run of this decode (constrained decodes only)."""
         if self.plan.spec is None or not self.guards.active:
             return None
-        return RunawayGuard(self.plan.reader, engine.decode, options=self.guards)
+        return RunawayGuard(self.plan.reader, engine.decode, options=self.guards,
+                            vocabulary=vocabulary_of(engine.tokenizer))
 
     def guarded(self, guard: RunawayGuard | None) -> GenerationRequest:
         """The request, steered by `guard` where it steers."""

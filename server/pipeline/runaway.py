@@ -13,6 +13,8 @@ Two patterns account for most cut-off calls from small models (and in other serv
   `no_repeat_ngram_size` does but only there; with "stop", or when steering could not help,
   the decode stops with finish_reason="length" and a note. A value is never closed on the
   model's behalf.
+- loops with no identical stretch (items with drifting tails, a key nesting itself, the
+  same number again and again): steered by item_loops.py, through `steer` too.
 
 The guard watches tokens on the engine's thread; `decode` (decode.py) stops the engine when
 it trips. It works the same on every engine.
@@ -28,6 +30,7 @@ from typing import Any, Literal
 
 from server.engines.detokenize import IncrementalDetokenizer
 from server.formats.reading import Reader
+from server.pipeline.item_loops import JsonShape, Vocabulary, item_steering
 from server.pipeline.request_options import GuardOptions
 
 # A value loops when a unit of 1..MAX_PERIOD tokens repeats back to back so often that the
@@ -56,8 +59,12 @@ class Trip:
 
 class RunawayGuard:
     def __init__(self, reader: Reader, decode: Callable[[Sequence[int]], str], *,
-                 options: GuardOptions) -> None:
-        """`reader`: how the decode reads, in the model's format."""
+                 options: GuardOptions,
+                 vocabulary: Callable[[], Vocabulary] | None = None) -> None:
+        """`reader`: how the decode reads, in the model's format; `vocabulary`: the
+        tokens' texts, for steering away from loops of items and keys (item_loops.py)."""
+        self._vocabulary = vocabulary
+        self._shape = JsonShape()
         self.reader = reader
         self.mode = reader.mode
         self.options = options
@@ -128,7 +135,19 @@ class RunawayGuard:
                 if found is not None and self._loop_kind(found[0], [*ids, candidate]):
                     banned.add(candidate)
             self._steered += bool(banned)
-            return banned
+            return banned | self._item_steering()
+
+    def _item_steering(self) -> set[int]:
+        """Tokens that would start another looping item or nest a key again (not counted
+        against STEER_LIMIT: avoiding them ends the array or object, it cannot go on)."""
+        if self._vocabulary is None:
+            return set()
+        reading = self.reader.read(self._detok.text, complete=False)
+        json_text = reading.calls if reading.calls is not None else reading.content
+        if json_text is None:
+            return set()
+        self._shape.update(json_text)
+        return item_steering(self._shape, self._vocabulary)
 
     def _constrained(self, text: str) -> bool:
         """Whether the decode is inside constrained output (free text never loops here)."""

@@ -1,0 +1,238 @@
+"""Loops the back-to-back repeat check (runaway.py) cannot see, because no two stretches of
+tokens are identical, and the tokens that would carry them one step further:
+
+- an array whose string items keep repeating earlier items, or the previous item with a
+  changing tail (`"Stranger Things_2","Stranger Things_3",...`, `"minutes_rebounded",
+  "points_rebounded","minutes_rebounded",...`): once SIMILAR_RUN items in a row do, another
+  item is not started (the separator tokens are avoided), so the model ends the array or
+  its current item itself;
+- an array writing the same number again and again (`[85,90,91,91,91,91,...`): the
+  separator after its NUMBER_RUN-th time in a row is avoided;
+- an object nesting the same key ever deeper (`{"gradeDict":{"type":{..},"gradeDict":{..`):
+  a key already KEY_REPEATS times on the path of open objects is not written again.
+
+Only tokens are avoided; nothing is written for the model. The thresholds stay above what
+BFCL's gold values hold (`strictcall-bench runaway --thresholds` prints the measurements).
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Items in a row, each an earlier item again or the previous one with a changed tail,
+# after which an array's string items count as a loop.
+SIMILAR_RUN = 3
+# A shared prefix at least this long (characters, and half the shorter item) makes the
+# next item a variant of the previous one.
+MIN_PREFIX = 4
+# Times a key may already stand on the path of open objects before it is not written again.
+KEY_REPEATS = 2
+# The same number this many times in a row (`[85,90,91,91,91,91,...`) ends the array's
+# items; fewer stay a real vector (BFCL's gold values hold at most 2).
+NUMBER_RUN = 8
+
+# A token that, written inside a string item, closes it and starts another item.
+_CLOSES_AND_SEPARATES = re.compile(r'^(?:[^"\\]|\\.)*"\s*,')
+# A token that, written after a complete item, starts another item.
+_SEPARATES = re.compile(r"^\s*,")
+# A token that, written inside a number item, ends it and starts another item.
+_ENDS_AND_SEPARATES = re.compile(r"^[0-9.eE+-]*\s*,")
+
+
+@dataclass
+class _Open:
+    """One open container of the JSON text."""
+
+    kind: str  # "{" or "["
+    items: list[str | None] = field(default_factory=list)  # an array's (None: not a string)
+    key: str | None = None  # an object's key whose value is being written
+    expect_key: bool = True  # an object waiting for a key (after `{` or `,`)
+    scalar: bool = False  # an array's number/literal item is being written
+    scalar_text: str = ""  # its text so far
+    last_scalar: str | None = None  # the item before, when it was a number/literal
+    scalar_run: int = 0  # how many times in a row `last_scalar` stands at the end
+
+    def end_scalar(self) -> None:
+        same = self.scalar_text == self.last_scalar
+        self.scalar_run = self.scalar_run + 1 if same else 1
+        self.last_scalar, self.scalar_text, self.scalar = self.scalar_text, "", False
+        self.items.append(None)
+
+
+class JsonShape:
+    """The open containers of a JSON text read as it grows (never validated: the grammar
+    does that), and where the text ends: inside a string (which one) or between values."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.text = ""
+        self.stack: list[_Open] = []
+        self.in_string = False
+        self.role = ""  # the open string's: "key", "item" or "value"
+        self.buf = ""  # the open string's text so far
+        self._escape = False
+
+    def update(self, text: str) -> None:
+        if not text.startswith(self.text):
+            self._reset()  # not a continuation (calls text rewritten): read it afresh
+        for ch in text[len(self.text):]:
+            self._feed(ch)
+        self.text = text
+
+    def _feed(self, ch: str) -> None:
+        top = self.stack[-1] if self.stack else None
+        if self.in_string:
+            self._in_string(ch, top)
+        elif ch == '"':
+            if top is not None:
+                top.last_scalar, top.scalar_run = None, 0
+            self.in_string, self.buf = True, ""
+            self.role = ("key" if top.kind == "{" and top.expect_key else "item"
+                         if top.kind == "[" else "value") if top else "value"
+        elif ch in "{[":
+            if top is not None and top.kind == "[":
+                top.items.append(None)
+                top.last_scalar, top.scalar_run = None, 0
+            self.stack.append(_Open(ch))
+        elif ch in "}]":
+            if top is not None and top.scalar:
+                top.end_scalar()
+            if self.stack:
+                self.stack.pop()
+        elif top is None:
+            return
+        elif ch == ":":
+            top.expect_key = False
+        elif ch == ",":
+            if top.kind == "{":
+                top.expect_key, top.key = True, None
+            elif top.scalar:
+                top.end_scalar()
+        elif top.kind == "[" and not ch.isspace():
+            top.scalar = True
+            top.scalar_text += ch
+
+    def _in_string(self, ch: str, top: _Open | None) -> None:
+        if self._escape:
+            self._escape = False
+        elif ch == "\\":
+            self._escape = True
+            return  # the escaped character stands for itself in the string's text
+        elif ch == '"':
+            self.in_string = False
+            if top is not None and self.role == "item":
+                top.items.append(self.buf)
+            elif top is not None and self.role == "key":
+                top.key = self.buf
+            return
+        self.buf += ch
+
+    # -- what loops ------------------------------------------------------------------
+    def items_loop(self) -> bool:
+        """Whether the innermost array's string items loop (see SIMILAR_RUN), the item
+        being written counted as it stands (one token may close it and start the next)."""
+        top = self.stack[-1] if self.stack else None
+        if top is None or top.kind != "[":
+            return False
+        if similar_run(top.items) >= SIMILAR_RUN:
+            return True
+        return self.in_string and self.role == "item" and \
+            similar_run([*top.items, self.buf]) >= SIMILAR_RUN
+
+    def numbers_loop(self) -> bool:
+        """Whether the number being written (or just written) in the innermost array would
+        be the same number NUMBER_RUN times in a row."""
+        top = self.stack[-1] if self.stack else None
+        if top is None or top.kind != "[" or self.in_string:
+            return False
+        if top.scalar:
+            return top.scalar_text == top.last_scalar and top.scalar_run + 1 >= NUMBER_RUN
+        return False
+
+    def repeated_keys(self) -> set[str]:
+        """Keys that may not be written as the open object's next key: those already
+        KEY_REPEATS times on the path of open objects."""
+        if not (self.in_string and self.role == "key") or len(self.stack) < 2:
+            return set()
+        path = [o.key for o in self.stack[:-1] if o.kind == "{" and o.key is not None]
+        return {k for k in set(path) if path.count(k) >= KEY_REPEATS}
+
+
+def similar_run(items: Sequence[str | None]) -> int:
+    """How many items at the end of `items` in a row each repeat an earlier item or vary
+    the one before it (a shared prefix, a changed tail)."""
+    run = 0
+    for i in range(len(items) - 1, 0, -1):
+        item = items[i]
+        if item is None or not (item in items[:i] or _variant(items[i - 1], item)):
+            break
+        run += 1
+    return run
+
+
+def _variant(before: str | None, item: str) -> bool:
+    if before is None:
+        return False
+    shared = 0
+    for a, b in zip(before, item, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared >= MIN_PREFIX and shared * 2 >= min(len(before), len(item))
+
+
+class Vocabulary:
+    """The text of each token id, and the ids that start another array item."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = texts
+        self.closes_and_separates = frozenset(
+            i for i, t in enumerate(texts) if "," in t and _CLOSES_AND_SEPARATES.match(t))
+        self.separates = frozenset(
+            i for i, t in enumerate(texts) if "," in t and _SEPARATES.match(t))
+        self.ends_and_separates = frozenset(
+            i for i, t in enumerate(texts) if "," in t and _ENDS_AND_SEPARATES.match(t))
+
+    def completing(self, written: str, keys: set[str]) -> set[int]:
+        """Ids whose text, after a key's `written` part, writes the rest of one of `keys`
+        (or closes it, once all of it is written)."""
+        ends = tuple(k[len(written):] or '"' for k in keys if k.startswith(written))
+        if not ends:
+            return set()
+        return {i for i, t in enumerate(self.texts) if t.startswith(ends)}
+
+
+def item_steering(shape: JsonShape, vocabulary: Callable[[], Vocabulary]) -> set[int]:
+    """The tokens to avoid next, given the JSON text's shape (the vocabulary is only
+    needed, and built, once something loops)."""
+    banned: set[int] = set()
+    if shape.items_loop():
+        vocab = vocabulary()
+        banned |= vocab.closes_and_separates if shape.in_string else vocab.separates
+    if shape.numbers_loop():
+        banned |= vocabulary().ends_and_separates
+    keys = shape.repeated_keys()
+    if keys:
+        banned |= vocabulary().completing(shape.buf, keys)
+    return banned
+
+
+_VOCABULARIES: weakref.WeakKeyDictionary[Any, Vocabulary] = weakref.WeakKeyDictionary()
+
+
+def vocabulary_of(tokenizer: Any) -> Callable[[], Vocabulary]:
+    """A lazy `Vocabulary` of a Hugging Face tokenizer, built once per tokenizer (a few
+    tenths of a second) the first time a guard needs it."""
+    def build() -> Vocabulary:
+        vocab = _VOCABULARIES.get(tokenizer)
+        if vocab is None:
+            texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+            vocab = _VOCABULARIES[tokenizer] = Vocabulary(texts)
+        return vocab
+    return build
