@@ -3,7 +3,8 @@ tokens are identical, and the tokens that would carry them one step further:
 
 - an array whose string items keep repeating earlier items, or the previous item with a
   changing tail (`"Stranger Things_2","Stranger Things_3",...`, `"minutes_rebounded",
-  "points_rebounded","minutes_rebounded",...`): once SIMILAR_RUN items in a row do, another
+  "points_rebounded","minutes_rebounded",...`): once SIMILAR_RUN items in a row do (or
+  REPEAT_RUN in a row are exact copies of earlier ones), another
   item is not started (the separator tokens are avoided), so the model ends the array or
   its current item itself;
 - an array writing the same number again and again (`[85,90,91,91,91,91,...`): the
@@ -23,17 +24,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# Items in a row, each an earlier item again or the previous one with a changed tail,
-# after which an array's string items count as a loop.
-SIMILAR_RUN = 3
+# Items in a row, each an earlier item again or the previous one with a changed tail, and
+# none found in the conversation, after which an array's string items count as a loop. High
+# enough for a real list of a few such items (report_1 ... report_6, a week of dates); a
+# loop goes on until max_tokens, so it is still stopped, a few items later.
+SIMILAR_RUN = 6
+# Items in a row, each exactly an earlier item again (copied from the conversation or not):
+# sooner, since a real list rarely writes its items again, and where the grammar forces an
+# enum item's text after its first token the back-to-back check would cut the decode at the
+# fourth copy, before steering could end the list.
+REPEAT_RUN = 2
 # A shared prefix at least this long (characters, and half the shorter item) makes the
 # next item a variant of the previous one.
 MIN_PREFIX = 4
-# Times a key may already stand on the path of open objects before it is not written again.
-KEY_REPEATS = 2
+# Times a key may already stand on the path of open objects before it is not written again
+# (a tree three levels deep is written whole).
+KEY_REPEATS = 3
 # The same number this many times in a row (`[85,90,91,91,91,91,...`) ends the array's
-# items; fewer stay a real vector (BFCL's gold values hold at most 2).
-NUMBER_RUN = 8
+# items; fewer stay a real vector (BFCL's gold values hold at most 2; ten zeros pass).
+NUMBER_RUN = 16
 
 # A token that, written inside a string item, closes it and starts another item.
 _CLOSES_AND_SEPARATES = re.compile(r'^(?:[^"\\]|\\.)*"\s*,')
@@ -67,7 +76,8 @@ class JsonShape:
     """The open containers of a JSON text read as it grows (never validated: the grammar
     does that), and where the text ends: inside a string (which one) or between values."""
 
-    def __init__(self) -> None:
+    def __init__(self, evidence: str = "") -> None:
+        self.evidence = evidence  # the conversation: an item found there is copied, not a loop
         self._reset()
 
     def _reset(self) -> None:
@@ -140,10 +150,10 @@ class JsonShape:
         top = self.stack[-1] if self.stack else None
         if top is None or top.kind != "[":
             return False
-        if similar_run(top.items) >= SIMILAR_RUN:
+        if _looping(top.items, self.evidence):
             return True
         return self.in_string and self.role == "item" and \
-            similar_run([*top.items, self.buf]) >= SIMILAR_RUN
+            _looping([*top.items, self.buf], self.evidence)
 
     def numbers_loop(self) -> bool:
         """Whether the number being written (or just written) in the innermost array would
@@ -164,13 +174,25 @@ class JsonShape:
         return {k for k in set(path) if path.count(k) >= KEY_REPEATS}
 
 
-def similar_run(items: Sequence[str | None]) -> int:
-    """How many items at the end of `items` in a row each repeat an earlier item or vary
-    the one before it (a shared prefix, a changed tail)."""
+def _looping(items: Sequence[str | None], evidence: str) -> bool:
+    return similar_run(items, evidence) >= SIMILAR_RUN or \
+        similar_run(items, evidence, exact=True) >= REPEAT_RUN
+
+
+def similar_run(items: Sequence[str | None], evidence: str = "", *,
+                exact: bool = False) -> int:
+    """How many items at the end of `items` in a row each repeat an earlier item, or vary
+    the one before it (a shared prefix, a changed tail) without being found in `evidence`
+    (the conversation: a variant copied from it is a list the user gave, not a loop; an item
+    written again is a loop wherever it came from). `exact`: repeats only."""
     run = 0
     for i in range(len(items) - 1, 0, -1):
         item = items[i]
-        if item is None or not (item in items[:i] or _variant(items[i - 1], item)):
+        if item is None:
+            break
+        repeated = item in items[:i]
+        copied = bool(evidence) and item in evidence
+        if not (repeated or (not exact and not copied and _variant(items[i - 1], item))):
             break
         run += 1
     return run

@@ -37,7 +37,8 @@ class Decode:
         if self.plan.spec is None or not self.guards.active:
             return None
         return RunawayGuard(self.plan.reader, engine.decode, options=self.guards,
-                            vocabulary=vocabulary_of(engine.tokenizer))
+                            vocabulary=vocabulary_of(engine.tokenizer),
+                            evidence=engine.decode(self.request.prompt_ids))
 
     def guarded(self, guard: RunawayGuard | None) -> GenerationRequest:
         """The request, steered by `guard` where it steers."""

@@ -60,11 +60,13 @@ class Trip:
 class RunawayGuard:
     def __init__(self, reader: Reader, decode: Callable[[Sequence[int]], str], *,
                  options: GuardOptions,
-                 vocabulary: Callable[[], Vocabulary] | None = None) -> None:
+                 vocabulary: Callable[[], Vocabulary] | None = None,
+                 evidence: str = "") -> None:
         """`reader`: how the decode reads, in the model's format; `vocabulary`: the
-        tokens' texts, for steering away from loops of items and keys (item_loops.py)."""
+        tokens' texts, for steering away from loops of items and keys (item_loops.py);
+        `evidence`: the prompt's text (items copied from it are not loops)."""
         self._vocabulary = vocabulary
-        self._shape = JsonShape()
+        self._shape = JsonShape(evidence)
         self.reader = reader
         self.mode = reader.mode
         self.options = options

@@ -20,19 +20,24 @@ from server.pipeline.request_options import GuardOptions
 from server.pipeline.runaway import RunawayGuard
 
 CALL = '[{"name":"streaming_services.shows_list_and_ratings","arguments":{"show_list":['
-STRANGER = CALL + '"Friends","Stranger Things","Stranger Things_2","Stranger Things_3"'
+# A run one short of SIMILAR_RUN: the item being written makes it a loop.
+STRANGER = CALL + '"Friends","Stranger Things"' + "".join(
+    f',"Stranger Things_{n}"' for n in range(2, SIMILAR_RUN + 1))
 REBOUNDED = CALL + ('"points_per_game","assists","points_rebounded","minutes_rebounded",'
-                    '"minutes_rebounded","minutes_rebounded","points_rebounded"')
-NESTED = ('[{"name":"calculate_average","arguments":{"gradeDict":{"type":{"math":90},'
-          '"gradeDict":{"type":{"math":90},"grade')
+                    '"minutes_rebounded","minutes_rebounded","points_rebounded",'
+                    '"minutes_rebounded","points_rebounded","minutes_rebounded",'
+                    '"points_rebounded"')
+LEVEL = '"gradeDict":{"type":{"math":90},'
+NESTED = '[{"name":"calculate_average","arguments":{' + LEVEL * KEY_REPEATS + '"grade'
+PROMPT = "Show me the ratings of Friends and Stranger Things."
 
 
-def steered(tokenizer, text: str) -> tuple[RunawayGuard, set[str]]:
+def steered(tokenizer, text: str, evidence: str = PROMPT) -> tuple[RunawayGuard, set[str]]:
     """A guard fed `text` token by token (as the decode would), and the texts of the tokens
     it would avoid next."""
     guard = RunawayGuard(ListReader("tools"), tokenizer.decode,
                          options=GuardOptions(loop_guard="steer"),
-                         vocabulary=vocabulary_of(tokenizer))
+                         vocabulary=vocabulary_of(tokenizer), evidence=evidence)
     ids = tokenizer.encode(text, add_special_tokens=False)
     for token in ids:
         guard.see(token)
@@ -40,19 +45,21 @@ def steered(tokenizer, text: str) -> tuple[RunawayGuard, set[str]]:
 
 
 def test_drifting_suffixes_stop_starting_items(tokenizer):
-    guard, banned = steered(tokenizer, STRANGER + ',"Stranger Things_4')
+    guard, banned = steered(tokenizer, STRANGER + f',"Stranger Things_{SIMILAR_RUN + 1}')
     assert guard.trip is None
     assert {'","', '",'} <= banned  # no fifth variant after this one
     assert '"]' not in banned and '"' not in banned  # the model closes the list itself
     assert not any(set(t) <= set("0123456789_") for t in banned)  # the item may go on
     # Between items, only the separator is avoided.
-    _, between = steered(tokenizer, STRANGER + ',"Stranger Things_4"')
+    _, between = steered(tokenizer, STRANGER + f',"Stranger Things_{SIMILAR_RUN + 1}"')
     assert "," in between and "]" not in between and "]}" not in between
 
 
 def test_a_short_run_of_variants_is_a_real_list(tokenizer):
     _, banned = steered(tokenizer, STRANGER[:-1])  # one variant fewer
     assert '","' not in banned
+    week = CALL + ",".join(f'"2024-01-0{d}"' for d in range(1, 8))  # a week of dates
+    assert '","' not in steered(tokenizer, week[:week.rindex(",")][:-1])[1]  # a 7th may start
     files = CALL + '"report_2021.pdf","report_2022.pdf","report_2023.pdf'
     assert '","' not in steered(tokenizer, files)[1]
     cities = CALL + '"Paris","London","Tokyo","Berlin","Rome","Madrid","Lisbon'
@@ -70,7 +77,7 @@ def test_the_same_number_again_and_again_ends_the_items(tokenizer):
     assert "," in banned and "]" not in banned and "1" not in banned
     # One time fewer, a short vector, or numbers that only recur: a real value.
     assert steered(tokenizer, data[:-3])[1] == set()
-    assert steered(tokenizer, CALL + "0,0,0,0,0")[1] == set()
+    assert steered(tokenizer, CALL + "0,0,0,0,0,0,0,0,0,0")[1] == set()  # ten zeros
     assert steered(tokenizer, CALL + "30,70,30,70,30,70,30,70,30,70,30,70")[1] == set()
 
 
@@ -79,13 +86,23 @@ def test_a_key_nesting_itself_is_not_written_again(tokenizer):
     assert guard.trip is None
     assert "Dict" in banned  # "gradeDict" a third time on its own path
     assert "Book" not in banned and '"' not in banned  # another key may be written
-    once = NESTED[:NESTED.rindex(',"gradeDict":{')] + ',"grade'
-    assert "Dict" not in steered(tokenizer, once)[1]  # a second time is allowed
+    once = NESTED.replace(LEVEL, "", 1)
+    assert "Dict" not in steered(tokenizer, once)[1]  # one level fewer is allowed
+
+
+def test_items_copied_from_the_conversation_are_not_a_loop(tokenizer):
+    """The same list is a loop when the model invents its items, a list when the user gave
+    them: items found in the prompt break the run."""
+    invented = STRANGER + f',"Stranger Things_{SIMILAR_RUN + 1}'
+    assert '","' in steered(tokenizer, invented)[1]
+    given = PROMPT + " " + ", ".join(f"Stranger Things_{n}" for n in range(2, 9))
+    assert '","' not in steered(tokenizer, invented, evidence=given)[1]
 
 
 @pytest.mark.parametrize(("items", "run"), [
     (["a", "b", "c"], 0),
     (["Tenet", "No Time To Die", "Tenet", "Tenet", "Tenet"], 3),
+    (["Friends", "Stranger Things", "Stranger Things_2", "Stranger Things_3"], 2),
     (["Friends", "Stranger Things", "Stranger Things_2", "Stranger Things_3"], 2),
     (["New York", "Los Angeles", "New York"], 1),
     (["x", None, "x"], 1),          # a number between breaks nothing but counts for nothing
