@@ -88,7 +88,6 @@ class ScriptedEngine(Engine):
     def __init__(self, model_dir: Path, script: Script, *, max_context: int = 8192,
                  model_name: str = "scripted", grammar_backend: str = "xgrammar",
                  hold: Hold | None = None) -> None:
-
         self.tokenizer = load_tokenizer(model_dir)
         self.model_dir = Path(model_dir)
         self.script = script

@@ -124,7 +124,6 @@ class UpstreamEngine(Engine):
     def __init__(self, model_dir: Path, *, urls: list[str], options: UpstreamOptions,
                  model_name: str | None = None, transport: httpx.AsyncBaseTransport |
                  None = None, probe_transport: httpx.BaseTransport | None = None) -> None:
-
         self.tokenizer = load_tokenizer(model_dir)
         self.model_dir = Path(model_dir)
         self.model_name = model_name or self.model_dir.name

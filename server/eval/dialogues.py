@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from server.eval.runner import Params, same
+from server.eval.runner import Params, offered_tools, same
 from server.eval.scenarios import Dialogue, DialogueTurn, ScenarioFile
 
 
@@ -73,8 +73,7 @@ class DialogueOutcome:
 
 def run_dialogues(client: httpx.Client, spec: ScenarioFile, params: Params,
                   tools: dict[str, dict[str, Any]]) -> list[DialogueOutcome]:
-    offered = [tools.get(name) or {"type": "function", "function": {"name": name}}
-               for name in spec.tools]
+    offered = offered_tools(spec.tools, tools)
     fields = _field_names(tools.get(spec.tool))
     return [_run(client, spec, d, params, offered, fields) for d in spec.dialogues]
 

@@ -44,10 +44,16 @@ class Outcome:
         return asdict(self)
 
 
+def offered_tools(names: list[str], tools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The file's tools as a request offers them: each one's definition where it is known,
+    else its name alone (a registered contract's)."""
+    return [tools.get(name) or {"type": "function", "function": {"name": name}}
+            for name in names]
+
+
 def run_file(client: httpx.Client, spec: ScenarioFile, params: Params,
              tools: dict[str, dict[str, Any]]) -> list[Outcome]:
-    offered = [tools.get(name) or {"type": "function", "function": {"name": name}}
-               for name in spec.tools]
+    offered = offered_tools(spec.tools, tools)
     return [_run_one(client, spec, case, params, offered) for case in spec.scenarios]
 
 

@@ -181,7 +181,8 @@ class ChatPipeline:
                                           plan.fallback.rendering.instructions)
             fallback = replace(await self._decode(task, plan.fallback, answering, options),
                                decided_by=lookup)
-        return Decode(plan, lookup, request, options.guards, fallback)
+        return Decode(plan, lookup, request, options.guards, fallback,
+                      prompt_text=prompt + prefill)
 
     async def _grammar(self, task: Task, plan: Plan) -> Lookup | None:
         if plan.spec is None:

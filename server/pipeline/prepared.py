@@ -31,6 +31,8 @@ class Decode:
     fallback: Decode | None = None
     # A fallback's: the call grammar whose empty list chose it (for the audit record).
     decided_by: Lookup | None = None
+    # The prompt as rendered: items copied from it are not loops (the runaway guard).
+    prompt_text: str = ""
 
     def guard(self, engine: Engine) -> RunawayGuard | None:
         """A fresh runaway guard for one run of this decode (constrained decodes only)."""
@@ -38,7 +40,7 @@ class Decode:
             return None
         return RunawayGuard(self.plan.reader, engine.decode, options=self.guards,
                             vocabulary=vocabulary_of(engine.tokenizer),
-                            evidence=engine.decode(self.request.prompt_ids))
+                            evidence=self.prompt_text)
 
     def guarded(self, guard: RunawayGuard | None) -> GenerationRequest:
         """The request, steered by `guard` where it steers."""

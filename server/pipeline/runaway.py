@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from server.engines.detokenize import IncrementalDetokenizer
-from server.formats.reading import Reader
+from server.formats.reading import Reader, Reading
 from server.pipeline.item_loops import JsonShape, Vocabulary, item_steering
 from server.pipeline.request_options import GuardOptions
 
@@ -126,7 +126,8 @@ class RunawayGuard:
     def steer(self, ids: Sequence[int]) -> set[int]:
         """Tokens that would complete a loop if chosen next (for `GenerationRequest.steer`)."""
         with self._lock:
-            if self.trip is not None or not self._constrained(self._detok.text):
+            reading = None if self.trip is not None else self._constrained(self._detok.text)
+            if reading is None:
                 return set()
             banned = set()
             for period in range(1, min(MAX_PERIOD, len(ids)) + 1):
@@ -137,29 +138,28 @@ class RunawayGuard:
                 if found is not None and self._loop_kind(found[0], [*ids, candidate]):
                     banned.add(candidate)
             self._steered += bool(banned)
-            return banned | self._item_steering()
+            return banned | self._item_steering(reading)
 
-    def _item_steering(self) -> set[int]:
+    def _item_steering(self, reading: Reading) -> set[int]:
         """Tokens that would start another looping item or nest a key again (not counted
         against STEER_LIMIT: avoiding them ends the array or object, it cannot go on)."""
         if self._vocabulary is None:
             return set()
-        reading = self.reader.read(self._detok.text, complete=False)
         json_text = reading.calls if reading.calls is not None else reading.content
         if json_text is None:
             return set()
         self._shape.update(json_text)
         return item_steering(self._shape, self._vocabulary)
 
-    def _constrained(self, text: str) -> bool:
-        """Whether the decode is inside constrained output (free text never loops here)."""
+    def _constrained(self, text: str) -> Reading | None:
+        """The text's reading where the decode is inside constrained output, else None
+        (free text never loops here)."""
         if self.mode == "text":
-            return False
+            return None
         reading = self.reader.read(text, complete=False)
         if reading.thinking:
-            return False  # the reasoning is free text; its budget bounds it
-        return self.mode != "auto" or reading.calls \
-            is not None
+            return None  # the reasoning is free text; its budget bounds it
+        return reading if self.mode != "auto" or reading.calls is not None else None
 
     def _loop_kind(self, period: int, ids: Sequence[int]) -> str | None:
         """"value" (a repeat inside one string or number), "nesting" (a unit that opens
