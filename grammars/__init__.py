@@ -42,10 +42,11 @@ from grammars.validate import validator_for
 
 if TYPE_CHECKING:
     from grammars.backend import XgrammarBackend, XgrammarMatcher, tokenizer_fingerprint
+    from grammars.xgrammar_parts import get_model_structural_tag
 
 BRIDGE = "xgrammar+llguidance"
-# Imported on first use: only grammars.backend needs torch and xgrammar, so the schema
-# dialect and validator serve where they are not installed (`strictcall-bench serve`).
+# Imported on first use: only grammars.backend needs xgrammar, so the schema dialect and
+# validator serve where it is not installed (`strictcall-bench serve`).
 _BACKEND_NAMES = ("XgrammarBackend", "XgrammarMatcher", "tokenizer_fingerprint")
 
 
@@ -54,6 +55,10 @@ def __getattr__(name: str) -> Any:
         from grammars import backend
 
         return getattr(backend, name)
+    if name == "get_model_structural_tag":  # xgrammar's, loaded without torch
+        from grammars import xgrammar_parts
+
+        return xgrammar_parts.get_model_structural_tag
     raise AttributeError(f"module 'grammars' has no attribute {name!r}")
 
 
@@ -92,6 +97,7 @@ __all__ = [
     "JsonSchemaSpec", "Lookup", "MaskingBackend", "StructuralTagSpec", "TaggedSpec",
     "TextOrToolCallsSpec", "ToolCallsSpec",
     "ToolSpec", "UnsupportedSchemaError", "XgrammarBackend", "XgrammarMatcher",
+    "get_model_structural_tag",
     "bfcl_to_json_schema", "canonical_json", "tokenizer_fingerprint",
     "check_schema", "make_backend",
     "MAX_NESTING", "check_json_value", "checked_client_schema",

@@ -14,9 +14,9 @@ import json
 import time
 from typing import Any
 
-import torch
-import xgrammar as xgr
+import numpy as np
 
+from grammars import xgrammar_parts as xgr
 from grammars.backend_types import CompiledGrammar, GrammarMatcher, MaskingBackend
 from grammars.errors import InvalidSchemaError, native_reason
 from grammars.keywords import XGRAMMAR_KEYWORDS
@@ -31,13 +31,13 @@ class XgrammarMatcher(GrammarMatcher):
     """One request's position in its xgrammar grammar."""
 
     def __init__(self, compiled: CompiledGrammar) -> None:
-        self._m = xgr.GrammarMatcher(compiled.handle)
+        self._m = xgr.new_matcher(compiled.handle)
 
     def accept_token(self, token_id: int) -> bool:
-        return bool(self._m.accept_token(token_id))
+        return bool(self._m.accept_token(token_id, False))
 
-    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
-        self._m.fill_next_token_bitmask(bitmask, row)
+    def fill_bitmask(self, bitmask: np.ndarray, row: int) -> None:
+        self._m.fill_next_token_bitmask(bitmask, row, False)
 
     def is_terminated(self) -> bool:
         """True once the grammar is complete and a stop token was accepted."""
@@ -49,7 +49,7 @@ class XgrammarMatcher(GrammarMatcher):
     def accepted_count(self, token_ids: list[int]) -> int:
         count = 0
         for token in token_ids:
-            if not self._m.accept_token(token):
+            if not self._m.accept_token(token, False):
                 break
             count += 1
         if count:
@@ -59,19 +59,31 @@ class XgrammarMatcher(GrammarMatcher):
 
 class TokenBitmasks(MaskingBackend):
     """A masking backend whose batch token masks are in xgrammar's layout (one bit per
-    token, int32 words per row), applied with xgrammar's kernel; outlines-core writes the
-    same layout."""
+    token, int32 words per row, in a numpy array on the host, where every matcher fills
+    them); outlines-core and llguidance write the same layout.
+
+    Applied to numpy logits (the llama.cpp engine's) with numpy; to torch logits with
+    xgrammar's kernel, on the logits' device. Logits past `vocab_size` (a model's padded
+    rows) are left as they are, as xgrammar's kernel leaves them."""
 
     vocab_size: int
 
-    def allocate_bitmask(self, batch_size: int) -> torch.Tensor:
-        return xgr.allocate_token_bitmask(batch_size, self.vocab_size)
+    def allocate_bitmask(self, batch_size: int) -> np.ndarray:
+        return np.full((batch_size, (self.vocab_size + 31) // 32), -1, dtype=np.int32)
 
-    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor,
-                      rows: list[int]) -> None:
+    def apply_bitmask(self, logits: Any, bitmask: np.ndarray, rows: list[int]) -> None:
         """Set logits of forbidden tokens to -inf, in place, for the given rows."""
-        xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device, non_blocking=True),
-                                        vocab_size=self.vocab_size, indices=rows)
+        if isinstance(logits, np.ndarray):
+            allowed = np.unpackbits(bitmask[rows].view(np.uint8), axis=-1,
+                                    bitorder="little")[:, :self.vocab_size]
+            for row, bits in zip(rows, allowed, strict=True):
+                np.putmask(logits[row, :self.vocab_size], bits == 0, -np.inf)
+            return
+        import torch  # the logits are torch's: it is loaded
+        from xgrammar.matcher import apply_token_bitmask_inplace
+
+        mask = torch.from_numpy(bitmask).to(logits.device, non_blocking=True)
+        apply_token_bitmask_inplace(logits, mask, vocab_size=self.vocab_size, indices=rows)
 
 
 class XgrammarBackend(TokenBitmasks):
@@ -135,8 +147,8 @@ class XgrammarBackend(TokenBitmasks):
 
     def accepts(self, compiled: CompiledGrammar, text: str) -> bool:
         """Whether the mask lets `text` through as one complete value (benchmarks, tests)."""
-        matcher = xgr.GrammarMatcher(compiled.handle, terminate_without_stop_token=True)
-        return bool(matcher.accept_string(text)) and bool(matcher.is_completed())
+        matcher = xgr.new_matcher(compiled.handle, terminate_without_stop_token=True)
+        return bool(matcher.accept_string(text, False)) and bool(matcher.is_completed())
 
     def matcher(self, compiled: CompiledGrammar) -> XgrammarMatcher:
         return XgrammarMatcher(compiled)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import torch
+    import numpy as np
 
     from grammars.keywords import KeywordTable
     from grammars.specs import GrammarSpec
@@ -43,7 +43,7 @@ class GrammarMatcher(abc.ABC):
         """Advance by one token; False (and no advance) when the grammar refuses it."""
 
     @abc.abstractmethod
-    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+    def fill_bitmask(self, bitmask: np.ndarray, row: int) -> None:
         """Write the tokens allowed next into `row` of the batch's bitmask."""
 
     @abc.abstractmethod
@@ -111,11 +111,11 @@ class MaskingBackend(GrammarBackend):
         """A fresh matcher at the start of `compiled`, for one request."""
 
     @abc.abstractmethod
-    def allocate_bitmask(self, batch_size: int) -> torch.Tensor:
+    def allocate_bitmask(self, batch_size: int) -> np.ndarray:
         """A bitmask with one row per request of a batch of `batch_size`."""
 
     @abc.abstractmethod
-    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor,
+    def apply_bitmask(self, logits: Any, bitmask: np.ndarray,
                       rows: list[int]) -> None:
         """Set logits of forbidden tokens to -inf, in place, for the given rows."""
 

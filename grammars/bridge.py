@@ -37,7 +37,7 @@ from grammars.specs import (
 )
 
 if TYPE_CHECKING:
-    import torch
+    import numpy as np
 
 
 DEMOTED_NOTE = ("served under llguidance's mask while xgrammar compiled (cold-compile "
@@ -128,10 +128,10 @@ class BridgedBackend(MaskingBackend):
             return self.fast.matcher(compiled.handle.inner)
         return self.primary.matcher(compiled)
 
-    def allocate_bitmask(self, batch_size: int) -> torch.Tensor:
+    def allocate_bitmask(self, batch_size: int) -> np.ndarray:
         return self.primary.allocate_bitmask(batch_size)
 
-    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor,
+    def apply_bitmask(self, logits: Any, bitmask: np.ndarray,
                       rows: list[int]) -> None:
         self.primary.apply_bitmask(logits, bitmask, rows)
 

@@ -3,8 +3,8 @@ lexer states, so a schema no one has sent before compiles in milliseconds.
 
 A `MaskingBackend` as `XgrammarBackend` is. Its masks are written straight into rows of
 xgrammar's bitmask layout (one bit per token in int32 words) through llguidance's raw-pointer
-call, and applied with xgrammar's kernel: llguidance's own torch apply is `torch.compile`d
-and costs 8-20 s on its first call.
+call, and applied as xgrammar's are: llguidance's own torch apply is `torch.compile`d and
+costs 8-20 s on its first call.
 
 Laziness moves work from compile to decode: lexer states are built when a mask first needs
 them. `compile` therefore also computes the first token's mask, so its time is what the first
@@ -27,7 +27,7 @@ from typing import Any
 
 import llguidance
 import llguidance.hf
-import torch
+import numpy as np
 
 from grammars._walk import iter_schema_nodes
 from grammars.backend import TokenBitmasks, tokenizer_fingerprint
@@ -72,9 +72,9 @@ class LlguidanceMatcher(GrammarMatcher):
             return self._terminated
         return self._m.validate_tokens([token_id]) == 1 and bool(self._m.consume_token(token_id))
 
-    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+    def fill_bitmask(self, bitmask: np.ndarray, row: int) -> None:
         target = bitmask[row]
-        self._m.unsafe_compute_mask_ptr(target.data_ptr(), target.numel() * target.element_size())
+        self._m.unsafe_compute_mask_ptr(target.ctypes.data, target.nbytes)
 
     def is_terminated(self) -> bool:
         """True once the grammar is complete and a stop token was accepted."""
@@ -165,8 +165,8 @@ class LlguidanceBackend(TokenBitmasks):
         template = llguidance.LLMatcher(self._tokenizer, grammar, log_level=0)
         if template.is_error():
             raise _rejected(template.get_error())
-        scratch = torch.empty((self.vocab_size + 31) // 32, dtype=torch.int32)
-        template.deep_copy().unsafe_compute_mask_ptr(scratch.data_ptr(), scratch.numel() * 4)
+        scratch = np.empty((self.vocab_size + 31) // 32, dtype=np.int32)
+        template.deep_copy().unsafe_compute_mask_ptr(scratch.ctypes.data, scratch.nbytes)
         return template
 
     def _text_or_calls_lark(self, spec: TextOrToolCallsSpec) -> str:

@@ -3,7 +3,7 @@
 A `MaskingBackend` as `XgrammarBackend` is (compile, matcher, bitmask), so the engines and
 the cache do not know which one they drive. Its masks use xgrammar's bitmask layout (one bit per
 token
-in int32 words), so applying them is xgrammar's kernel, as in vLLM's outlines backend.
+in int32 words), so they are applied as xgrammar's are, as in vLLM's outlines backend.
 
 What its masks enforce differs from xgrammar's: `OUTLINES_KEYWORDS`, measured on
 outlines-core 0.2.14 (tests/grammars/test_outlines_backend.py). Two limits are structural:
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
+import numpy as np
 from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
@@ -70,9 +70,9 @@ class OutlinesMatcher(GrammarMatcher):
             return False
         return True
 
-    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+    def fill_bitmask(self, bitmask: np.ndarray, row: int) -> None:
         target = bitmask[row]
-        self._guide.write_mask_into(target.data_ptr(), target.numel(), target.element_size())
+        self._guide.write_mask_into(target.ctypes.data, target.size, target.itemsize)
 
     def is_terminated(self) -> bool:
         return self._done

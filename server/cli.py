@@ -92,11 +92,22 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from server.engines.factory import EngineConfigError, check_config, keep_torch_out
+
+    try:
+        settings = _settings(args)
+        check_config(settings)  # fail here with one line, not deep inside the lifespan
+    except ValidationError as exc:
+        return _invalid(exc)
+    except EngineConfigError as exc:
+        return _fail(str(exc))
+    keep_torch_out(settings)  # before the app's imports load xgrammar (and tvm_ffi)
+
     from contracts import ContractError
     from server.api.app import create_app, load_contracts, open_audit_log
     from server.api.gate import RequestIdFilter
     from server.api.serving import serve
-    from server.engines.factory import EngineConfigError, build_engine, check_config
+    from server.engines.factory import build_engine
     from server.execution import PolicyFileError, load_policy
     from server.formats.base import UnsupportedFormat
     from server.formats.detect import check_setting
@@ -105,18 +116,15 @@ def _serve(args: argparse.Namespace) -> int:
     from server.state import StateError, check_urls
 
     try:
-        settings = _settings(args)
         registry = load_contracts(settings.contracts)
         keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
         policy = load_policy(settings.policy, registry) if settings.policy else None
-        check_config(settings)  # fail here with one line, not deep inside the lifespan
         check_urls(settings)  # --state-url, --rate-limit-url
         check_setting(settings.model_format, grammar_backend=settings.grammar_backend)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        return _fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
-    except (EngineConfigError, ContractError, KeyFileError, PolicyFileError,
-            UnsupportedFormat, StateError) as exc:
+        return _invalid(exc)
+    except (ContractError, KeyFileError, PolicyFileError, UnsupportedFormat,
+            StateError) as exc:
         return _fail(str(exc))
     try:
         audit = open_audit_log(settings) if settings.audit_log is not None else None
@@ -150,6 +158,11 @@ def _libraries_log_through_root() -> None:
     hf_logging.disable_progress_bar()
     hf_logging.disable_default_handler()
     hf_logging.enable_propagation()
+
+
+def _invalid(exc: ValidationError) -> int:
+    first = exc.errors()[0]
+    return _fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
 
 
 def _fail(message: str) -> int:

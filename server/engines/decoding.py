@@ -19,8 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from grammars import GrammarMatcher, MaskingBackend
 from server.engines import rules
 from server.engines.base import FinishReason, GenerationRequest, GenerationResult
@@ -36,7 +34,7 @@ class DecodeRow:
     request: GenerationRequest
     future: concurrent.futures.Future[GenerationResult]
     matcher: GrammarMatcher | None
-    generator: torch.Generator
+    generator: Any  # numpy's or torch's, as the logits are (sampling.make_generator)
     out: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     last_token: int = -1
@@ -81,14 +79,14 @@ class RowDecoder:
         self._row_mask = backend.allocate_bitmask(1)  # for drafted positions, one at a time
 
     # -- a step's logits -----------------------------------------------------------------
-    def first(self, seq: DecodeRow, logits: torch.Tensor) -> bool:
+    def first(self, seq: DecodeRow, logits: Any) -> bool:
         """The prompt's last logits (unmasked): the first output token. True: finished."""
         if seq.future.done():
             return self.finish(seq, "cancelled")
         self.mask_one(seq, logits)
         return self._continue(seq, [], logits, [])
 
-    def advance(self, seq: DecodeRow, logits: torch.Tensor, drafted: list[torch.Tensor]
+    def advance(self, seq: DecodeRow, logits: Any, drafted: list[Any]
                 ) -> bool:
         """After a decode step: `logits` after the row's pending tokens (masked already),
         `drafted` after each of its drafts (unmasked). True: finished."""
@@ -97,8 +95,8 @@ class RowDecoder:
         drafts, seq.drafts = seq.drafts, []
         return self._continue(seq, drafts, logits, drafted)
 
-    def _continue(self, seq: DecodeRow, drafts: list[int], logits: torch.Tensor,
-                  drafted: list[torch.Tensor]) -> bool:
+    def _continue(self, seq: DecodeRow, drafts: list[int], logits: Any,
+                  drafted: list[Any]) -> bool:
         token = self._choose(seq, logits)
         kept = 0
         while kept < len(drafts) and token == drafts[kept]:
@@ -130,7 +128,7 @@ class RowDecoder:
         seq.misses = 0 if kept else seq.misses + 1
         seq.cooldown = 0 if kept else min(2 ** seq.misses, _MAX_COOLDOWN)
 
-    def _choose(self, seq: DecodeRow, logits: torch.Tensor) -> int:
+    def _choose(self, seq: DecodeRow, logits: Any) -> int:
         sp = seq.request.sampling
         if seq.request.steer is not None:
             rules.avoid(logits, seq.request.steer(seq.out))
@@ -203,8 +201,8 @@ class RowDecoder:
         seq.drafts = drafts
 
     # -- masks --------------------------------------------------------------------------
-    def mask_rows(self, logits: torch.Tensor, seqs: list[DecodeRow],
-                  bitmask: torch.Tensor) -> None:
+    def mask_rows(self, logits: Any, seqs: list[DecodeRow],
+                  bitmask: Any) -> None:
         """Each constrained row's mask over its row of `logits` ([rows, vocab]), in place."""
         rows = []
         for i, seq in enumerate(seqs):
@@ -215,10 +213,10 @@ class RowDecoder:
             return
         self.backend.apply_bitmask(logits, bitmask[: len(seqs)], rows)
 
-    def mask_one(self, seq: DecodeRow, logits: torch.Tensor) -> None:
+    def mask_one(self, seq: DecodeRow, logits: Any) -> None:
         if seq.matcher is not None:
             seq.matcher.fill_bitmask(self._row_mask, 0)
-            self.backend.apply_bitmask(logits.unsqueeze(0), self._row_mask, [0])
+            self.backend.apply_bitmask(logits[None], self._row_mask, [0])
 
     # -- the end ----------------------------------------------------------------------------
     def finish(self, seq: DecodeRow, reason: FinishReason, *, text: str | None = None) -> bool:

@@ -56,12 +56,9 @@ def resolve_engine(settings: Settings) -> str:
     GGUF (the embedded one does), chosen by measurement (README, "Engines"); the torch
     engine otherwise (a CUDA GPU, or no llama.cpp). Sets and returns the concrete engine."""
     if settings.engine == "auto":
-        import torch
-
         from server.model_store import find_gguf
 
-        cpu = settings.device == "cpu" or (settings.device == "auto"
-                                           and not torch.cuda.is_available())
+        cpu = settings.device == "cpu" or (settings.device == "auto" and not cuda_available())
         llamacpp = (cpu and importlib.util.find_spec("llama_cpp") is not None
                     and find_gguf(resolve_model(settings.model, settings.cache_dir,
                           chat_template=settings.chat_template)))
@@ -69,14 +66,35 @@ def resolve_engine(settings: Settings) -> str:
     return settings.engine
 
 
+def cuda_available() -> bool:
+    """`torch.cuda.is_available()`, without importing torch (about 200 MiB) on a Linux host
+    with no NVIDIA driver loaded, where the answer is no."""
+    if sys.platform == "linux" and not Path("/proc/driver/nvidia").exists():
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def keep_torch_out(settings: Settings) -> bool:
+    """A llama.cpp server never holds a torch tensor: its logits, masks and samples are numpy
+    arrays. But libraries import torch wherever it is installed (tvm_ffi under xgrammar
+    tries it first; transformers' config code does once it finds it), about 200 MiB of
+    resident memory for nothing. For this process torch is made unimportable, Python's
+    way (`sys.modules["torch"] = None`: an import raises ImportError), before the engine
+    loads. Called once the engine is resolved; True if torch is kept out."""
+    if settings.engine != "llamacpp" or sys.modules.get("torch") is not None:
+        return False
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    return True
+
+
 def check_config(settings: Settings) -> None:
     """Cheap checks before anything heavy loads; also fetches the embedded model if needed."""
     if settings.engine == "upstream":  # no torch, vLLM or llama.cpp needed here
         _check_upstream(settings)
         return
-    import torch
-
-    if settings.device.startswith("cuda") and not torch.cuda.is_available():
+    if settings.device.startswith("cuda") and not cuda_available():
         raise EngineConfigError(f"--device {settings.device} was asked for, but torch sees no "
                                 "CUDA GPU; use --device cpu or auto")
     if settings.device not in ("auto", "cpu") and not settings.device.startswith("cuda"):

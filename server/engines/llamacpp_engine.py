@@ -1,6 +1,8 @@
 """LlamaCppEngine: llama.cpp (through llama-cpp-python's C API) running a GGUF, stepped by
 the shared decode loop (engines/loop.py), so grammar masks, jump-forward, sampling, stop
-strings, seeds, cancellation and the watchdog are the same as in the torch engine.
+strings, seeds, cancellation and the watchdog are the same as in the torch engine. Its logits
+are numpy arrays (sampled with a numpy generator per request): a llama.cpp server never
+imports torch (`keep_torch_out` in engines/factory.py).
 
 One llama.cpp context with a unified KV cache holds every sequence: rows of the running
 batch use sequence ids 0..max_batch-1 and decode together in one `llama_decode` per step
@@ -22,7 +24,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from grammars import MaskingBackend, make_backend
 from server.engines import rules
@@ -156,7 +157,7 @@ class LlamaCppEngine(SteppedEngine):
         self._mem = ll.llama_get_memory(self._ctx)
         self._batch = ll.llama_batch_init(self._n_batch, 0, 1)
 
-    def _decode(self, feeds: list[tuple[int, int, list[int], int]]) -> torch.Tensor:
+    def _decode(self, feeds: list[tuple[int, int, list[int], int]]) -> np.ndarray:
         """One llama_decode: for each (sequence id, first position, tokens, outputs), the
         tokens at their positions; the logits of each feed's last `outputs` tokens, feeds
         in order, [sum of outputs, vocab], in place (valid until the next decode)."""
@@ -184,7 +185,7 @@ class LlamaCppEngine(SteppedEngine):
         ptr = self._ll.llama_get_logits(self._ctx)
         array = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)),
                                       shape=(max(outputs, 1), self.vocab_size))
-        return torch.from_numpy(array)[:outputs]
+        return array[:outputs]
 
     # -- the loop's hooks ------------------------------------------------------------------
     def _reusable(self, prompt: Sequence[int]) -> int:
@@ -208,7 +209,7 @@ class LlamaCppEngine(SteppedEngine):
         if seq.prefilled == len(seq.request.prompt_ids):
             self._park(seq.request.prompt_ids, seq.slot)
 
-    def _prefill_chunk(self, seq: DecodeRow, n: int) -> torch.Tensor | None:
+    def _prefill_chunk(self, seq: DecodeRow, n: int) -> np.ndarray | None:
         logits = None
         while n > 0:
             piece = min(n, self._n_batch)
@@ -221,11 +222,11 @@ class LlamaCppEngine(SteppedEngine):
         return [(s.slot, len(s.request.prompt_ids) + len(s.out) - len(s.pending),
                  s.pending + s.drafts, 1 + len(s.drafts)) for s in rows]
 
-    def _step_logits(self, rows: list[DecodeRow]) -> torch.Tensor:
+    def _step_logits(self, rows: list[DecodeRow]) -> np.ndarray:
         return self._decode(self._row_feeds(rows))
 
     def _forward(self, rows: list[DecodeRow], chunk: tuple[DecodeRow, int] | None
-                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                 ) -> tuple[np.ndarray, np.ndarray | None]:
         """The decode step and the prefill piece in one llama_decode."""
         if chunk is None:
             return self._step_logits(rows), None

@@ -24,20 +24,20 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
-
-import torch
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from grammars import MaskingBackend
 from server.engines import rules
 from server.engines.base import Engine, GenerationRequest, GenerationResult
 from server.engines.decoding import DecodeRow, RowDecoder, settle
 from server.engines.drafts import Speculation
-from server.engines.sampling import make_generator
+from server.engines.sampling import as_float, make_generator
 from server.engines.scheduler import SchedulePolicy, Scheduler
 from server.engines.watchdog import StepWatchdog
 from server.errors import EngineFailure
@@ -45,6 +45,9 @@ from server.errors import EngineFailure
 __all__ = ["DecodeRow", "SteppedEngine"]
 log = logging.getLogger("strictcall.engine")
 Chunk = tuple[DecodeRow, int]  # a prompt and how many more of its tokens to prefill
+# A step's logits: a numpy array (llama.cpp: this process never imports torch) or a torch
+# tensor on `device` (the torch engine), [rows, vocab] or one row [vocab].
+Logits = Any
 
 
 class SteppedEngine(Engine):
@@ -52,7 +55,9 @@ class SteppedEngine(Engine):
     grammar_backend: MaskingBackend
     max_batch: int
     vocab_size: int
-    device: torch.device = torch.device("cpu")  # where logits are (the torch engine's GPU)
+    # Where logits are: None, numpy arrays on the host; else the torch device of the torch
+    # engine's tensors (its GPU).
+    device: Any = None
     # Tokens one forward pass may take in all (llama.cpp: its batch size).
     feed_limit: int = 1 << 20
 
@@ -68,8 +73,11 @@ class SteppedEngine(Engine):
         self._rows: list[DecodeRow] = []  # decoding
         self._scheduler = Scheduler(schedule or SchedulePolicy())
         self._bitmask = self.grammar_backend.allocate_bitmask(max_batch)
-        if self.device.type == "cuda":  # filled on the host, copied without a sync
-            self._bitmask = self._bitmask.pin_memory()
+        if self._on_cuda():  # filled on the host, copied without a sync
+            import torch
+
+            self._pinned = torch.from_numpy(self._bitmask).pin_memory()
+            self._bitmask = self._pinned.numpy()
         # prefills: one per request, reasoning pass or not (it continues in the same cache).
         self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0, "prefills": 0,
                         "prefill_tokens": 0, "prefill_chunks": 0, "hung_steps": 0,
@@ -99,7 +107,7 @@ class SteppedEngine(Engine):
         `seq.prefilled` and counts prefix reuse."""
 
     @abc.abstractmethod
-    def _prefill_chunk(self, seq: DecodeRow, n: int) -> torch.Tensor | None:
+    def _prefill_chunk(self, seq: DecodeRow, n: int) -> Logits | None:
         """Feed the next `n` prompt tokens of `seq`; once the prompt is complete, the last
         position's logits [vocab] (a tensor the loop may mask in place), else None."""
 
@@ -108,7 +116,7 @@ class SteppedEngine(Engine):
         """`seq`, prefilled, joins the running batch as its last row."""
 
     @abc.abstractmethod
-    def _step_logits(self, rows: list[DecodeRow]) -> torch.Tensor:
+    def _step_logits(self, rows: list[DecodeRow]) -> Logits:
         """One forward step: row r is fed `rows[r].pending + rows[r].drafts`; the logits
         after its last pending token and after each draft, rows in order:
         [sum(1 + len(drafts)), vocab]."""
@@ -125,7 +133,7 @@ class SteppedEngine(Engine):
         """`seq` finished or failed before joining the batch: free what it holds."""
 
     def _forward(self, rows: list[DecodeRow], chunk: Chunk | None
-                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                 ) -> tuple[Logits, Logits | None]:
         """A decode step and a prefill piece: two passes here; engines that can, one."""
         logits = self._step_logits(rows)
         return logits, (self._prefill_chunk(*chunk) if chunk is not None else None)
@@ -290,10 +298,27 @@ class SteppedEngine(Engine):
         self._begin(seq)
         seq.estimate = seq.prompt_left
 
-    @torch.inference_mode()  # logits are inference tensors: masked and steered in place
+    def _on_cuda(self) -> bool:
+        return self.device is not None and self.device.type == "cuda"
+
+    @contextlib.contextmanager
+    def _inference(self) -> Iterator[None]:
+        """Torch logits are inference tensors (no autograd), masked and steered in place."""
+        if self.device is None:
+            yield
+            return
+        import torch
+
+        with torch.inference_mode():
+            yield
+
     def _prefill_piece(self, seq: DecodeRow, n: int) -> None:
         """Up to `n` more of `seq`'s prompt, alone in a forward pass; at the prompt's end
         its first token is chosen and it joins the batch."""
+        with self._inference():
+            self._prefill_piece_now(seq, n)
+
+    def _prefill_piece_now(self, seq: DecodeRow, n: int) -> None:
         try:
             if seq not in self._prefilling:
                 self._begin_prompt(seq)
@@ -310,7 +335,7 @@ class SteppedEngine(Engine):
             self._forget(seq)
             settle(seq.future, exc=exc)
 
-    def _prompt_done(self, seq: DecodeRow, logits: torch.Tensor) -> None:
+    def _prompt_done(self, seq: DecodeRow, logits: Logits) -> None:
         done = self._decoder.first(seq, logits)
         seq.timings["prefill_s"] = time.perf_counter() - seq.timings["prefill_started"]
         if done:
@@ -336,8 +361,11 @@ class SteppedEngine(Engine):
             self._begin_prompt(seq)
         return seq, min(n, seq.prompt_left)
 
-    @torch.inference_mode()
     def _decode_step(self) -> None:
+        with self._inference():
+            self._decode_step_now()
+
+    def _decode_step_now(self) -> None:
         chunk: Chunk | None = None
         try:
             chunk = self._step_chunk()
@@ -351,7 +379,7 @@ class SteppedEngine(Engine):
             self._scheduler.prefilled(tokens, None, decoding=True)
             self._scheduler.decoded(max(elapsed - tokens * self._scheduler.token_s, 0.0),
                                     waiting=bool(self._waiting or self._prefilling))
-            self._advance_rows(logits.float())
+            self._advance_rows(as_float(logits))
         except Exception as exc:  # fail the batch, keep serving
             log.exception("decode step failed")
             if chunk is not None:
@@ -362,7 +390,7 @@ class SteppedEngine(Engine):
         if chunk is not None and done is not None:
             self._prompt_done(chunk[0], done)
 
-    def _advance_rows(self, logits: torch.Tensor) -> None:
+    def _advance_rows(self, logits: Logits) -> None:
         rows = self._rows
         starts, at = [], 0
         for seq in rows:

@@ -15,7 +15,7 @@ MIB = 2**20
 def process_memory() -> dict[str, int]:
     """This process's resident memory now and at its peak, in bytes (Linux /proc; {} where
     it cannot be read), and whether torch is imported (about 200 MiB of it)."""
-    out = {"torch_loaded": int("torch" in sys.modules)}
+    out = {"torch_loaded": int(sys.modules.get("torch") is not None)}
     try:
         lines = Path("/proc/self/status").read_text().splitlines()
     except OSError:

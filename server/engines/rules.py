@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from server.engines.base import SamplingParams
 from server.engines.detokenize import Decode, IncrementalDetokenizer
 from server.engines.tokenizer_files import config_eos_ids
@@ -81,6 +83,12 @@ def avoid(logits: Any, banned: Any) -> None:
     in place, unless that would leave no token at all."""
     banned = [t for t in banned if 0 <= t < logits.shape[-1]]
     if not banned:
+        return
+    if isinstance(logits, np.ndarray):  # the llama.cpp engine's
+        kept = logits.copy()
+        kept[banned] = -np.inf
+        if bool(np.isfinite(kept).any()):
+            logits[...] = kept
         return
     kept = logits.clone()
     kept[banned] = float("-inf")

@@ -67,11 +67,11 @@ def structural_tag(family: str, tools: Sequence[Any], *, tool_choice: Any,
                    reasoning: bool | Literal["auto"], parallel: bool) -> dict[str, Any]:
     """xgrammar's structural tag for `family` (a JSON-ready dict); `reasoning` True/False,
     or xgrammar's "auto" (an optional reasoning block)."""
-    import xgrammar
+    from grammars import get_model_structural_tag
 
     mode: Literal["enabled", "disabled", "auto"] = "auto" if reasoning == "auto" \
         else "enabled" if reasoning else "disabled"
-    tag = xgrammar.get_model_structural_tag(
+    tag = get_model_structural_tag(
         family, tools=list(tools), tool_choice=tool_choice, reasoning=mode,
         parallel_tool_calls=parallel)
     out: dict[str, Any] = json.loads(tag.model_dump_json())

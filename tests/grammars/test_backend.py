@@ -118,6 +118,31 @@ def test_bitmask_allows_only_grammar_tokens(masking, tokenizer):
     assert bool((logits[0] == 0).all())  # row 0 was not in `rows`: untouched
 
 
+def test_numpy_logits_are_masked_as_torch_logits_are(masking, tokenizer):
+    """The llama.cpp engine's logits are numpy arrays, the torch engine's tensors: the same
+    bitmask leaves the same tokens in both, over a whole value, and a padded logit past the
+    vocabulary is left as it is, as xgrammar's kernel leaves it."""
+    import numpy as np
+    import torch
+
+    spec = JsonSchemaSpec.from_schema(OBJ, table=XGRAMMAR_KEYWORDS)
+    matcher = masking.matcher(masking.compile(spec))
+    bitmask = masking.allocate_bitmask(3)
+    rng = np.random.default_rng(0)
+    for token in [*tokenizer.encode('{"a":1}', add_special_tokens=False), None]:
+        matcher.fill_bitmask(bitmask, 2)
+        values = rng.standard_normal((3, masking.vocab_size + 1)).astype(np.float32)
+        on_numpy, on_torch = values.copy(), torch.from_numpy(values.copy())
+        masking.apply_bitmask(on_numpy, bitmask, [2])
+        masking.apply_bitmask(on_torch, bitmask, [2])
+        assert np.array_equal(on_numpy, on_torch.numpy())
+        assert np.isfinite(on_numpy[2]).sum() >= 1 and np.isinf(on_numpy[2]).any()
+        assert np.array_equal(on_numpy[:2], values[:2])  # rows not asked for: untouched
+        assert on_numpy[2, -1] == values[2, -1]  # past the vocabulary
+        if token is not None:
+            assert np.isfinite(on_numpy[2, token]) and matcher.accept_token(token)
+
+
 @pytest.mark.parametrize("schema", [
     {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3},
     {"type": "string", "format": "date", "maxLength": 3},

@@ -21,6 +21,35 @@ def test_the_log_line_gives_sizes_in_mib():
         "kv_rows 3 MiB, kv_cells 128"
 
 
+def test_a_llamacpp_server_serves_without_torch(live_server, live_client):
+    """The live server runs the default engine, llama.cpp here: torch is kept out of its
+    process (engines/factory.py keep_torch_out), and a forced call, a sampled seeded JSON
+    answer (twice: the same) and a stream go through masks, steering and sampling in numpy."""
+    import json
+
+    import httpx
+
+    assert "kv_cells" in httpx.get(f"{live_server}/health").json()["memory"]  # llama.cpp's
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+        "required": ["city"]}}}
+    ask = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    call = live_client.chat.completions.create(
+        model="smollm2-135m-instruct", messages=ask, tools=[tool],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    assert set(json.loads(call.choices[0].message.tool_calls[0].function.arguments)) == {"city"}
+    sampled = [live_client.chat.completions.create(
+        model="smollm2-135m-instruct", messages=ask, temperature=1.0, seed=11, max_tokens=40,
+        response_format={"type": "json_schema", "json_schema": {
+            "name": "w", "schema": tool["function"]["parameters"]}}).choices[0].message.content
+        for _ in range(2)]
+    assert sampled[0] == sampled[1] and "city" in json.loads(sampled[0])
+    chunks = list(live_client.chat.completions.create(
+        model="smollm2-135m-instruct", messages=ask, max_tokens=8, stream=True))
+    assert chunks and chunks[-1].choices[0].finish_reason in ("stop", "length")
+    assert httpx.get(f"{live_server}/health").json()["memory"]["torch_loaded"] == 0
+
+
 def test_health_shows_the_memory(client):
     memory = client.get("/health").json()["memory"]
     assert memory["rss_bytes"] > 0 and memory["peak_rss_bytes"] >= memory["rss_bytes"]
