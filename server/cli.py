@@ -101,7 +101,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _invalid(exc)
     except EngineConfigError as exc:
         return _fail(str(exc))
-    keep_torch_out(settings)  # before the app's imports load xgrammar (and tvm_ffi)
+    torch_out = keep_torch_out(settings)  # before the app's imports load xgrammar, tvm_ffi
 
     from contracts import ContractError
     from server.api.app import create_app, load_contracts, open_audit_log
@@ -123,8 +123,11 @@ def _serve(args: argparse.Namespace) -> int:
         check_setting(settings.model_format, grammar_backend=settings.grammar_backend)
     except ValidationError as exc:
         return _invalid(exc)
-    except (ContractError, KeyFileError, PolicyFileError, UnsupportedFormat,
-            StateError) as exc:
+    except ContractError as exc:
+        hint = ("; this llama.cpp server keeps torch out of its process: serve with "
+                "--no-torch-free" if torch_out and "import of torch halted" in str(exc) else "")
+        return _fail(f"{exc}{hint}")
+    except (KeyFileError, PolicyFileError, UnsupportedFormat, StateError) as exc:
         return _fail(str(exc))
     try:
         audit = open_audit_log(settings) if settings.audit_log is not None else None

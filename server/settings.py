@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     bridge_wait_s: float = setting(0.025, "how long a cold compile waits for xgrammar before "
                                           "the bridge serves it", ge=0, le=10)
     device: str = setting("auto", "auto (default), cpu, cuda, cuda:N")
+    # llama.cpp never holds a torch tensor, but libraries import torch wherever it is
+    # installed: about 200 MiB (engines/factory.py keep_torch_out).
+    torch_free: bool = setting(True, "keep torch out of a llama.cpp server's process (about "
+                                     "200 MiB); --no-torch-free where your contracts or "
+                                     "tool handlers import torch")
     # vLLM engine arguments (None: vLLM's default; on CPU, max_model_len 2048 and bfloat16).
     tensor_parallel_size: int = setting(1, "vLLM tensor parallel size", group=VLLM, ge=1)
     gpu_memory_utilization: float | None = setting(None, "vLLM GPU memory fraction",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import sys
 import urllib.parse
 from pathlib import Path
@@ -82,10 +83,14 @@ def keep_torch_out(settings: Settings) -> bool:
     tries it first; transformers' config code does once it finds it), about 200 MiB of
     resident memory for nothing. For this process torch is made unimportable, Python's
     way (`sys.modules["torch"] = None`: an import raises ImportError), before the engine
-    loads. Called once the engine is resolved; True if torch is kept out."""
-    if settings.engine != "llamacpp" or sys.modules.get("torch") is not None:
+    loads. Called once the engine is resolved; True if torch is kept out. `--no-torch-free`
+    leaves it importable, for contracts and tool handlers that import it."""
+    if not settings.torch_free or settings.engine != "llamacpp" \
+            or sys.modules.get("torch") is not None:
         return False
     sys.modules["torch"] = None  # type: ignore[assignment]
+    # transformers' advice, on import, that "PyTorch was not found": here it is by choice.
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     return True
 
 

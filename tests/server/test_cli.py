@@ -76,3 +76,35 @@ def test_missing_or_corrupt_weights_are_one_line(model_dir, tmp_path, weights, s
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("strictcall: ") and says in line and str(target) in line
     assert "Traceback" not in done.stderr
+
+
+TORCH_CONTRACT = '''
+import torch
+from pydantic import BaseModel
+from contracts.contract import tool
+
+
+@tool(name="scale", description="Scale a number.", owner="t", kind="read", risk="low")
+class Scale(BaseModel):
+    value: float
+'''
+
+
+def test_contracts_that_import_torch_say_how_to_let_torch_in(tmp_path):
+    """A llama.cpp server keeps torch out of its process (engines/factory.py
+    keep_torch_out): contracts that import torch end it with one line naming the flag
+    that lets torch in, and with that flag the server serves them, torch loaded."""
+    import httpx
+
+    from server.process import ServerProcess
+
+    contracts = tmp_path / "torch_contracts.py"
+    contracts.write_text(TORCH_CONTRACT)
+    done = serve_command("--engine", "llamacpp", "--contracts", str(contracts))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "torch" in line and "--no-torch-free" in line
+    with ServerProcess("--engine", "llamacpp", "--contracts", str(contracts),
+                       "--no-torch-free") as server:
+        health = httpx.get(f"{server.base_url}/health").json()
+    assert health["memory"]["torch_loaded"] == 1
