@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait-ms", type=float, default=25.0,
                         help="how long a miss waits for xgrammar before the bridge")
     parser.add_argument("--timeout", type=float, default=30.0)
-    parser.add_argument("--out", type=Path, default=Path("cold_compile.json"))
+    parser.add_argument("--out", type=Path, default=Path("bench/results/scratch/cold_compile.json"))
     add_save_flag(parser)
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer

@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="strictcall-bench schemas", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dirs", nargs="+", type=Path, help="maskbench folders (one category each)")
-    parser.add_argument("--out", type=Path, default=Path("schemas-report.json"))
+    parser.add_argument("--out", type=Path,
+                        default=Path("bench/results/scratch/schemas-report.json"))
     parser.add_argument("--backend", default="xgrammar",
                         help="comma-separated: xgrammar, llguidance, outlines (default xgrammar)")
     parser.add_argument("--limit", type=int, default=None, help="first N schemas per folder")
@@ -294,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             # Written after each category: a long run can be read while it goes on.
             report["backends"][backend_name] = {"version": version,
                                                 "categories": per_category}
+            args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(report, indent=1, default=str))
         runner.close()
     print_table(report)

@@ -24,20 +24,20 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from grammars import MaskingBackend
 from server.engines import rules
+from server.engines.arrays import Logits, as_float, host_bitmask, inference
 from server.engines.base import Engine, GenerationRequest, GenerationResult
 from server.engines.decoding import DecodeRow, RowDecoder, settle
 from server.engines.drafts import Speculation
-from server.engines.sampling import as_float, make_generator
+from server.engines.sampling import make_generator
 from server.engines.scheduler import SchedulePolicy, Scheduler
 from server.engines.watchdog import StepWatchdog
 from server.errors import EngineFailure
@@ -45,9 +45,6 @@ from server.errors import EngineFailure
 __all__ = ["DecodeRow", "SteppedEngine"]
 log = logging.getLogger("strictcall.engine")
 Chunk = tuple[DecodeRow, int]  # a prompt and how many more of its tokens to prefill
-# A step's logits: a numpy array (llama.cpp: this process never imports torch) or a torch
-# tensor on `device` (the torch engine), [rows, vocab] or one row [vocab].
-Logits = Any
 
 
 class SteppedEngine(Engine):
@@ -72,12 +69,8 @@ class SteppedEngine(Engine):
         self._prefilling: list[DecodeRow] = []  # part of the prompt in its cache
         self._rows: list[DecodeRow] = []  # decoding
         self._scheduler = Scheduler(schedule or SchedulePolicy())
-        self._bitmask = self.grammar_backend.allocate_bitmask(max_batch)
-        if self._on_cuda():  # filled on the host, copied without a sync
-            import torch
-
-            self._pinned = torch.from_numpy(self._bitmask).pin_memory()
-            self._bitmask = self._pinned.numpy()
+        self._bitmask = host_bitmask(self.grammar_backend.allocate_bitmask(max_batch),
+                                     self.device)
         # prefills: one per request, reasoning pass or not (it continues in the same cache).
         self._counts = {"finished": 0, "cancelled": 0, "decode_steps": 0, "prefills": 0,
                         "prefill_tokens": 0, "prefill_chunks": 0, "hung_steps": 0,
@@ -215,12 +208,13 @@ class SteppedEngine(Engine):
 
     # -- worker thread ----------------------------------------------------------------
     def _run(self) -> None:
-        while self._collect():
-            try:
-                self._turn()
-            except Exception as exc:  # a bug here fails the batch, not the worker
-                log.exception("engine step failed")
-                self._fail_rows(exc)
+        with inference(self.device):
+            while self._collect():
+                try:
+                    self._turn()
+                except Exception as exc:  # a bug here fails the batch, not the worker
+                    log.exception("engine step failed")
+                    self._fail_rows(exc)
 
     def _turn(self) -> None:
         """One round of the worker: short prompts join, then a decode step (with a prefill
@@ -298,27 +292,9 @@ class SteppedEngine(Engine):
         self._begin(seq)
         seq.estimate = seq.prompt_left
 
-    def _on_cuda(self) -> bool:
-        return self.device is not None and self.device.type == "cuda"
-
-    @contextlib.contextmanager
-    def _inference(self) -> Iterator[None]:
-        """Torch logits are inference tensors (no autograd), masked and steered in place."""
-        if self.device is None:
-            yield
-            return
-        import torch
-
-        with torch.inference_mode():
-            yield
-
     def _prefill_piece(self, seq: DecodeRow, n: int) -> None:
         """Up to `n` more of `seq`'s prompt, alone in a forward pass; at the prompt's end
         its first token is chosen and it joins the batch."""
-        with self._inference():
-            self._prefill_piece_now(seq, n)
-
-    def _prefill_piece_now(self, seq: DecodeRow, n: int) -> None:
         try:
             if seq not in self._prefilling:
                 self._begin_prompt(seq)
@@ -362,10 +338,6 @@ class SteppedEngine(Engine):
         return seq, min(n, seq.prompt_left)
 
     def _decode_step(self) -> None:
-        with self._inference():
-            self._decode_step_now()
-
-    def _decode_step_now(self) -> None:
         chunk: Chunk | None = None
         try:
             chunk = self._step_chunk()

@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from server.engines.arrays import any_finite
 from server.engines.base import SamplingParams
 from server.engines.detokenize import Decode, IncrementalDetokenizer
 from server.engines.tokenizer_files import config_eos_ids
@@ -84,13 +83,7 @@ def avoid(logits: Any, banned: Any) -> None:
     banned = [t for t in banned if 0 <= t < logits.shape[-1]]
     if not banned:
         return
-    if isinstance(logits, np.ndarray):  # the llama.cpp engine's
-        kept = logits.copy()
-        kept[banned] = -np.inf
-        if bool(np.isfinite(kept).any()):
-            logits[...] = kept
-        return
-    kept = logits.clone()
-    kept[banned] = float("-inf")
-    if bool(kept.isfinite().any()):
-        logits.copy_(kept)
+    saved = logits[banned]  # a copy (numpy and torch alike), of the banned ones only
+    logits[banned] = float("-inf")
+    if not any_finite(logits):
+        logits[banned] = saved

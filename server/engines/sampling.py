@@ -32,11 +32,6 @@ def make_generator(seed: int | None, device: Any = "cpu") -> Any:
     return gen
 
 
-def as_float(logits: Any) -> Any:
-    """Logits as 32-bit floats (a GPU model's are bfloat16); numpy's already are."""
-    return logits if isinstance(logits, np.ndarray) else logits.float()
-
-
 def choose_token(logits: Any, *, temperature: float, top_p: float, generator: Any) -> int:
     """`logits` is one row (vocab,), masked tokens already at -inf."""
     if isinstance(logits, np.ndarray):

@@ -62,3 +62,16 @@ def test_a_seed_repeats_its_draws_on_numpy():
     draws = [[choose_token(logits, temperature=1.0, top_p=1.0, generator=gen)
               for _ in range(20)] for gen in (make_generator(3, None), make_generator(3, None))]
     assert draws[0] == draws[1] and len(set(draws[0])) > 5
+
+
+def test_steering_bans_tokens_unless_none_would_be_left(kind):
+    """rules.avoid, on either kind of logits: banned ids (out-of-range ones ignored) go to
+    -inf in place; a ban that would leave no token at all leaves the row as it was."""
+    from server.engines.rules import avoid
+
+    array, _ = kind
+    row = array([1.0, float("-inf"), 2.0, 0.5])
+    avoid(row, [2, 2, 9, -1])
+    assert [float(x) for x in row] == [1.0, float("-inf"), float("-inf"), 0.5]
+    avoid(row, [0, 3])
+    assert [float(x) for x in row] == [1.0, float("-inf"), float("-inf"), 0.5]
