@@ -20,8 +20,8 @@ GREEDY_BELOW = 1e-5
 def make_generator(seed: int | None, device: Any = "cpu") -> Any:
     """`device` None: a numpy generator, for numpy logits. Otherwise a torch generator on the
     logits' device, so sampling on a GPU copies no distribution to the host."""
-    if device is None:
-        return np.random.Generator(np.random.PCG64(seed))
+    if device is None:  # any int the API takes, negative ones too, as torch reads them
+        return np.random.Generator(np.random.PCG64(None if seed is None else seed % 2**64))
     import torch
 
     gen = torch.Generator(device=device)

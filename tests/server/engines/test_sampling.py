@@ -75,3 +75,15 @@ def test_steering_bans_tokens_unless_none_would_be_left(kind):
     assert [float(x) for x in row] == [1.0, float("-inf"), float("-inf"), 0.5]
     avoid(row, [0, 3])
     assert [float(x) for x in row] == [1.0, float("-inf"), float("-inf"), 0.5]
+
+
+@pytest.mark.parametrize("seed", [-1, -(2**63), 2**63 - 1, 0])  # the wire's range
+def test_any_seed_the_api_takes_makes_a_generator(kind, seed):
+    """Found by the mutation fuzz: `"seed": -1` failed numpy's generator (it takes no
+    negative seed), where torch's took it. Each kind takes it, and repeats its draws."""
+    array, device = kind
+    logits = array([0.0] * 20)
+    draws = [[choose_token(logits, temperature=1.0, top_p=1.0, generator=gen)
+              for _ in range(8)] for gen in (make_generator(seed, device),
+                                             make_generator(seed, device))]
+    assert draws[0] == draws[1]
