@@ -31,15 +31,29 @@ from contracts.contract import (
                                contract_of,
                                tool,
 )
-from contracts.fields import FieldRules, FieldValues
-from contracts.markers import Ask, Confirm, FromHeader, Generated, Grounded, Redact, RuntimeSource
+from contracts.fields import ITEM, FieldValues
+from contracts.markers import (
+                               ABOUT_KEY,
+                               ASK_KEY,
+                               CONFIRM_KEY,
+                               GROUNDED_KEY,
+                               About,
+                               Ask,
+                               Confirm,
+                               FromHeader,
+                               Generated,
+                               Grounded,
+                               Redact,
+                               RuntimeSource,
+)
 from contracts.registry import ContractRegistry
 from contracts.violations import Violated, Violation, ViolationCode
 
 __all__ = [
     "CatalogEntry", "ExecutionSpec", "Handler", "HttpHandler", "Kind", "Lifecycle", "Partial",
     "Risk", "ToolContext", "ToolFailed",
-    "Ask", "Confirm", "FieldRules", "FieldValues", "Grounded",
+    "ABOUT_KEY", "ASK_KEY", "About", "CONFIRM_KEY", "GROUNDED_KEY", "ITEM", "Ask", "Confirm",
+    "FieldValues", "Grounded",
     "Contract", "ContractError", "ContractRegistry", "FromHeader", "Generated",
     "MissingRuntimeValue", "Outcome", "Redact", "RuntimeSource", "Violated", "Violation",
     "ViolationCode", "allowed_values", "contract_of", "tool",

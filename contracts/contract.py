@@ -25,7 +25,7 @@ from contracts.catalog import (
     Lifecycle,
     Risk,
 )
-from contracts.fields import FieldRules, FieldValues, field_rules
+from contracts.fields import FieldValues
 from contracts.markers import FromHeader, Generated, RuntimeSource
 from contracts.redaction import redact, redacted_paths
 from contracts.violations import Violated, Violation, code_for
@@ -78,14 +78,14 @@ class Contract:
     redacted: tuple[str, ...] = ()
     catalog: CatalogEntry = CatalogEntry()  # owner, kind, risk, lifecycle, version
     execution: ExecutionSpec | None = None  # None: StrictCall returns calls, never runs them
-    # Grounded, Ask and Confirm fields (contracts.fields).
-    rules: FieldRules = FieldRules()
     # What the handler returns, validated before it goes back (None: not checked).
     output: type[BaseModel] | None = None
 
     @cached_property
     def fields(self) -> FieldValues:
-        """Each field as a function from raw text to the JSON value it stands for."""
+        """Each field (nested ones too) as pydantic validates it on its own: a raw value to
+        the JSON value it stands for (contracts.fields). Which fields are Grounded, Ask or
+        Confirm is in the schema (contracts.markers)."""
         return FieldValues(self.model)
 
     def redact(self, value: Any, *, at: str = "") -> Any:
@@ -183,8 +183,7 @@ def tool(*, name: str, description: str, reasoning: int = 0, owner: str = "unown
                                        and issubclass(output, BaseModel)):
             raise ContractError(f"@tool({name!r}): output must be a pydantic BaseModel")
         setattr(model, _ATTR, Contract(name, description, model, runtime, reasoning,
-                                       redacted_paths(model), entry, execution,
-                                       field_rules(model), output))
+                                       redacted_paths(model), entry, execution, output))
         return model
 
     return wrap

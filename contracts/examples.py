@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from contracts.catalog import ToolContext, ToolFailed
 from contracts.contract import tool
-from contracts.markers import Ask, Confirm, FromHeader, Generated, Grounded, Redact
+from contracts.markers import About, Ask, Confirm, FromHeader, Generated, Grounded, Redact
 from contracts.violations import Violated
 
 # Reference data for reissue_card: the branches of each city.
@@ -83,19 +83,37 @@ def _digits(value: Any) -> Any:
       "does not recognise or that went wrong.", owner="cards", kind="write", risk="high")
 class OpenDispute(_Contract):
     # What the customer must have said is Grounded: the model can only copy it from the
-    # conversation, or leave it "not given" and the customer is asked. Card digits stay out
-    # of the audit log (it shows "[redacted]"); the amount is money a person confirms.
-    card_last4: Annotated[str, Redact(), Grounded(), Field(
+    # conversation, or leave it "not given" and the customer is asked, in their language.
+    # Card digits stay out of the audit log (it shows "[redacted]"); the amount is money a
+    # person confirms.
+    card_last4: Annotated[str, Redact(), Grounded(), About(
+        "last four digits of the card", ru="последние четыре цифры карты",
+        de="die letzten vier Ziffern der Karte"), Ask(
+        "What are the last four digits of the card?",
+        ru="Назовите, пожалуйста, последние четыре цифры карты.",
+        de="Wie lauten die letzten vier Ziffern der Karte?"), Field(
         pattern=r"^[0-9]{4}$", description="Last four digits of the card")]
-    operation_date: Annotated[dt.date | RelativeDay, Grounded(), Field(
+    operation_date: Annotated[dt.date | RelativeDay, Grounded(), About(
+        "date of the operation", ru="дата операции", de="Datum der Buchung"), Ask(
+        "On what date was the operation?", ru="Какого числа была операция?",
+        de="An welchem Tag war die Buchung?"), Field(
         description="Date of the operation: YYYY-MM-DD, or today / yesterday")]
-    amount: Annotated[str, Grounded(), Confirm(), Field(
+    amount: Annotated[str, Grounded(), Confirm(), About(
+        "amount of the operation", ru="сумма операции", de="Betrag der Buchung"), Ask(
+        "What was the amount of the operation?", ru="Какая была сумма операции?",
+        de="Wie hoch war der Betrag?"), Field(
         pattern=r"^[0-9]{1,9}(\.[0-9]{1,2})?$",
         description="Amount of the operation, e.g. 1200.50")]
     reason: Reason
-    original_operation_id: Annotated[str | None, Grounded(), Ask(
+    original_operation_id: Annotated[str | None, Grounded(), About(
+        "id of the original operation", ru="номер первой операции",
+        de="Nummer der ursprünglichen Buchung"), Ask(
         "Which of the two charges came first? Please give the id of that original "
-        "operation (it looks like OP-123456, on your statement)."), Field(
+        "operation (it looks like OP-123456, on your statement).",
+        ru="Какое из двух списаний было первым? Назовите, пожалуйста, номер этой операции "
+           "(вида OP-123456, он есть в выписке).",
+        de="Welche der beiden Abbuchungen war die erste? Bitte nennen Sie ihre Nummer "
+           "(wie OP-123456, auf dem Kontoauszug)."), Field(
         pattern=r"^OP-[0-9]{6}$",
         description="Id of the original operation (OP-123456); required for duplicate")] = None
 
@@ -147,6 +165,43 @@ class OpenDispute(_Contract):
                            field="original_operation_id", code="cross_field",
                            allowed="an id like OP-123456, required when reason is 'duplicate'")
         return self
+
+
+@tool(name="book_hotel", description="Book a hotel room.", owner="travel", kind="write",
+      risk="medium")
+class BookHotel(_Contract):
+    # Two numbers of one type: a message that changes one ("make it 5 nights") must not
+    # change the other (server/dialogue/naming.py ties a value to the field it names).
+    city: Annotated[str, Grounded(), About("city", ru="город", de="Stadt"), Field(
+        min_length=1, max_length=40, description="City of the hotel")]
+    check_in: Annotated[dt.date, Grounded(), About(
+        "check-in date", ru="дата заезда", de="Anreisedatum"), Field(
+        description="Check-in date")]
+    nights: Annotated[int, Grounded(), About(
+        "number of nights", ru="количество ночей", de="Anzahl der Nächte"), Field(
+        ge=1, le=30, description="Number of nights")]
+    guests: Annotated[int, Grounded(), About(
+        "number of guests", ru="количество гостей", de="Anzahl der Gäste"), Field(
+        ge=1, le=8, description="Number of guests")]
+
+
+class Passenger(_Contract):
+    full_name: Annotated[str, Grounded(), About(
+        "passenger's full name", ru="ФИО пассажира", de="vollständiger Name"), Field(
+        min_length=3, max_length=80, description="Full name as in the passport")]
+    passport: Annotated[str, Grounded(), About(
+        "passport number", ru="номер паспорта", de="Passnummer"), Field(
+        pattern=r"^[0-9]{4} ?[0-9]{6}$", description="Passport series and number")]
+
+
+@tool(name="book_ticket", description="Book train tickets for one or more passengers.",
+      owner="travel", kind="write", risk="high")
+class BookTicket(_Contract):
+    # Grounded fields inside an array's items: each passenger's name and passport are
+    # copied from the conversation (a CRM profile in the system message counts).
+    train: Annotated[str, Grounded(), Field(pattern=r"^[0-9]{3}[A-ZА-Я]$",
+                                            description="Train number, e.g. 752A")]
+    passengers: Annotated[list[Passenger], Field(min_length=1, max_length=4)]
 
 
 @tool(name="create_support_ticket", description="Create a support ticket in a queue.",

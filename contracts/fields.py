@@ -1,123 +1,117 @@
-"""What a contract says of its top-level fields beyond their types: which ones must be
-copied from the conversation (`Grounded`), the question to ask for a missing one (`Ask`),
-which ones repair may never change (`Confirm`); and one field's normalizing: a raw span of
-text through the field's own `mode="before"` validators and its type, to the JSON value
-the model would write for it."""
+"""One field of a contract, at any depth, as pydantic validates it: a raw value (a span of
+text a person wrote, or a value read from it) through the field's own type, constraints and
+field validators, in pydantic's own order, to the JSON value a valid call holds.
+
+Nothing of pydantic's rules is copied here: each field becomes a `TypeAdapter` of its
+annotation with the field's metadata and its model's `@field_validator`s appended as
+`BeforeValidator`/`AfterValidator`/... annotations, which is how pydantic itself builds a
+model field's validator. Model validators (cross-field rules) are not run: one field is
+checked on its own. A validator that reads other fields (`info.data`) sees none, and the
+value is not taken."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Union, cast
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    WrapValidator,
+)
+from pydantic.fields import FieldInfo
 
-from contracts.markers import Ask, Confirm, Grounded
+ITEM = "*"  # a path step into an array's items
+Path = tuple[str, ...]  # JSON keys (aliases) from the arguments' root; ITEM for array items
 
-
-@dataclass(frozen=True)
-class FieldRules:
-    grounded: tuple[str, ...] = ()
-    questions: Mapping[str, str] = field(default_factory=dict)  # Ask, by field
-    confirmed: tuple[str, ...] = ()
-
-    @property
-    def asked(self) -> tuple[str, ...]:
-        """Fields that may be left "not given" (and then are asked for)."""
-        return tuple(dict.fromkeys([*self.grounded, *self.questions]))
-
-    def __bool__(self) -> bool:
-        return bool(self.grounded or self.questions or self.confirmed)
-
-
-def field_rules(model: type[BaseModel]) -> FieldRules:
-    grounded, questions, confirmed = [], {}, []
-    for name, info in model.model_fields.items():
-        key = info.alias or name
-        for meta in info.metadata:
-            if isinstance(meta, Grounded):
-                grounded.append(key)
-            elif isinstance(meta, Ask):
-                questions[key] = meta.question
-            elif isinstance(meta, Confirm):
-                confirmed.append(key)
-    return FieldRules(tuple(grounded), questions, tuple(confirmed))
+_MODES: dict[str, Any] = {"before": BeforeValidator, "after": AfterValidator,
+                          "wrap": WrapValidator, "plain": PlainValidator}
 
 
 class FieldValues:
-    """One model's fields, each as a function from raw input to its JSON value."""
+    """One model's fields, nested ones included, each as a function from a raw value to
+    its JSON value."""
 
     def __init__(self, model: type[BaseModel]) -> None:
         self.model = model
+        self._cache: dict[Path, TypeAdapter[Any] | None] = {}
 
-    def description(self, name: str) -> str | None:
-        info = self.model.model_fields.get(name)
-        return info.description if info is not None else None
-
-    def value_of(self, name: str, raw: Any) -> tuple[bool, Any]:
-        """(True, the JSON value `raw` stands for) if `raw`, through the field's before
-        validators, is a value of the field; (False, None) if not."""
-        return self._through(name, raw, after=False, context={})
-
-    def normalized(self, name: str, value: Any, *,
-                   context: Mapping[str, Any]) -> tuple[bool, Any]:
-        """The field's value as a valid call would hold it: its before validators, its
-        type and its after validators (`context`: what they read, such as today's date)."""
-        return self._through(name, value, after=True, context=context)
-
-    def _through(self, name: str, raw: Any, *, after: bool,
-                 context: Mapping[str, Any]) -> tuple[bool, Any]:
-        adapter = self._adapters.get(name)
+    def value(self, path: Sequence[str], raw: Any, *,
+              context: Mapping[str, Any]) -> tuple[bool, Any]:
+        """(True, the JSON value) when `raw` is a value of the field at `path` as pydantic
+        validates it (`context`: what its validators read, such as today's date);
+        (False, None) when it is not, or when no field is there."""
+        adapter = self._adapter(tuple(path))
         if adapter is None:
             return False, None
-        value = raw
         try:
-            for step in self._steps("before").get(name, ()):
-                value = step(value, context)
-            value = adapter.validate_python(value)
-            for step in self._steps("after").get(name, ()) if after else ():
-                value = step(value, context)
+            value = adapter.validate_python(raw, context=dict(context))
             return True, adapter.dump_python(value, mode="json")
-        except (ValidationError, ValueError, TypeError, ArithmeticError):
+        except (ValidationError, ValueError, TypeError, ArithmeticError, AttributeError,
+                KeyError):
             return False, None
 
+    def description(self, path: Sequence[str]) -> str | None:
+        found = self._field(tuple(path))
+        return found[1].description if found is not None else None
+
+    def _adapter(self, path: Path) -> TypeAdapter[Any] | None:
+        if path not in self._cache:
+            found = self._field(path)
+            self._cache[path] = None if found is None else _adapter_of(*found)
+        return self._cache[path]
+
+    def _field(self, path: Path) -> tuple[type[BaseModel], FieldInfo, str] | None:
+        """(the model that holds the field, its FieldInfo, its attribute name)."""
+        model: type[BaseModel] | None = self.model
+        steps = [p for p in path if p != ITEM]
+        for i, key in enumerate(steps):
+            if model is None:
+                return None
+            named = self._by_alias(model).get(key)
+            if named is None:
+                return None
+            name, info = named
+            if i == len(steps) - 1:
+                return model, info, name
+            model = _model_in(info.annotation)
+        return None
+
+    @staticmethod
+    def _by_alias(model: type[BaseModel]) -> dict[str, tuple[str, FieldInfo]]:
+        return {info.alias or name: (name, info) for name, info in model.model_fields.items()}
+
     @cached_property
-    def _adapters(self) -> dict[str, TypeAdapter[Any]]:
-        # (a field's type with its constraints, as pydantic reads an annotation)
-        return {info.alias or name: TypeAdapter(cast(Any, Annotated[info.annotation, info]))
-                for name, info in self.model.model_fields.items()}
-
-    def _steps(self, mode: str) -> dict[str, list[Step]]:
-        return self._validators[mode]
-
-    @cached_property
-    def _validators(self) -> dict[str, dict[str, list[Step]]]:
-        """The field validators by mode ("before", "after") and field."""
-        out: dict[str, dict[str, list[Step]]] = {"before": {}, "after": {}}
-        for decorator in self.model.__pydantic_decorators__.field_validators.values():
-            if decorator.info.mode not in out:
-                continue  # wrap and plain validators stand for the whole field: not run
-            for name in decorator.info.fields:
-                out[decorator.info.mode].setdefault(name, []).append(_step(decorator.func))
-        return out
+    def top_level(self) -> tuple[str, ...]:
+        return tuple(self._by_alias(self.model))
 
 
-Step = Callable[[Any, Mapping[str, Any]], Any]
+def _adapter_of(model: type[BaseModel], info: FieldInfo, name: str) -> TypeAdapter[Any]:
+    validators = [_MODES[d.info.mode](d.func)
+                  for d in model.__pydantic_decorators__.field_validators.values()
+                  if name in d.info.fields or "*" in d.info.fields]
+    extras = (*info.metadata, *validators)
+    if not extras:
+        return TypeAdapter(cast(Any, info.annotation))
+    return TypeAdapter(cast(Any, Annotated[(info.annotation, *extras)]))
 
 
-def _step(func: Callable[..., Any]) -> Step:
-    """A field validator (bound to its model) called with a value and a context: one that
-    reads its ValidationInfo gets one holding that context and no other fields."""
-    if len(inspect.signature(func).parameters) >= 2:
-        return lambda value, context: func(value, _Info(context))
-    return lambda value, context: func(value)
-
-
-@dataclass(frozen=True)
-class _Info:
-    context: Mapping[str, Any]
-    data: Mapping[str, Any] = field(default_factory=dict)
-    field_name: str | None = None
-    mode: str = "python"
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field's value is, or holds (through Optional, unions with None, lists,
+    tuples and Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _model_in(typing.get_args(annotation)[0])
+    if origin in (Union, types.UnionType, list, tuple, set, frozenset, Sequence):
+        found = [m for a in typing.get_args(annotation) if (m := _model_in(a)) is not None]
+        return found[0] if len(found) == 1 else None
+    return None

@@ -16,8 +16,14 @@ header name: X-Tenant-Id -> tenant, X-Subject and X-User-Id -> subject, X-Roles 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from types import MappingProxyType
+from typing import Any, Literal
+
+from pydantic import GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 Claim = Literal["tenant", "subject", "roles"]
 # Header names whose meaning is an identity claim, so existing contracts are safe with keys on.
@@ -72,24 +78,99 @@ class Redact:
     audit file can be kept and read more widely than the data it describes."""
 
 
+# The keys the dialogue markers write into a field's JSON Schema: the server reads markers
+# from the schema alone, so a contract's fields (at any depth) and a client's JSON Schema
+# properties are marked the same way.
+GROUNDED_KEY = "x-strictcall-grounded"
+ASK_KEY = "x-strictcall-ask"
+CONFIRM_KEY = "x-strictcall-confirm"
+ABOUT_KEY = "x-strictcall-about"
+
+
+def _marked(handler: GetJsonSchemaHandler, core: CoreSchema, key: str,
+            value: Any) -> JsonSchemaValue:
+    schema = dict(handler(core))
+    schema[key] = value
+    return schema
+
+
 @dataclass(frozen=True)
 class Grounded:
-    """A value someone gave: `Annotated[str, Grounded()]`. The model may only copy it from
-    the conversation (what the user wrote, or a tool returned; not the system prompt or the
-    model's own earlier turns), after the field's own normalizing validators: the grammar
-    holds exactly those values, and "not given". Not given (or nothing there to copy): the
-    user is asked for it (`Ask`), never a value made up."""
+    """A value someone gave: `Annotated[str, Grounded()]`, at any depth (a nested model's
+    field, an array item's field). The model may only copy it from the conversation (what
+    the user wrote, what a tool returned, the system message unless the server is told
+    otherwise; never the model's own earlier turns), as people write it ("1 200,50 ₽",
+    "позавчера", "30.11") read into the field's value by the field's own validators: the
+    grammar holds exactly those values, and "not given". Not given (or nothing there to
+    copy): the user is asked for it (`Ask`), never a value made up."""
+
+    def __get_pydantic_json_schema__(self, core: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return _marked(handler, core, GROUNDED_KEY, True)
 
 
-@dataclass(frozen=True)
-class Ask:
-    """The question to ask when the field is missing, by meaning: `Ask("Which of the two
-    charges came first?")`. Without it, the question is written from the description."""
+class _Texts:
+    """Texts in several languages: the first is English (and the fallback for a language
+    it does not name); keywords are language codes (ISO 639-1)."""
 
-    question: str
+    __slots__ = ("texts",)
+    texts: Mapping[str, str]
+    _key = ""
+
+    def __init__(self, text: str, /, **languages: str) -> None:
+        texts = {"en": text, **languages}
+        for code, value in texts.items():
+            if not (isinstance(value, str) and value.strip()):
+                raise ValueError(f"{type(self).__name__}: the {code!r} text must be a "
+                                 "non-empty string")
+        object.__setattr__(self, "texts", MappingProxyType(texts))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Texts) and type(other) is type(self) \
+            and dict(self.texts) == dict(other.texts)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, tuple(sorted(self.texts.items()))))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self.texts)!r})"
+
+    def __get_pydantic_json_schema__(self, core: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return _marked(handler, core, self._key, dict(self.texts))
+
+
+class About(_Texts):
+    """What the field is, in words, per language: `About("amount of the operation",
+    ru="сумма операции")`. Questions and confirmations say it in the user's language (the
+    description is used where none is given), and a message that says one of its words
+    ties a new value to this field ("сумма была 1 300,00")."""
+
+    _key = ABOUT_KEY
+
+
+class Ask(_Texts):
+    """The question to ask when the field is missing, by meaning, in the user's language:
+    `Ask("Which of the two charges came first?", ru="Какое из двух списаний было
+    первым?")`. The first text is English and the fallback for a language it does not
+    name; keywords are language codes (ISO 639-1). Without `Ask`, the question is written
+    from the field's description, in the server's message catalog for that language."""
+
+    _key = ASK_KEY
+
+    @property
+    def question(self) -> str:
+        return self.texts["en"]
 
 
 @dataclass(frozen=True)
 class Confirm:
     """A value a person must see (money, contact details): repair never changes it; a
     violation asks the user to confirm or correct it, showing the value."""
+
+    def __get_pydantic_json_schema__(self, core: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return _marked(handler, core, CONFIRM_KEY, True)

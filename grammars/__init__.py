@@ -14,7 +14,17 @@ from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
 from grammars.diskstore import DiskStore
 from grammars.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
-from grammars.grounded import GROUNDED, NOT_GIVEN, grounded_schema, grounding_uses
+from grammars.grounded import (
+    GROUNDED,
+    NOT_GIVEN,
+    Narrowing,
+    grounding_uses,
+    narrowed_schema,
+    optional_at,
+    required_at,
+    schema_pointer,
+    span_pattern,
+)
 from grammars.keywords import (
     JSON_SCHEMA_READING,
     TIERS,
@@ -101,5 +111,6 @@ __all__ = [
     "bfcl_to_json_schema", "canonical_json", "tokenizer_fingerprint",
     "check_schema", "make_backend",
     "MAX_NESTING", "check_json_value", "checked_client_schema",
-    "GROUNDED", "NOT_GIVEN", "grounded_schema", "grounding_uses",
+    "GROUNDED", "NOT_GIVEN", "Narrowing", "grounding_uses", "narrowed_schema", "optional_at",
+    "required_at", "schema_pointer", "span_pattern",
 ]

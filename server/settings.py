@@ -212,6 +212,10 @@ class Settings(BaseSettings):
                                     "x-strictcall-grounded) take only values copied from the "
                                     "conversation, else a question; off: written like any "
                                     "field, only to measure what grounding prevents")
+    ground_from_system: bool = setting(True, "the system and developer messages are evidence "
+                                             "a grounded value may be copied from (a CRM "
+                                             "profile, the customer's cards), besides the "
+                                             "user's words and tool results")
     repair_attempts: int = setting(2, "repair decodes of a contract call at most", ge=0, le=5)
     repair_seconds: float = setting(10.0, "time a contract call's repairs may take", gt=0,
                                     le=120)

@@ -48,6 +48,9 @@ FORBIDDEN = {
     # Sessions' slots and stored responses over the state store: the pipeline and the api
     # use them; they know neither.
     "server/sessions": _SHARED,
+    # The conversation (evidence, grounding, slots, questions): the pipeline asks it per
+    # turn through one seam; it knows no pipeline, API, engine or format.
+    "server/dialogue": _SHARED,
     "server/cli.py": ("bench",),
     "server/cli_flags.py": ("bench",),
     "server/eval": _SHARED,  # a client of any server: no server parts

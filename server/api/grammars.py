@@ -11,13 +11,14 @@ from typing import Annotated, Any
 from fastapi import Body
 from pydantic import TypeAdapter, ValidationError
 
-from grammars import EnforcementReport, grounded_schema, grounding_uses
+from grammars import EnforcementReport, grounding_uses, narrowed_schema
 from server.api.chat.translate import turn_of
 from server.api.chat.wire import Message
 from server.api.deps import PipelineDep
+from server.dialogue import ground
+from server.dialogue.evidence import evidence_of
 from server.errors import InvalidRequest
 from server.pipeline.decode import compiled
-from server.pipeline.grounding import evidence, ground
 from server.pipeline.plan import plan_schema
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
@@ -26,7 +27,8 @@ _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep
                           ) -> dict[str, Any]:
     """A refused keyword is a 400 naming it."""
-    schema, grounding = _grounded(body)
+    schema, grounding = await asyncio.to_thread(
+        _grounded, body, from_system=pipeline.settings.ground_from_system)
     cache = pipeline.cache
     spec, analysis = await asyncio.to_thread(
         plan_schema, schema, where="the schema", budget=pipeline.settings.budget,
@@ -35,18 +37,21 @@ async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep
                             param="the schema")
     report = analysis.report
     if grounding:
-        report = EnforcementReport(report.backend, (*report.uses, *grounding_uses(grounding)))
+        report = EnforcementReport(report.backend, (*report.uses,
+                                                    *grounding_uses(grounding[0])))
     out = {"object": "grammar", "key": spec.key, "backend": cache.backend.name,
            "backend_version": cache.backend.version, "cache": "hit" if lookup.hit else "miss",
            "compile_ms": round(lookup.grammar.compile_seconds * 1000, 3),
            "lookup_ms": round(lookup.seconds * 1000, 3), "enforcement": report.to_json()}
     if grounding is not None:
-        out["grounding"] = {"fields": grounding}
+        out["grounding"] = {"fields": grounding[1]}
     return out
 
 
-def _grounded(body: Any) -> tuple[Any, dict[str, int] | None]:
-    """(the schema to compile, candidates per grounded property; None: no messages)."""
+def _grounded(body: Any, *, from_system: bool
+              ) -> tuple[Any, tuple[dict[str, int | str], dict[str, int | str]] | None]:
+    """(the schema to compile, and per grounded property how many values it had: by schema
+    pointer and by value pointer; None: no messages)."""
     if not (isinstance(body, dict) and set(body) == {"schema", "messages"}):
         return body, None
     try:
@@ -59,7 +64,9 @@ def _grounded(body: Any) -> tuple[Any, dict[str, int] | None]:
                              "({role, content})", param=where) from None
     schema = body["schema"]
     if not isinstance(schema, dict):
-        return schema, {}  # refused as a schema by the planner, with its own message
-    found = ground(schema, None, evidence([turn_of(m) for m in messages]))
-    written = grounded_schema(schema, found.candidates(), nullable=found.asked)
-    return written, found.report()
+        return schema, ({}, {})  # refused as a schema by the planner, with its own message
+    found = ground(schema, None, evidence_of([turn_of(m) for m in messages],
+                                             from_system=from_system))
+    written = narrowed_schema(schema, [f.narrowing() for f in found.fields],
+                              nullable=[p for p in found.asked if p not in found.grounded])
+    return written, (found.report(), found.counts())

@@ -23,7 +23,15 @@ from typing import Any
 import httpx
 
 from server.eval.dialogues import run_dialogues
-from server.eval.report import compare, dialogue_markdown, markdown, summarize, summarize_dialogues
+from server.eval.report import (
+    compare,
+    dialogue_markdown,
+    gold_markdown,
+    markdown,
+    summarize,
+    summarize_dialogues,
+    summarize_gold,
+)
 from server.eval.runner import Params, run_file
 from server.eval.scenarios import ScenarioError, load
 
@@ -69,11 +77,14 @@ def run(args: argparse.Namespace) -> int:
               "scenario_files": {str(p): [c.id for c in s.scenarios] for p, s in specs},
               "results": [o.to_json() for o in outcomes], "summary": summarize(outcomes),
               "dialogues": [o.to_json() for o in dialogues],
-              "dialogue_summary": summarize_dialogues(dialogues)}
+              "dialogue_summary": summarize_dialogues(dialogues),
+              "gold_summary": summarize_gold(dialogues)}
     args.out.write_text(json.dumps(record, indent=1))
     print(markdown(record, baseline))
     if dialogues:
         print("\ndialogues:\n" + dialogue_markdown(record["dialogue_summary"]))
+        print("\nfields against the dialogues' hand-written values, per language:\n"
+              + gold_markdown(record["gold_summary"]))
     print(f"\nrun written to {args.out}")
     if baseline is None:
         return 0

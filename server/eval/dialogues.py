@@ -8,9 +8,16 @@ Measured per dialogue, and summed per tool (server/eval/report.py):
 - questions asked, and how many by meaning: a question that names a field by its bare
   identifier ("provide original_operation_id": a name with an underscore, verbatim) is not;
 - values lost to overwrites: a value the server showed (in a call, or as collected for a
-  question) that a later turn shows as missing or null;
+  question) that a later turn shows as missing or null (up to a turn the scenario marks
+  `new_intent`, where the user starts another call of the tool);
 - silent changes: a value a later turn shows different, with no change or confirmation
-  reported for it (`strictcall.slots.changed` / `confirm`; other servers report none).
+  reported for it (`strictcall.slots.changed` / `confirm`; other servers report none);
+- per field, against the turn's `gold` (each field's value as the user has given it so far,
+  written by hand in the scenario file, never computed by the server under test):
+  correct; asked although given; asked while missing (right); invented (a value where
+  nobody gave one); wrong (another value than the one given); changed (a value that moved
+  while the user changed nothing); not shown; confirming (a confirmation question about a
+  value the user just changed).
 A server without StrictCall's extension is scored on what its answers show: a question is
 any answer without a call, a confirmation too."""
 
@@ -40,6 +47,10 @@ class Reply:
     error: str | None = None
 
 
+GOLD_MEASURES = ("correct", "asked_given", "asked_missing", "invented", "wrong", "changed",
+                 "not_shown", "confirming")
+
+
 @dataclass(frozen=True)
 class TurnOutcome:
     turn: int
@@ -51,6 +62,7 @@ class TurnOutcome:
     named: list[str]  # the user said); the fields one of them named by identifier
     seconds: float
     error: str | None = None
+    gold: dict[str, str] = field(default_factory=dict)  # field -> its GOLD_MEASURES one
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,7 @@ class DialogueOutcome:
     tool: str
     tool_class: str
     api: str
+    language: str
     turns_sha: str  # the user's text only as a hash
     turns: list[TurnOutcome]
     turns_to_call: int | None
@@ -88,6 +101,7 @@ def _run(client: httpx.Client, spec: ScenarioFile, dialogue: Dialogue, params: P
     text = json.dumps([t.model_dump(exclude={"expect"}) for t in dialogue.turns],
                       ensure_ascii=False)
     return DialogueOutcome(dialogue.id, spec.tool, spec.tool_class, dialogue.api,
+                           dialogue.language,
                            hashlib.sha256(text.encode()).hexdigest()[:12], scored.turns,
                            scored.first_call, scored.asked, scored.by_meaning, scored.lost,
                            scored.silent)
@@ -104,6 +118,7 @@ class _Scoring:
         self.asked = self.by_meaning = 0
         self.lost: list[str] = []
         self.silent: list[str] = []
+        self.previous: tuple[dict[str, Any], dict[str, Any]] = ({}, {})  # (gold, shown)
 
     def add(self, n: int, turn: DialogueTurn, reply: Reply) -> None:
         got = _kind(reply, self.tool)
@@ -117,10 +132,26 @@ class _Scoring:
         shown = _shown(reply, self.tool, got)
         if shown is not None and self.fields:  # the fields a model writes, not the server's
             shown = {k: v for k, v in shown.items() if k in self.fields}
+        if turn.new_intent:  # the user starts another call: nothing before carries over
+            self.known = {}
         self._follow(n, shown, _reported(reply))
+        gold = self._gold(turn, reply, shown) if turn.gold is not None else {}
         self.turns.append(TurnOutcome(n, turn.expect.kind, got, passed, errors,
                                       len(questions), named, round(reply.seconds, 4),
-                                      reply.error))
+                                      reply.error, gold))
+
+    def _gold(self, turn: DialogueTurn, reply: Reply,
+              shown: dict[str, Any] | None) -> dict[str, str]:
+        """Each gold field's measure in this turn (see the module's docstring)."""
+        assert turn.gold is not None
+        gold = {k: _dated(v) for k, v in turn.gold.items()}
+        asked, confirming = asked_fields(reply.extension)
+        before_gold, before_shown = self.previous
+        out = judge_fields(gold, shown or {}, asked=asked, confirming=confirming,
+                           before_gold=before_gold, before_shown=before_shown)
+        self.previous = (gold, {**before_shown, **{k: v for k, v in (shown or {}).items()
+                                                   if v is not None}})
+        return out
 
     def _follow(self, n: int, shown: dict[str, Any] | None, reported: set[str]) -> None:
         if shown is None:
@@ -132,6 +163,34 @@ class _Scoring:
             elif not same(now, value) and f"/{name}" not in reported:
                 self.silent.append(f"turn {n}: /{name} {value} -> {now}")
         self.known.update({k: v for k, v in shown.items() if v is not None})
+
+
+def judge_fields(gold: dict[str, Any], shown: dict[str, Any], *, asked: set[str],
+                 confirming: set[str], before_gold: dict[str, Any],
+                 before_shown: dict[str, Any]) -> dict[str, str]:
+    """Each gold field's measure: what an answer shows (`shown`: a call's arguments or a
+    question's collected values; `asked`/`confirming`: the fields it asks about) against
+    the values the user has given (`gold`, hand-written), the turn before in `before_*`."""
+    out = {}
+    for name, want in gold.items():
+        got = shown.get(name)
+        if name in confirming:
+            out[name] = "confirming" if not same(before_gold.get(name), want) \
+                else "asked_given"
+        elif name in asked:
+            out[name] = "asked_missing" if want is None else "asked_given"
+        elif got is None:
+            out[name] = "not_shown"
+        elif want is not None and same(got, want):
+            out[name] = "correct"
+        elif want is None:
+            out[name] = "invented"
+        elif name in before_gold and same(before_gold[name], want) \
+                and same(before_shown.get(name), want):
+            out[name] = "changed"
+        else:
+            out[name] = "wrong"
+    return out
 
 
 def _kind(reply: Reply, tool: str) -> str:
@@ -173,11 +232,28 @@ def _field_errors(want: dict[str, Any], args: dict[str, Any]) -> list[str]:
 
 
 def _dated(value: Any) -> Any:
-    if not isinstance(value, str):
+    """The run's dates in an expected value: {today}, {yesterday}, {ago:N} (N days ago),
+    {date:DD.MM} (the latest such day that is not in the future), {next:DD.MM} (the next
+    one that is not past)."""
+    if not isinstance(value, str) or "{" not in value:
         return value
     today = dt.date.today()
-    return value.replace("{today}", today.isoformat()).replace(
-        "{yesterday}", (today - dt.timedelta(days=1)).isoformat())
+
+    def day(match: re.Match[str]) -> str:
+        kind, arg = match.group(1), match.group(2)
+        if kind == "today":
+            return today.isoformat()
+        if kind == "yesterday":
+            return (today - dt.timedelta(days=1)).isoformat()
+        if kind == "ago":
+            return (today - dt.timedelta(days=int(arg))).isoformat()
+        d, m = (int(x) for x in arg.split("."))
+        this_year = dt.date(today.year, m, d)
+        if kind == "next":
+            return (this_year if this_year >= today else dt.date(today.year + 1, m, d)
+                    ).isoformat()
+        return (this_year if this_year <= today else dt.date(today.year - 1, m, d)).isoformat()
+    return re.sub(r"\{(today|yesterday|ago|date|next)(?::([0-9.]+))?\}", day, value)
 
 
 def _shown(reply: Reply, tool: str, got: str) -> dict[str, Any] | None:
@@ -190,6 +266,16 @@ def _shown(reply: Reply, tool: str, got: str) -> dict[str, Any] | None:
         return dict(slots.get("filled") or {})
     needs = reply.extension.get("needs_input") or {}
     return dict(needs.get("collected") or {}) if needs.get("tool") == tool else None
+
+
+def asked_fields(extension: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """(the fields an answer asks for, the fields it asks to confirm), by name, from its
+    `strictcall` extension."""
+    needs = extension.get("needs_input") or {}
+    missing = {m["field"].lstrip("/") for m in needs.get("missing") or ()}
+    missing |= {f.lstrip("/") for c in needs.get("choose") or () for f in c.get("fields", ())}
+    confirm = {c["field"].lstrip("/") for c in needs.get("confirm") or ()}
+    return missing, confirm
 
 
 def _reported(reply: Reply) -> set[str]:

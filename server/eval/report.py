@@ -7,7 +7,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-from server.eval.dialogues import DialogueOutcome
+from server.eval.dialogues import GOLD_MEASURES, DialogueOutcome
 from server.eval.runner import Outcome
 
 
@@ -109,4 +109,25 @@ def dialogue_markdown(summary: dict[str, Any]) -> str:
                      f"{s['turns_passed']}/{s['turns']} | {to_call} | {s['questions']} "
                      f"({s['questions_by_meaning']}) | {s['lost_to_overwrite']} | "
                      f"{s['silent_changes']} | {s['errors']} |")
+    return "\n".join(lines)
+
+
+def summarize_gold(outcomes: list[DialogueOutcome]) -> dict[str, dict[str, int]]:
+    """Per language: how many field-turns fell under each gold measure (the dialogues'
+    hand-written values, server/eval/dialogues.py)."""
+    out: dict[str, dict[str, int]] = {}
+    for o in outcomes:
+        counts = out.setdefault(o.language, dict.fromkeys(GOLD_MEASURES, 0))
+        for t in o.turns:
+            for measure in t.gold.values():
+                counts[measure] += 1
+    return {language: out[language] for language in sorted(out)}
+
+
+def gold_markdown(summary: dict[str, dict[str, int]]) -> str:
+    lines = ["| language | " + " | ".join(m.replace("_", " ") for m in GOLD_MEASURES) + " |",
+             "|---|" + "---|" * len(GOLD_MEASURES)]
+    for language, counts in summary.items():
+        lines.append(f"| {language} | " + " | ".join(str(counts[m]) for m in GOLD_MEASURES)
+                     + " |")
     return "\n".join(lines)

@@ -28,8 +28,11 @@ names one tool, its class and the tools offered, then its cases:
             expect: {call: {amount: "1200.50", operation_date: "{yesterday}"}}
           - user: sorry, the amount was 1 300,00
             expect: {confirm: [amount]}   # a confirmation question about these fields
-    Expected values may say "{today}" or "{yesterday}" (the run's dates); a list under
-    `call` is any of its values.
+            gold: {amount: "1300.00", card_last4: "4417", original_operation_id: null}
+    Expected values may say "{today}", "{yesterday}" or "{date:30.11}" (the run's dates;
+    the latest 30 November that is not in the future); a list under `call` is any of its
+    values. `gold` (optional, per turn): each field's value as the user has given it so
+    far, written by hand; `language` (per dialogue) groups the report.
 """
 
 from __future__ import annotations
@@ -97,6 +100,13 @@ class DialogueTurn(BaseModel):
     user: str | None = None
     tool_result: ToolResult | None = None
     expect: TurnExpectation
+    # Written by hand: each field's value as the conversation has given it after this turn
+    # (null: not given yet). The judge compares what the server shows with it, field by
+    # field (server/eval/dialogues.py), never with anything the server computes.
+    gold: dict[str, Any] | None = None
+    # The user starts another call of the tool here ("one more dispute"): values shown
+    # before are not carried over (a completed call ends its intent).
+    new_intent: bool = False
 
     @model_validator(mode="after")
     def _said(self) -> DialogueTurn:
@@ -110,6 +120,7 @@ class Dialogue(BaseModel):
 
     id: str
     api: Literal["responses", "chat"] = "responses"
+    language: str = "en"  # the user's, for the per-language report
     tool_choice: str = "auto"
     options: dict[str, Any] = Field(default_factory=dict)
     turns: list[DialogueTurn] = Field(min_length=1)

@@ -24,13 +24,36 @@ class UnsupportedFormat(ValueError):
 @dataclass(frozen=True)
 class AskedTool:
     name: str
-    schema: dict[str, Any]  # the arguments' JSON Schema, for prompts and chat templates
+    # The arguments' JSON Schema the model writes to: a format builds its grammar from it
+    # (or from `spec`) and reads calls with it.
+    schema: dict[str, Any]
     spec: ToolSpec  # the arguments' grammar, which the format puts in its call syntax
     description: str | None = None
+    # The schema prompts and chat templates show (None: `schema`): the tool's own, before
+    # the conversation narrowed its grammar (grounded fields, a session's slots), so a
+    # prompt is the same with grounding on and off.
+    shown: dict[str, Any] | None = None
+
+    @property
+    def prompt_schema(self) -> dict[str, Any]:
+        """What the prompt says of the arguments: StrictCall's own `x-strictcall-*`
+        annotations left out (they tell the server, not the model)."""
+        shown: dict[str, Any] = _without_annotations(
+            self.shown if self.shown is not None else self.schema)
+        return shown
 
     def described(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description or "",
-                "parameters": self.schema}
+                "parameters": self.prompt_schema}
+
+
+def _without_annotations(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_annotations(v) for k, v in node.items()
+                if not (isinstance(k, str) and k.startswith("x-strictcall-"))}
+    if isinstance(node, list):
+        return [_without_annotations(v) for v in node]
+    return node
 
 
 @dataclass(frozen=True)

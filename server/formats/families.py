@@ -59,9 +59,10 @@ Write each call exactly like this example:
 def tool_instructions(ask: Ask, syntax: FamilySyntax) -> str:
     """The tools and an example call in `syntax`, which holds one call syntax per tool."""
     first = ask.tools[0]
-    properties = first.schema.get("properties") or {}
+    shown = first.prompt_schema  # not the grammar's: no grounded value in the prompt
+    properties = shown.get("properties") or {}
     example = {name: _example_value(properties[name])
-               for name in first.schema.get("required") or list(properties)[:1]
+               for name in shown.get("required") or list(properties)[:1]
                if name in properties}
     call = next(c for c in syntax.calls if c.tool == first.name)
     return FAMILY_TOOLS_INSTRUCTIONS.format(
@@ -151,7 +152,7 @@ class FamilyFormat:
         mode: Mode = "auto" if auto else "tools"
         return Rendering(TagReader(mode, syntax, thinks=think),
                          StructuralTagSpec.of(tag, label=self.name), instructions, prefill,
-                         template_tools=[function_tool(t.name, t.schema, t.description)
+                         template_tools=[function_tool(t.name, t.prompt_schema, t.description)
                                          for t in ask.tools] if self.renders_tools else None,
                          thinks=think)
 

@@ -6,24 +6,24 @@ one per call, never decoded) and the approval marker of a tool the policy puts u
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from contracts import Contract
+from grammars import optional_at, required_at
+from server.dialogue import Grounding, NeedsInput, Wording
+from server.dialogue.marks import nulls_at
 from server.errors import ContractViolation, OutputInvalid, ServiceError
 from server.execution import RequestTrace, new_call_key, with_call_key
 from server.execution.policy import Verdict
 from server.metrics import Metrics
 from server.pipeline.answer import Call, RepairUsage
 from server.pipeline.audit import Decision
-from server.pipeline.grounding import Grounding
 from server.pipeline.plan import Plan
 from server.pipeline.prepared import CallContext
-from server.pipeline.questions import NeedsInput, collected, missing
-from server.pipeline.repair import Repair, RepairAsk, Repairer
+from server.pipeline.repair import Repair, RepairAsk, Repairer, collected
 from server.pipeline.validation import new_call_id, parse_json, validate
 
 APPROVAL_HEADER = "X-StrictCall-Approval-Required"
@@ -63,23 +63,27 @@ class CallChecks:
             context.trace.event("tool_call_decoded", tool=name)
             if audit is not None:
                 audit.call(name, arguments)
-            if context.slots is not None:  # a session: filled values merged, changes held
-                held = context.slots.merge(name, arguments, plan.schemas[name])
+            if context.dialogue is not None:  # a session: filled values merged, changes held
+                held = context.dialogue.merge(name, arguments)
                 if isinstance(held, NeedsInput):
                     return Asking(held, spent)
                 arguments = held
             contract = plan.contracts.get(name)
             grounding = plan.groundings.get(name, Grounding())
+            wording = context.dialogue.wording(name) if context.dialogue is not None \
+                else Wording(grounding.language)
             call_id, key = ids.get(index) or new_call_id(), new_call_key(contract)
             checked: dict[str, Any] | NeedsInput | Repair
             if contract is None:
-                checked = self._client(plan, name, arguments, grounding, context.trace)
+                checked = self._client(plan, name, arguments, grounding, wording,
+                                       context.trace)
             else:
-                checked = await self._enforce(plan, context, contract, arguments, audit, key)
+                checked = await self._enforce(plan, context, contract, arguments, audit, key,
+                                              wording)
             if isinstance(checked, Repair):
                 spent = _plus(spent, checked.usage)
                 if checked.questions:
-                    return Asking(self._asking(contract, checked, grounding), spent)
+                    return Asking(self._asking(contract, checked, wording, context), spent)
                 arguments = checked.arguments or {}
                 reports.append({"tool": name, "repaired": checked.repaired,
                                 "attempts": len(checked.attempts)})
@@ -95,25 +99,27 @@ class CallChecks:
         return CheckedCalls(tuple(calls), _extension(reports, notes, audit), spent)
 
     def _client(self, plan: Plan, name: str, arguments: dict[str, Any], grounding: Grounding,
-                trace: RequestTrace) -> dict[str, Any] | NeedsInput:
+                wording: Wording, trace: RequestTrace) -> dict[str, Any] | NeedsInput:
         """A client tool's call against its schema; fields left "not given" that the schema
         requires are asked for, those it does not are left out."""
         given, absent = _schema_check(plan.schemas[name], name, arguments, grounding, trace)
         if absent:
-            return NeedsInput(name, tuple(missing(f, grounding) for f in absent), given)
+            return NeedsInput(name, tuple(wording.missing(path, at=at) for path, at in absent),
+                              given, wording.language)
         trace.event("validated", tool=name)
         return given
 
     async def _enforce(self, plan: Plan, context: CallContext, contract: Contract,
                        arguments: dict[str, Any], audit: Decision | None,
-                       key: str | None) -> Repair:
+                       key: str | None, wording: Wording) -> Repair:
         grounding = plan.groundings.get(contract.name, Grounding())
         _schema_check(plan.schemas[contract.name], contract.name, arguments, grounding,
                       context.trace)
         runtime = with_call_key(contract, dict(context.runtime[contract.name]), key,
                                 context.caller.headers)
-        ask = RepairAsk(plan.written[contract.name], grounding, list(context.messages),
-                        runtime, context.repair, context.charge)
+        ask = RepairAsk(plan.written[contract.name], grounding, wording,
+                        list(context.messages), runtime, context.repair, context.charge,
+                        context.dialogue.evidence.today if context.dialogue else None)
         report = await self.repairer.run(contract, arguments, ask)
         if audit is not None:
             audit.contract(contract, report.attempts, report.arguments, report.repaired)
@@ -144,26 +150,27 @@ class CallChecks:
                               + report.usage.completion_tokens)
 
     @staticmethod
-    def _asking(contract: Contract | None, report: Repair, grounding: Grounding) -> NeedsInput:
+    def _asking(contract: Contract | None, report: Repair, wording: Wording,
+                context: CallContext) -> NeedsInput:
         assert contract is not None  # only contract calls are repaired
         broken = {v["pointer"].split("/")[1] for v in report.attempts[-1]["violations"]
                   if v["pointer"].startswith("/")}
-        asked = {q.field.lstrip("/") for q in report.questions}
-        kept = collected(report.last, contract, leave_out=broken | asked,
-                         context={"today": dt.date.today()})
-        return NeedsInput(contract.name, tuple(report.questions), kept)
+        asked = {q.field.split("/")[1] for q in report.questions}
+        today = context.dialogue.evidence.today if context.dialogue is not None else None
+        kept = collected(report.last, contract, leave_out=broken | asked, today=today)
+        return NeedsInput(contract.name, tuple(report.questions), kept, wording.language)
 
 
 def _schema_check(schema: dict[str, Any], name: str, arguments: dict[str, Any],
-                  grounding: Grounding, trace: RequestTrace) -> tuple[dict[str, Any], list[str]]:
-    """The arguments checked against the tool's schema, fields left "not given" out of them
-    and out of `required` (the questions deal with those): (the given ones, the required
-    ones not given). A 422 for anything else the schema refuses."""
-    given = {k: v for k, v in arguments.items() if not (k in grounding.asked and v is None)}
-    required = list(schema.get("required") or ())
-    absent = [f for f in grounding.asked if f in required and f not in given]
-    checked = {**schema, "required": [r for r in required if r not in absent]} \
-        if absent else schema
+                  grounding: Grounding, trace: RequestTrace
+                  ) -> tuple[dict[str, Any], list[tuple[tuple[str, ...], str]]]:
+    """The arguments checked against the tool's schema, fields left "not given" (null, at
+    any depth) out of them and out of `required` (the questions deal with those): (the
+    given ones, the required ones not given: each field's path and JSON Pointer). A 422 for
+    anything else the schema refuses."""
+    given, nulls = nulls_at(arguments, grounding.asked)
+    absent = [(path, at) for path, at in nulls if required_at(schema, path)]
+    checked = optional_at(schema, [path for path, _ in nulls]) if nulls else schema
     try:
         validate(checked, given, where=f"arguments of {name!r}")
     except OutputInvalid as exc:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from contracts import ContractRegistry
 from grammars import GrammarCache, GrammarPolicy, Lookup
+from server.dialogue import Dialogue, draft_lines
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import InvalidRequest, ModelNotFound, ServiceError
 from server.execution import Events, ToolOffers, ToolPolicy, contract_runtime
@@ -25,14 +26,12 @@ from server.pipeline.audit import AuditSink
 from server.pipeline.calls import CallChecks
 from server.pipeline.checks import Checked, Finisher
 from server.pipeline.decode import compiled, decode
-from server.pipeline.grounding import draft_lines
 from server.pipeline.plan import Plan, Planner
 from server.pipeline.prepared import CallContext, Decode, Prepared
 from server.pipeline.prompt import with_instructions
 from server.pipeline.repair import Repairer
 from server.pipeline.request_options import RequestOptions
 from server.pipeline.runaway import Trip
-from server.pipeline.slotting import SlotFilling
 from server.pipeline.stream import EventStream, Overdue
 from server.pipeline.usage import usage_of
 from server.pipeline.validation import new_answer_id
@@ -81,7 +80,9 @@ class ChatPipeline:
         self.offers = ToolOffers(self.registry, self.tool_policy, settings.max_tools,
                                  settings.select_k, settings.tool_selection == "bm25")
         self.events = parts.events or Events()
-        self.slots = SlotFilling(parts.sessions, self.registry)
+        # The conversation: grounding, slots across turns, questions (server/dialogue).
+        self.dialogue = Dialogue(parts.sessions, self.registry,
+                                 from_system=settings.ground_from_system)
 
     # -- the two ways an answer comes back ------------------------------------------------
     async def answer(self, task: Task, caller: Caller) -> Answer:
@@ -114,11 +115,10 @@ class ChatPipeline:
             offer = self.offers.offer(task, self.tool_policy.principal(caller), trace,
                                       catalog=options.catalog, k=options.select_k)
             task = offer.task
-            slots = await self.slots.begin(task, caller)  # a session's turn (or None)
-            if slots is not None:
-                task = slots.task  # a confirmed change: its call named
+            turn = await self.dialogue.begin(task, caller)
+            task = turn.task  # a confirmed change: its call named
             # Off the event loop: checking a large client schema takes a while.
-            plan = await asyncio.to_thread(self.planner.plan, task, options, slots)
+            plan = await asyncio.to_thread(self.planner.plan, task, options, turn)
             messages = with_instructions(self.format.messages(task.turns),
                                          plan.rendering.instructions)
             step = await self._decode(task, plan, messages, options)
@@ -128,7 +128,7 @@ class ChatPipeline:
             trace.end(error=exc.slug)
             raise
         context = CallContext(caller, offer, trace, runtime, options.repair, tuple(messages),
-                              self._charger(caller), slots)
+                              self._charger(caller), turn)
         return Prepared(task, options, step, context, new_answer_id(), int(time.time()))
 
     def _charger(self, caller: Caller) -> Callable[[int], None] | None:

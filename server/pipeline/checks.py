@@ -71,9 +71,11 @@ class Finisher:
             extension["runaway"] = trip.note
         if checked.repair.attempts:
             extension["repair"] = asdict(checked.repair)
-        if context.slots is not None:  # a session: its slots saved, and reported
-            extension["slots"] = await context.slots.settle(
+        if context.dialogue is not None:  # a session: its slots saved, and reported
+            slots = await context.dialogue.settle(
                 dict(plan.schemas), checked.calls, extension.get("needs_input"))
+            if slots is not None:
+                extension["slots"] = slots
         if audit is not None:
             audit.tool_set(context.offer)
             audit.finished(checked.calls, checked.finish, complete=complete,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contracts import Contract, ContractRegistry
 from grammars import (
@@ -20,20 +20,16 @@ from grammars import (
     JsonSchemaSpec,
     ToolSpec,
     checked_client_schema,
-    grounded_schema,
     grounding_uses,
 )
+from server.dialogue import DialogueTurn, Grounding
 from server.errors import InvalidRequest, UnsupportedFeature
 from server.formats.base import Ask, AskedTool, ModelFormat, Rendering, UnsupportedFormat
 from server.formats.instructions import json_instructions
 from server.formats.reading import Mode, Reader
 from server.options import AutoTools, ToolPrompt, ToolStyle
-from server.pipeline.grounding import Grounding, evidence, ground
 from server.pipeline.request_options import RequestOptions
 from server.task import NamedTool, Task
-
-if TYPE_CHECKING:
-    from server.pipeline.slotting import SlotTurn
 
 
 @dataclass(frozen=True)
@@ -49,7 +45,8 @@ class Plan:
     fallback: Plan | None = None
     # Per tool with grounded, asked or confirmed fields: what they may take, and ask.
     groundings: Mapping[str, Grounding] = field(default_factory=dict)
-    # Per tool: the schema the model writes to (grounded fields narrowed); repair too.
+    # Per tool: the schema the model writes to (grounded fields narrowed, a session's
+    # filled slots pinned); repair too. The prompt shows the tool's own schema.
     written: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -96,8 +93,9 @@ class Planner:
     auto_tools: AutoTools = "decide"
 
     def plan(self, task: Task, options: RequestOptions,
-             slots: SlotTurn | None = None) -> Plan:
-        """`slots`: a session's filled values, pinned in each tool's schema."""
+             dialogue: DialogueTurn | None = None) -> Plan:
+        """`dialogue`: the conversation's turn, which narrows each tool's grammar to what
+        the conversation holds (grounded fields, a session's slots)."""
         names = task.names
         _check_stops(task)
         if options.reasoning > 0 and task.stop and not task.tools and task.answer is None:
@@ -105,7 +103,7 @@ class Planner:
                                  "reasoning pass; send stop without reasoning, or no stop",
                                  param=names.stop)
         answer = self._answer(task, options)
-        tools = self._tools(task, grounded=options.grounding, slots=slots)
+        tools = self._tools(task, grounded=options.grounding, dialogue=dialogue)
         ask = self._ask(task, options, tools, answer)
         try:
             rendering = self.fmt.render(ask)
@@ -144,7 +142,7 @@ class Planner:
                    reasoning=options.reasoning)
 
     def _tools(self, task: Task, *, grounded: bool,
-               slots: SlotTurn | None = None) -> dict[str, _Tool]:
+               dialogue: DialogueTurn | None = None) -> dict[str, _Tool]:
         if not task.tools:
             return {}
         names = task.names
@@ -153,19 +151,18 @@ class Planner:
         except BudgetExceeded as exc:
             raise _over_budget(exc, param=names.tools) from None
         out: dict[str, _Tool] = {}
-        texts = evidence(task.turns) if grounded else None
         for i, tool in enumerate(task.tools):
             if tool.name in out:
                 raise InvalidRequest(f"tool name {tool.name!r} appears twice; names must be "
                                      "unique", param=names.tool("name", i))
             out[tool.name] = self._tool(tool.name, tool.description, tool.parameters,
-                                        param=names.tool("parameters", i), texts=texts,
-                                        slots=slots)
+                                        param=names.tool("parameters", i), grounded=grounded,
+                                        dialogue=dialogue)
         return out
 
     def _tool(self, name: str, description: str | None, parameters: dict[str, Any] | None,
-              *, param: str, texts: list[str] | None, slots: SlotTurn | None = None) -> _Tool:
-        """`texts`: what grounded fields may copy from (None: grounding off)."""
+              *, param: str, grounded: bool, dialogue: DialogueTurn | None = None) -> _Tool:
+        """`grounded`: grounded fields take only what the conversation holds."""
         contract = self.registry.get(name)
         where = f"the parameters of tool {name!r}"
         try:
@@ -176,17 +173,17 @@ class Planner:
                 schema = checked_client_schema(parameters or _NO_ARGUMENTS, where=where,
                                                dialect="bfcl")
                 self.budget.check_schema(schema, where=where)
-            grounding = ground(schema, contract, texts) if texts is not None else Grounding()
-            written = grounded_schema(schema, grounding.candidates(),
-                                      nullable=grounding.asked) if grounding else schema
-            if slots is not None:  # a session's filled values: pinned (server/pipeline/slotting)
-                written = slots.narrow(name, schema, contract, written)
+            written, grounding = schema, Grounding()
+            if dialogue is not None:
+                turn = dialogue.tool(name, schema, contract, grounded=grounded)
+                written, grounding = turn.written, turn.grounding
             analysis = self.policy.check(written, where=where)
         except BudgetExceeded as exc:
             raise _over_budget(exc, param=param) from None
         except GrammarError as exc:
             raise _schema_error(exc, param=param) from None
-        asked = AskedTool(name, written, ToolSpec.from_analysis(name, analysis), description)
+        asked = AskedTool(name, written, ToolSpec.from_analysis(name, analysis), description,
+                          shown=schema)
         report = EnforcementReport(analysis.report.backend, (
             *analysis.report.uses, *grounding_uses(grounding.report())))
         return _Tool(asked, schema, report.prefixed(f"{name}#"), contract, grounding)

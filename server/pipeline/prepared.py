@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from grammars import Lookup
+from server.dialogue import DialogueTurn
 from server.engines.base import Engine, GenerationRequest, GenerationResult, TokenCallback
 from server.execution import Offer, RequestTrace
 from server.identity import Caller
@@ -16,7 +17,6 @@ from server.pipeline.item_loops import vocabulary_of
 from server.pipeline.plan import Plan
 from server.pipeline.request_options import GuardOptions, RepairBudget, RequestOptions
 from server.pipeline.runaway import RunawayGuard
-from server.pipeline.slotting import SlotTurn
 from server.pipeline.validation import parse_json
 from server.task import Task
 
@@ -74,8 +74,9 @@ class CallContext:
     messages: tuple[dict[str, Any], ...]
     # Charges tokens to the caller's key (repair decodes count as the request's own).
     charge: Callable[[int], None] | None = None
-    # A session's slots: merged into each call, saved with the answer (None: no session).
-    slots: SlotTurn | None = None
+    # The conversation's turn: each call merged with a session's slots, questions worded in
+    # the user's language, the slots saved with the answer (server/dialogue).
+    dialogue: DialogueTurn | None = None
 
 
 @dataclass(frozen=True)

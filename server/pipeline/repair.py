@@ -5,10 +5,12 @@ for just those fields (narrowed to the allowed values when a violation lists the
 violations in the prompt. Bounded by attempts and wall time; every attempt is kept, with the
 tokens it took.
 
-What repair never does: write a value nobody gave. A grounded or asked field that is "not
-given" keeps its null branch and its candidates; when a rule needs it, the loop stops with
-a question instead (server/pipeline/questions.py). A `Confirm` field is never re-decoded: a
-violation there asks the user."""
+What repair never does: write a value nobody gave. A value a rule needs that is missing
+(null, or left out), marked or not, is asked for (server/dialogue/questions.py), never
+forced: a grounded or asked field keeps its null branch and its candidates, and an
+optional field keeps its null. A `Confirm` field is never re-decoded: a violation there
+asks the user. A violation that names no field (a model validator's plain `ValueError`)
+re-decodes nothing: no field can be named to fix, so the call fails with its violations."""
 
 from __future__ import annotations
 
@@ -23,13 +25,13 @@ from typing import Any
 
 from contracts import Contract, Violation
 from grammars import GrammarCache, GrammarError, GrammarPolicy
+from server.dialogue import Grounding, Question, Wording
+from server.dialogue.marks import path_of
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import InvalidRequest
 from server.formats.base import ModelFormat
 from server.pipeline.answer import RepairUsage
 from server.pipeline.decode import compiled, decode
-from server.pipeline.grounding import Grounding
-from server.pipeline.questions import Question, sorted_out
 from server.pipeline.request_options import RepairBudget
 from server.task import EarlierCall, Turn
 
@@ -68,10 +70,12 @@ class RepairAsk:
 
     written: dict[str, Any]  # the schema the model writes to (grounded fields narrowed)
     grounding: Grounding
+    wording: Wording  # what questions say, in the user's language
     messages: list[dict[str, Any]]  # the decode's prompt messages, which repair continues
     runtime: dict[str, Any]
     budget: RepairBudget
     charge: Callable[[int], None] | None = None  # each repair decode's tokens, to the key
+    today: dt.date | None = None  # the conversation's date (the validators' "today")
 
 
 class Repairer:
@@ -83,17 +87,18 @@ class Repairer:
         self.format = fmt  # the earlier call is written back in the model's own syntax
         self.compile_timeout_s = compile_timeout_s
 
-    async def run(self, contract: Contract, arguments: dict[str, Any], ask: RepairAsk, *,
-                  today: dt.date | None = None) -> Repair:
-        report = Repair()
+    async def run(self, contract: Contract, arguments: dict[str, Any], ask: RepairAsk
+                  ) -> Repair:
+        report, today = Repair(), ask.today
         outcome = contract.validate(arguments, runtime=ask.runtime, today=today)
         report.record(arguments, outcome.violations)
         deadline = time.monotonic() + ask.budget.seconds
         while not outcome.valid:
             report.questions, repairable = sorted_out(outcome.violations, arguments,
-                                                      ask.grounding)
+                                                      ask.grounding, ask.wording)
             left = deadline - time.monotonic()
-            if report.questions or len(report.attempts) > ask.budget.attempts or left <= 0:
+            if report.questions or not repairable or len(report.attempts) > ask.budget.attempts \
+                    or left <= 0:
                 break
             fixed = await self._attempt(contract, arguments, tuple(repairable), ask, report,
                                         left)
@@ -110,8 +115,9 @@ class Repairer:
     async def _attempt(self, contract: Contract, arguments: dict[str, Any],
                        violations: tuple[Violation, ...], ask: RepairAsk, report: Repair,
                        seconds: float) -> dict[str, Any] | None:
-        schema = repair_schema(ask.written, violations, keep_null=ask.grounding.asked,
-                               frozen=ask.grounding.confirmed)
+        schema = repair_schema(ask.written, violations,
+                               keep_null={p[0] for p in ask.grounding.asked},
+                               frozen={p[0] for p in ask.grounding.confirmed if len(p) == 1})
         if not schema["properties"]:
             return None  # nothing repair may change
         try:
@@ -153,10 +159,10 @@ def repair_schema(schema: dict[str, Any], violations: tuple[Violation, ...], *,
                   ) -> dict[str, Any]:
     """An object of just the failing top-level fields, each narrowed by what its violation
     allows; every field is required, since each must be written again. `keep_null`: fields
-    that may stay "not given" (grounded, asked); `frozen`: fields repair never writes."""
+    that may stay "not given" (grounded, asked); `frozen`: fields repair never writes. A
+    violation that names no field asks for nothing to be written again."""
     props = {k: v for k, v in schema.get("properties", {}).items() if k not in frozen}
-    failing = [v for v in violations if v.field in props] or \
-        [Violation(f"/{name}", "cross_field", None, None, "") for name in props]
+    failing = [v for v in violations if v.field in props]
     out_props: dict[str, Any] = {}
     for v in failing:
         name = v.field or ""
@@ -174,13 +180,60 @@ def _narrow(node: dict[str, Any], violation: Violation, *, keep_null: bool) -> d
     if isinstance(allowed, list) and allowed and all(
             isinstance(a, (str, int, float, bool)) for a in allowed) and not keep_null:
         return {"enum": allowed}  # the only values that can pass: the grammar enforces them
-    if violation.observed is None and isinstance(node.get("anyOf"), list) and not keep_null:
-        # An optional value a rule needs must now be written: drop the `null` branch.
-        kept = [b for b in node["anyOf"] if b.get("type") != "null"]
-        if kept:
-            node["anyOf"] = kept
-            node.pop("default", None)
-            if len(kept) == 1:
-                merged = {k: v for k, v in node.items() if k != "anyOf"}
-                return {**merged, **kept[0]}
     return node
+
+
+def sorted_out(violations: tuple[Violation, ...], arguments: dict[str, Any],
+               grounding: Grounding, wording: Wording
+               ) -> tuple[list[Question], list[Violation]]:
+    """(the questions these violations call for, the violations repair may fix). A value a
+    rule needs that nobody gave (null or left out), whether the field is marked or not, is
+    a question; a `Confirm` field's violation asks the user to confirm it; a violation that
+    names no field is neither: nothing can be written again for it."""
+    questions: list[Question] = []
+    repairable: list[Violation] = []
+    for v in violations:
+        if v.field is None:
+            continue
+        path = path_of(v.pointer)
+        if _missing(arguments, v.pointer):
+            questions.append(wording.missing(path, at=v.pointer))
+        elif path in grounding.confirmed:
+            questions.append(wording.confirm(path, v.observed))
+        else:
+            repairable.append(v)
+    seen: dict[str, Question] = {}
+    for q in questions:
+        seen.setdefault(q.field, q)
+    return list(seen.values()), repairable
+
+
+def _missing(arguments: Any, pointer: str) -> bool:
+    """Whether the value at `pointer` is null or not there."""
+    node = arguments
+    for part in [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]:
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return True
+    return node is None
+
+
+def collected(arguments: dict[str, Any], contract: Contract | None, *,
+              leave_out: set[str], today: dt.date | None = None) -> dict[str, Any]:
+    """The values given so far, as a valid call would hold them (each field normalized on
+    its own), without those asked about or broken."""
+    context = {"today": today or dt.date.today()}
+    out: dict[str, Any] = {}
+    for name, value in arguments.items():
+        if name in leave_out or value is None:
+            continue
+        if contract is None:
+            out[name] = value
+            continue
+        ok, normal = contract.fields.value((name,), value, context=context)
+        if ok:
+            out[name] = normal
+    return out

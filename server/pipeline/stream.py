@@ -66,8 +66,8 @@ class EventStream:
 
     async def events(self) -> AsyncIterator[Event]:
         step, results = self.prepared.decode, []
-        slots = self.prepared.context.slots  # a session's tools: shown after the merge
-        held = slots.held_tools if slots is not None else set()
+        dialogue = self.prepared.context.dialogue  # a session's tools: shown after the merge
+        held = dialogue.held_tools if dialogue is not None else set()
         view = _View(step, held)
         while True:
             async for event in self._pump(step, view):

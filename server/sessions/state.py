@@ -3,7 +3,7 @@ was last talked about, and the changes waiting for the user's confirmation; and 
 the conversation is about (its intent). Pure: no I/O, no clock of its own (the caller says
 what time it is), so expiry is tested without sleeping.
 
-The rules that hold whatever a model writes (server/pipeline/slotting.py applies them):
+The rules that hold whatever a model writes (server/dialogue/slots.py applies them):
 - `filled_with` never lets a missing or null value replace a filled one;
 - a value that differs from a filled one is a `Change`, never written silently: either
   applied and reported, or held in `pending` until the user confirms it."""

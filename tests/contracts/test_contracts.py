@@ -28,10 +28,10 @@ def registry():
     return reg
 
 
-def test_examples_register_six_contracts(registry):
-    assert registry.names() == ["check_access_request_status", "create_support_ticket",
-                                "open_dispute", "open_urgent_ticket", "reissue_card",
-                                "search_products"]
+def test_examples_register_eight_contracts(registry):
+    assert registry.names() == ["book_hotel", "book_ticket", "check_access_request_status",
+                                "create_support_ticket", "open_dispute", "open_urgent_ticket",
+                                "reissue_card", "search_products"]
 
 
 def test_decorator_rejects_non_models():

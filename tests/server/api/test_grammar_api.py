@@ -98,11 +98,11 @@ def test_restart_loads_contract_grammars_from_disk(model_dir, tmp_path):
         return cache, metrics
 
     first, _ = boot()
-    assert (first["compiles"], first["disk_loads"]) == (24, 0)
-    assert len(list((tmp_path / "grammars").glob("*.json"))) == 24
+    assert (first["compiles"], first["disk_loads"]) == (32, 0)  # 8 contracts x 4 grammars
+    assert len(list((tmp_path / "grammars").glob("*.json"))) == 32
     second, metrics = boot()
-    assert (second["compiles"], second["disk_loads"]) == (0, 24)
-    assert "strictcall_grammar_cache_disk_loads_total 24" in metrics
+    assert (second["compiles"], second["disk_loads"]) == (0, 32)
+    assert "strictcall_grammar_cache_disk_loads_total 32" in metrics
 
 
 def _nested_unions(depth: int) -> dict:

@@ -341,7 +341,8 @@ def test_stream_failure_ends_with_an_error_event(client, script):
                     '"original_operation_id":null}}]')
     events = stream_events(create(client, stream=True, tool_choice={"type": "any"},
                                   tools=[{"name": "open_dispute"}], messages=DISPUTE,
-                                  strictcall={"max_repair_attempts": 0}))
+                                  strictcall={"max_repair_attempts": 0,
+                                              "grounding": False}))
     assert events[-1]["type"] == "error"
     assert events[-1]["error"]["type"] == "invalid_request_error"
     assert "broke its contract" in events[-1]["error"]["message"]

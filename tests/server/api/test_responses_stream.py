@@ -154,7 +154,8 @@ def test_contract_failure_ends_with_an_error_event(client, replies):
     replies.text = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
                     '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
                     '"original_operation_id":null}}]')
-    events = stream(client, tool_choice="required", strictcall={"max_repair_attempts": 0},
+    events = stream(client, tool_choice="required", strictcall={"max_repair_attempts": 0,
+                                                             "grounding": False},
                     input="Card ending 4417: 10 charged on 2099-01-01, fraud.",
                     tools=[{"type": "function", "name": "open_dispute", "parameters": None,
                             "strict": True}])

@@ -14,37 +14,42 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.eval.dialogues import run_dialogues
-from server.eval.report import dialogue_markdown, summarize_dialogues
+from server.eval.report import dialogue_markdown, summarize_dialogues, summarize_gold
 from server.eval.runner import Params
 from server.eval.scenarios import ScenarioFile, load
-from tests.server.pipeline.test_slots import KNOWN, dispute
+from tests.server.pipeline.test_slots import KNOWN, NOV_30, dispute
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = sorted((ROOT / "contracts" / "scenarios").glob("*.yaml"))
 YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
 
 
-def test_every_shipped_file_has_a_dialogue_and_the_dispute_the_issues_turns():
+def test_every_shipped_file_has_a_dialogue_in_three_languages_with_gold_values():
     specs = {load(p).tool: load(p) for p in SHIPPED}
     assert all(spec.dialogues for spec in specs.values())
+    for tool in ("open_dispute", "book_hotel"):
+        dialogues = specs[tool].dialogues
+        assert {d.language for d in dialogues} == {"en", "ru", "de"}
+        assert all(t.gold is not None for d in dialogues for t in d.turns)
     first = specs["open_dispute"].dialogues[0]
-    assert [t.user for t in first.turns[:2]] == [
-        "yesterday my card •• 4417 was charged 1 200,50 twice", "yes, both at the coffee shop"]
-    assert first.turns[2].tool_result is not None and first.turns[2].expect.kind == "call"
-    assert first.turns[3].expect.kind == "confirm"
+    assert [t.expect.kind for t in first.turns] == [
+        "question", "confirm", "question", "call", "call"]
+    assert first.turns[3].tool_result is not None
+    assert first.turns[3].tool_result.output.startswith("{")  # compact JSON
 
 
 def _dispute_script(prompt: str) -> str:
     """The scripted model's reply to the newest message of the dispute dialogue."""
     newest = prompt.split("<|im_start|>")[-2]
+    corrected = {**KNOWN, "amount": "1300.00"}
+    if "one more" in newest:
+        return dispute(card_last4="4417", operation_date=NOV_30, amount="89.90",
+                       reason="fraud")
     if "OP-204518" in newest:
-        return dispute(**KNOWN, original_operation_id="OP-204518")
+        return dispute(**corrected, original_operation_id="OP-204518")
     if "1 300,00" in newest or "\nyes<|im_end|>" in newest:
-        return dispute(**{**KNOWN, "amount": "1300.00"}, original_operation_id="OP-204518")
-    if "coffee shop" in newest:
-        return dispute(**KNOWN)
-    return dispute(card_last4="4417", operation_date="yesterday", amount="1200.50",
-                   reason="duplicate")
+        return dispute(**corrected)
+    return dispute(**KNOWN)
 
 
 def test_the_dispute_dialogue_against_the_scripted_server(scripted, tmp_path):
@@ -55,14 +60,20 @@ def test_the_dispute_dialogue_against_the_scripted_server(scripted, tmp_path):
         client = TestClient(app.app, base_url="http://testserver/v1")
         (outcome,) = run_dialogues(client, only, Params("scripted"), {})
     assert [(t.expected, t.got, t.passed) for t in outcome.turns] == [
-        ("question", "question", True), ("question", "question", True),
-        ("call", "call", True), ("confirm", "confirm", True), ("call", "call", True)]
-    assert outcome.turns_to_call == 3 and outcome.lost == [] and outcome.silent == []
+        ("question", "question", True), ("confirm", "confirm", True),
+        ("question", "question", True), ("call", "call", True), ("call", "call", True)]
+    assert outcome.turns_to_call == 4 and outcome.lost == [] and outcome.silent == []
     assert outcome.questions == outcome.by_meaning == 3
     summary = summarize_dialogues([outcome])["open_dispute"]
     assert summary["turns_passed"] == 5 and summary["dialogues_passed"] == 1
-    assert "| open_dispute | 1/1 | 5/5 | 3 | 3 (3) | 0 | 0 | 0 |" in dialogue_markdown(
+    assert "| open_dispute | 1/1 | 5/5 | 4 | 3 (3) | 0 | 0 | 0 |" in dialogue_markdown(
         summarize_dialogues([outcome]))
+    assert [t.gold["amount"] for t in outcome.turns] == [
+        "correct", "confirming", "correct", "correct", "correct"]
+    assert [t.gold["original_operation_id"] for t in outcome.turns] == [
+        "asked_missing", "not_shown", "asked_missing", "correct", "not_shown"]
+    gold = summarize_gold([outcome])["en"]
+    assert gold["invented"] == gold["wrong"] == gold["changed"] == gold["asked_given"] == 0
     assert "4417" not in json.dumps(outcome.to_json())  # the user's words are not kept
 
 

@@ -19,7 +19,7 @@ def test_shipped_scenarios_load_and_name_registered_tools():
     from server.api.app import load_contracts
 
     names = set(load_contracts(["contracts.examples"]).names())
-    assert len(SHIPPED) == 5
+    assert len(SHIPPED) == 6
     for path in SHIPPED:
         spec = load(path)
         assert spec.tool in names and set(spec.tools) <= names

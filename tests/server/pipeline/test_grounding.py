@@ -1,55 +1,12 @@
-"""Grounded fields over a ScriptedEngine: the candidates the conversation gives (through the
-contract's own normalizing, only decoration taken off, a longer span's value winning), the
-grammar that holds only those (or null), the question where nothing was given, client
-schemas' `x-strictcall-grounded` / `x-strictcall-ask`, and the report of it all."""
+"""Grounded fields over a ScriptedEngine: the grammar that holds only the conversation's
+values (or null), the question where nothing was given, client schemas'
+`x-strictcall-grounded` / `x-strictcall-ask`, the prompt that stays the same with grounding
+on and off, and the compile endpoint's report. (How candidates are found:
+tests/server/dialogue/test_grounding.py.)"""
 
 from __future__ import annotations
 
 import pytest
-
-from contracts import contract_of
-from contracts.examples import OpenDispute
-from server.pipeline.grounding import draft_lines, ground
-
-DISPUTE = "вчера с карты •• 4417 списали 1 200,50 ₽ дважды, верните вторую"
-
-
-def _candidates(*texts: str) -> dict:
-    contract = contract_of(OpenDispute)
-    return ground(contract.schema(), contract, list(texts)).candidates()
-
-
-def test_candidates_are_the_users_values_normalized():
-    assert _candidates(DISPUTE) == {"card_last4": ("4417",), "operation_date": ("вчера",),
-                                    "amount": ("4417", "1200.50"),
-                                    "original_operation_id": ()}
-
-
-def test_the_candidates_are_drafts_written_as_a_call_writes_them():
-    contract = contract_of(OpenDispute)
-    grounding = ground(contract.schema(), contract, [DISPUTE])
-    lines = draft_lines({"open_dispute": grounding})
-    assert '"amount":"1200.50"' in lines and '"amount": "1200.50"' in lines
-    assert '"operation_date":"вчера"' in lines
-    assert not [line for line in lines if line.startswith('"original_operation_id"')]
-    assert draft_lines({}) == ()
-
-
-@pytest.mark.parametrize("text, field, kept, dropped", [
-    ("card •• 4417", "card_last4", "4417", None),
-    ("paid 1 200,50 ₽", "card_last4", None, "0050"),  # digits taken: no card number
-    ("paid 1 200,50 ₽", "amount", "1200.50", "1"),  # the longer span's value wins
-    ("ref OP-204518 ok", "amount", None, "204518"),  # part of a longer word
-    ("card 4417: 10 charged", "amount", "10", "441710"),  # ":" parts two values
-    ("The first one was OP-204518.", "original_operation_id", "OP-204518", None),
-    ("Вчера, в обед", "operation_date", "вчера", None),
-])
-def test_what_is_kept_and_what_is_not(text, field, kept, dropped):
-    found = _candidates(text)[field]
-    if kept is not None:
-        assert kept in found
-    if dropped is not None:
-        assert dropped not in found
 
 
 class Script:
@@ -109,7 +66,7 @@ def test_a_client_schemas_grounded_fields_copy_or_ask(client, script):
     assert body["choices"][0]["message"]["content"] == \
         "What is your order number? It starts with ORD-."
     assert body["strictcall"]["needs_input"] == {
-        "tool": "track_order", "collected": {"carrier": "ups"},
+        "tool": "track_order", "collected": {"carrier": "ups"}, "language": "en",
         "missing": [{"field": "/order_id",
                      "question": "What is your order number? It starts with ORD-."}]}
 
@@ -126,9 +83,9 @@ def test_the_compile_endpoint_grounds_in_the_messages_it_is_given(client):
     schema = ORDER["function"]["parameters"]
     body = client.post("/v1/grammars/compile", json={
         "schema": schema, "messages": [
-            {"role": "system", "content": "ORD-00000 is an example."},  # not evidence
+            {"role": "system", "content": "The customer's last order: ORD-00007."},
             {"role": "user", "content": "ORD-10442 or ORD-10443, whichever shipped"}]}).json()
-    assert body["grounding"] == {"fields": {"order_id": 2, "carrier": 0}}
+    assert body["grounding"] == {"fields": {"/order_id": 3, "/carrier": 0}}
     grounded = [k for k in body["enforcement"]["keywords"]
                 if k["keyword"] == "x-strictcall-grounded"]
     assert [k["pointer"] for k in grounded] == ["/properties/order_id", "/properties/carrier"]

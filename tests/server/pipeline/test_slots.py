@@ -1,9 +1,10 @@
 """Slots across turns, over a ScriptedEngine walked through the real grammar: a session's
 filled values are pinned (a script that tries to null or change one is refused by the
-grammar itself), tool results fill what is missing, a change is reported (reversible tool)
-or put to the user as a question showing both values (irreversible), and slots expire by
-an injected clock, are reset on request or when the intent moves to another write tool,
-and are never another tenant's."""
+grammar itself), tool results fill what is missing, a change goes only to the field the
+user meant and is reported (reversible tool) or put to the user as a question showing both
+values (irreversible), read in their language; a completed call ends the intent; slots
+expire by an injected clock, are reset on request or when the intent moves to another
+write tool, and are never another tenant's."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from server.identity import KeyRing
 from tests.scripted import Replies, assert_problem
 
 DISPUTE = "yesterday my card •• 4417 was charged 1 200,50 twice"
+TODAY = dt.date.today().isoformat()
+# "30.11": the latest 30 November that is not in the future (a dispute is about the past)
+NOV_30 = max(d for d in (dt.date(dt.date.today().year - i, 11, 30) for i in (0, 1))
+             if d <= dt.date.today()).isoformat()
 YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
 ORDER = ("card_last4", "operation_date", "amount", "reason", "original_operation_id")
 TOOLS = [{"type": "function", "function": {"name": n}} for n in
@@ -24,8 +29,9 @@ TOOLS = [{"type": "function", "function": {"name": n}} for n in
 FORCED = {"type": "function", "function": {"name": "open_dispute"}}
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "parameters": {"type": "object", "properties": {
-        "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
-        "required": ["city"]}}}
+        "city": {"type": "string", "maxLength": 40},
+        "days": {"type": "integer", "minimum": 1, "x-strictcall-grounded": True}},
+        "required": ["city", "days"]}}}
 KEYS = [{"key": "sk-acme-agent-0123456789", "name": "agent", "tenant": "acme"},
         {"key": "sk-acme-other-0123456789", "name": "other", "tenant": "acme"},
         {"key": "sk-globex-agent-01234567", "name": "rival", "tenant": "globex"}]
@@ -41,7 +47,7 @@ def call(name: str, **arguments) -> str:
     return json.dumps([{"name": name, "arguments": arguments}], separators=(",", ":"))
 
 
-FIRST = dispute(card_last4="4417", operation_date="yesterday", amount="1200.50",
+FIRST = dispute(card_last4="4417", operation_date=YESTERDAY, amount="1200.50",
                 reason="duplicate")
 KNOWN = {"card_last4": "4417", "operation_date": YESTERDAY, "amount": "1200.50",
          "reason": "duplicate"}
@@ -113,6 +119,7 @@ def test_the_dispute_collects_its_arguments_over_three_turns(client, replies):
     third = talk.send(WHOLE, tool="OP-204518 coffee shop 1 200,50 (the first one)")
     assert arguments(third) == {**KNOWN, "original_operation_id": "OP-204518"}
     assert slots(third)["missing"] == [] and slots(third)["changed"] == []
+    assert slots(third)["ended"] is True  # the call completes the intent
 
 
 def test_a_filled_value_cannot_be_decoded_as_null_or_changed_unseen(client, replies):
@@ -148,13 +155,13 @@ def test_a_tool_result_fills_but_never_changes_a_filled_value(client, replies):
 
 @pytest.fixture()
 def changed_amount(client, replies):
-    """A whole dispute, then the user changes the amount: the confirmation question."""
+    """A dispute waiting for the original operation's id, then the user changes the amount
+    (and gives the id): the confirmation question."""
     talk = Dialogue(client, replies, f"change-{uuid.uuid4().hex}")
     talk.send(FIRST, user=DISPUTE)
-    talk.send(WHOLE, tool="OP-204518, the first one")
     asked = talk.send(dispute(**{**KNOWN, "amount": "1300.00"},
                               original_operation_id="OP-204518"),
-                      user="sorry, the amount was 1 300,00")
+                      user="sorry, the amount was 1 300,00; the first one was OP-204518")
     return talk, asked
 
 
@@ -163,16 +170,29 @@ def test_an_irreversible_change_is_a_question_showing_both_values(changed_amount
     message = asked["choices"][0]["message"]
     assert not message.get("tool_calls") and asked["choices"][0]["finish_reason"] == "stop"
     assert "1200.50" in message["content"] and "1300.00" in message["content"]
-    (waiting,) = slots(asked)["confirm"]
+    (waiting,) = slots(asked)["confirm"]  # only the field that changed, not the card
     assert {k: waiting[k] for k in ("field", "old", "new")} == \
         {"field": "/amount", "old": "1200.50", "new": "1300.00"}
     assert slots(asked)["filled"]["amount"] == "1200.50"  # not changed until confirmed
+    assert slots(asked)["filled"]["original_operation_id"] == "OP-204518"  # collected
     assert asked["strictcall"]["needs_input"]["confirm"][0]["value"] == "1300.00"
 
 
+def test_a_changed_amount_pins_the_card(changed_amount, client, replies):
+    """The amount the user corrected is no card number: the card stays pinned."""
+    talk, _ = changed_amount
+    talk.messages.pop()
+    refused = talk.send(dispute(**{**KNOWN, "amount": "1300.00", "card_last4": "1300"},
+                                original_operation_id="OP-204518"), status=503,
+                        user="sorry, the amount was 1 300,00; the first one was OP-204518")
+    assert "breaks the grammar" in refused["detail"]
+
+
 @pytest.mark.parametrize(("answer", "amount"), [
-    ("yes", "1300.00"), ("да, верно", "1300.00"), ("1 300,00 is right", "1300.00"),
-    ("no, keep it", "1200.50"), ("it was 1 200,50 after all", "1200.50")])
+    ("yes", "1300.00"), ("да, верно", "1300.00"), ("Yes, no problem", "1300.00"),
+    ("Да, не против", "1300.00"), ("go ahead", "1300.00"), ("1 300,00 is right", "1300.00"),
+    ("no, keep the old one", "1200.50"), ("нет, оставьте как было", "1200.50"),
+    ("it was 1 200,50 after all", "1200.50")])
 def test_the_users_answer_decides_the_change(changed_amount, answer, amount):
     talk, _ = changed_amount
     done = talk.send(dispute(**{**KNOWN, "amount": amount}, original_operation_id="OP-204518"),
@@ -182,31 +202,114 @@ def test_the_users_answer_decides_the_change(changed_amount, answer, amount):
                                         "new": "1300.00"}] if amount == "1300.00" else [])
 
 
-def test_an_unanswered_question_is_asked_again_and_a_third_value_too(changed_amount):
+@pytest.mark.parametrize("answer", ["what time is it?", "yes, no wait", "не знаю"])
+def test_an_unclear_answer_is_asked_again_never_sent(changed_amount, answer):
     talk, _ = changed_amount
-    again = talk.send(dispute(**KNOWN, original_operation_id="OP-204518"),
-                      user="what time is it?")
+    again = talk.send(dispute(**KNOWN, original_operation_id="OP-204518"), user=answer)
+    assert not again["choices"][0]["message"].get("tool_calls")
     assert slots(again)["confirm"][0]["new"] == "1300.00"
+
+
+def test_a_third_value_is_the_next_change_to_confirm(changed_amount):
+    talk, _ = changed_amount
     third = talk.send(dispute(**{**KNOWN, "amount": "1400.00"},
                               original_operation_id="OP-204518"),
                       user="hm, 1 400,00 actually")
     assert [c["new"] for c in slots(third)["confirm"]] == ["1400.00"]
 
 
+def test_a_russian_dialogue_is_asked_and_confirmed_in_russian(client, replies):
+    talk = Dialogue(client, replies, f"ru-{uuid.uuid4().hex}")
+    first = talk.send(FIRST, user="вчера с карты •• 4417 списали 1 200,50 ₽ дважды")
+    assert first["choices"][0]["message"]["content"].startswith("Какое из двух списаний")
+    asked = talk.send(dispute(**{**KNOWN, "amount": "1300.00"},
+                              original_operation_id="OP-204518"),
+                      user="ой, сумма была 1 300,00, а первая операция OP-204518")
+    question = asked["choices"][0]["message"]["content"]
+    assert "сумма операции" in question and "да или нет" in question
+    assert asked["strictcall"]["needs_input"]["language"] == "ru"
+    done = talk.send(dispute(**{**KNOWN, "amount": "1300.00"},
+                             original_operation_id="OP-204518"), user="Да, не против")
+    assert arguments(done)["amount"] == "1300.00"
+
+
 def test_a_value_restated_for_another_field_changes_nothing(client, replies):
     """"card 4417, I said": 4417 could be an amount, but it is the card's filled value, so
-    it is no new amount (no confirmation question), nor a third value to a waiting one."""
+    it is no new amount (no confirmation question)."""
     talk = Dialogue(client, replies, f"restated-{uuid.uuid4().hex}")
     talk.send(FIRST, user=DISPUTE)
     restated = talk.send(dispute(**KNOWN), user="card 4417, I said")
     assert slots(restated)["filled"] == KNOWN
     assert slots(restated)["changed"] == [] and slots(restated)["confirm"] == []
-    talk.send(WHOLE, tool="OP-204518, the first one")
-    talk.send(dispute(**{**KNOWN, "amount": "1300.00"}, original_operation_id="OP-204518"),
-              user="sorry, the amount was 1 300,00")
-    done = talk.send(dispute(**{**KNOWN, "amount": "1300.00"},
-                             original_operation_id="OP-204518"), user="yes, card 4417")
-    assert arguments(done)["amount"] == "1300.00" and slots(done)["confirm"] == []
+    refused = talk.send(dispute(**{**KNOWN, "amount": "4417"}), status=503,
+                        user="card 4417, I said")
+    assert "breaks the grammar" in refused["detail"]
+
+
+def test_a_completed_call_ends_the_intent(client, replies):
+    """The next dispute in the session starts from the conversation, not from the last
+    call's arguments: its reason and ids are not pinned, "30.11" is no card, and "the same
+    card" still finds the card from before."""
+    talk = Dialogue(client, replies, f"second-{uuid.uuid4().hex}")
+    talk.send(FIRST, user=DISPUTE)
+    first = talk.send(WHOLE, tool="OP-204518, the first one")
+    assert slots(first)["ended"] is True
+    second = talk.send(dispute(card_last4="4417", operation_date=NOV_30,
+                               amount="89.90", reason="fraud"),
+                       user="another one, same card: 89,90 on 30.11 that I never made")
+    assert arguments(second) == {"card_last4": "4417", "operation_date": NOV_30,
+                                 "amount": "89.90", "reason": "fraud",
+                                 "original_operation_id": None}
+    assert slots(second)["changed"] == [] and slots(second)["confirm"] == []
+    talk.messages.pop()
+    refused = talk.send(dispute(card_last4="3011", operation_date=NOV_30,
+                                amount="89.90", reason="fraud"), status=503,
+                        user="another one, same card: 89,90 on 30.11 that I never made")
+    assert "breaks the grammar" in refused["detail"]  # a date is no card
+
+
+HOTEL = {"type": "function", "function": {"name": "book_hotel"}}
+
+
+def hotel(**values) -> str:
+    order = ("city", "check_in", "nights", "guests")
+    return call("book_hotel", **{k: values.get(k) for k in order})
+
+
+def test_a_correction_changes_only_the_field_it_names(client, replies):
+    """"make it 5 nights" on a booking for 2 nights and 2 guests: the nights change, the
+    guests stay 2 (the grammar refuses 5 there); "we land at 7 am" changes neither."""
+    talk = Dialogue(client, replies, f"hotel-{uuid.uuid4().hex}", tools=[HOTEL], choice=HOTEL)
+    first = talk.send(hotel(city="Paris", nights=2, guests=2),
+                      user="A hotel in Paris for 2 nights, 2 guests")
+    assert [m["field"] for m in slots(first)["missing"]] == ["/check_in"]
+    for guests in (5, 7):
+        refused = talk.send(hotel(city="Paris", nights=5, guests=guests), status=503,
+                            user="make it 5 nights; we land at 7 am")
+        assert "breaks the grammar" in refused["detail"]
+        talk.messages.pop()
+    moved = talk.send(hotel(city="Paris", nights=5, guests=2),
+                      user="make it 5 nights; we land at 7 am")
+    assert slots(moved)["changed"] == [{"field": "/nights", "old": 2, "new": 5}]
+    assert slots(moved)["filled"]["guests"] == 2
+    landed = talk.send(hotel(city="Paris", nights=7, guests=2), status=503,
+                       user="we land at 7 am")
+    assert "breaks the grammar" in landed["detail"]
+
+
+def test_a_value_that_names_no_field_in_two_fields_is_a_question(client, replies):
+    talk = Dialogue(client, replies, f"hotel-{uuid.uuid4().hex}", tools=[HOTEL], choice=HOTEL)
+    talk.send(hotel(city="Paris", nights=2, guests=2),
+              user="A hotel in Paris for 2 nights, 2 guests")
+    both = talk.send(hotel(city="Paris", nights=3, guests=3), user="hm, 3 actually")
+    message = both["choices"][0]["message"]
+    assert not message.get("tool_calls")
+    (choose,) = both["strictcall"]["needs_input"]["choose"]
+    assert choose["value"] == 3 and choose["fields"] == ["/nights", "/guests"]
+    assert "number of nights or number of guests" in message["content"]
+    assert slots(both)["filled"]["nights"] == 2 and slots(both)["filled"]["guests"] == 2
+    one = talk.send(hotel(city="Paris", nights=2, guests=3), user="3 guests")
+    assert slots(one)["changed"] == [{"field": "/guests", "old": 2, "new": 3}]
 
 
 def test_a_reversible_change_replaces_the_value_and_says_so(client, replies):
@@ -215,20 +318,16 @@ def test_a_reversible_change_replaces_the_value_and_says_so(client, replies):
     third); a free string is written freely; each change is in `slots.changed`."""
     talk = Dialogue(client, replies, "weather", tools=[WEATHER],
                     choice={"type": "function", "function": {"name": "get_weather"}})
-    talk.send(call("get_weather", city="Paris", days=2), user="Weather in Paris, 2 days?")
-    refused = talk.send(call("get_weather", city="Paris", days=3), status=503,
-                        user="and what about London?")
+    first = talk.send(call("get_weather", city="Paris", days=None), user="Weather in Paris?")
+    assert [m["field"] for m in slots(first)["missing"]] == ["/days"]
+    refused = talk.send(call("get_weather", city="London", days=3), status=503,
+                        user="and what about London, for 2 days?")
     assert "breaks the grammar" in refused["detail"]  # 3: nobody said it
     talk.messages.pop()
     moved = talk.send(call("get_weather", city="London", days=2),
-                      user="and what about London?")
+                      user="and what about London, for 2 days?")
     assert slots(moved)["changed"] == [{"field": "/city", "old": "Paris", "new": "London"}]
-    kept = talk.send(call("get_weather", city="London", days=2), status=503,
-                     user="make it 5 days")
-    assert "breaks the grammar" in kept["detail"]  # the user said 5
-    longer = talk.send(call("get_weather", city="London", days=5))
-    assert arguments(longer) == {"city": "London", "days": 5}
-    assert slots(longer)["changed"] == [{"field": "/days", "old": 2, "new": 5}]
+    assert arguments(moved) == {"city": "London", "days": 2}
 
 
 def test_slots_expire_after_the_ttl_by_the_injected_clock(client, replies):
@@ -243,7 +342,7 @@ def test_slots_expire_after_the_ttl_by_the_injected_clock(client, replies):
         assert slots(kept)["expired"] == {} and slots(kept)["filled"] == KNOWN
         now[0] += 1800
         talk.messages = []
-        later = talk.send(dispute(card_last4="5555", operation_date="today", amount="10",
+        later = talk.send(dispute(card_last4="5555", operation_date=TODAY, amount="10",
                                   reason="duplicate"),
                           user="card 5555 was charged 10 twice today")
         assert slots(later)["expired"] == {"open_dispute": sorted(KNOWN)}
@@ -257,7 +356,7 @@ def test_reset_slots_forgets_what_was_collected(client, replies):
     talk = Dialogue(client, replies, "resetting")
     talk.send(FIRST, user=DISPUTE)
     talk.messages = []
-    fresh = talk.send(dispute(card_last4="5555", operation_date="today", amount="10",
+    fresh = talk.send(dispute(card_last4="5555", operation_date=TODAY, amount="10",
                               reason="duplicate"),
                       user="card 5555 was charged 10 twice today", reset_slots=True)
     assert slots(fresh)["reset"] == {"why": "reset_slots", "tools": ["open_dispute"]}
@@ -279,7 +378,7 @@ def test_another_write_tool_ends_the_intent_and_a_lookup_does_not(client, replie
                                         "to": "reissue_card"}
     assert slots(switched)["tool"] == "reissue_card"
     talk.messages = []
-    again = talk.send(dispute(card_last4="5555", operation_date="today", amount="10",
+    again = talk.send(dispute(card_last4="5555", operation_date=TODAY, amount="10",
                               reason="duplicate"), user="card 5555 charged 10 twice today")
     assert slots(again)["confirm"] == [] and slots(again)["filled"]["card_last4"] == "5555"
 
@@ -295,7 +394,7 @@ def test_a_session_is_never_another_tenants(scripted):
         talk(KEYS[0]["key"]).send(FIRST, user=DISPUTE)
         colleague = talk(KEYS[1]["key"]).send(dispute(**KNOWN), user="yes, both")
         assert slots(colleague)["filled"] == KNOWN  # same tenant, same session
-        rival = talk(KEYS[2]["key"]).send(dispute(card_last4="5555", operation_date="today",
+        rival = talk(KEYS[2]["key"]).send(dispute(card_last4="5555", operation_date=TODAY,
                                                   amount="10", reason="duplicate"),
                                           user="card 5555 charged 10 twice today")
         assert slots(rival)["filled"]["card_last4"] == "5555"  # no 4417: nothing shared

@@ -250,7 +250,8 @@ def test_stream_contract_failure_ends_with_an_error_event(client, replies):
     replies.text = ('[{"name":"open_dispute","arguments":{"card_last4":"4417",'
                     '"operation_date":"2099-01-01","amount":"10","reason":"fraud",'
                     '"original_operation_id":null}}]')
-    resp = chat(client, stream=True, tool_choice="required", strictcall={"max_repair_attempts": 0},
+    resp = chat(client, stream=True, tool_choice="required", strictcall={"max_repair_attempts": 0,
+                                                             "grounding": False},
                 messages=DISPUTE,
                 tools=[{"type": "function", "function": {"name": "open_dispute"}}])
     chunks = events(resp)

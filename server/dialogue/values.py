@@ -1,6 +1,6 @@
 """What the slot layer asks of a tool and its values: whether a change to it can be undone,
 whether calling it ends another tool's intent, the values its fields hold as a valid call
-holds them, when two values are the same, and the grammar node that pins a filled field."""
+holds them, and when two values are the same."""
 
 from __future__ import annotations
 
@@ -24,26 +24,26 @@ def reversible(contract: Contract | None) -> bool:
 
 
 def ends_intent(contract: Contract | None) -> bool:
-    """Whether a call to this tool means the conversation moved on to it (and the slots
-    of the tool it was about are reset). A lookup serves the task at hand: reads and
+    """Whether a question about this tool means the conversation moved on to it (and the
+    slots of the tool it was about are reset). A lookup serves the task at hand: reads and
     client tools (which StrictCall cannot tell apart from lookups) do not end it."""
     return contract is not None and contract.catalog.kind != "read"
 
 
-def normal(contract: Contract | None, name: str, value: Any) -> Any:
+def normal(contract: Contract | None, name: str, value: Any, *, today: dt.date) -> Any:
     """`value` as a valid call holds it (a contract's validators: "yesterday" is a date,
     "1 200,50" is "1200.50"); a client tool's value as it is."""
     if contract is None or value is None:
         return value
-    ok, out = contract.fields.normalized(name, value, context={"today": dt.date.today()})
+    ok, out = contract.fields.value((name,), value, context={"today": today})
     return out if ok else value
 
 
-def valid_normal(contract: Contract | None, schema: dict[str, Any], name: str,
-                 value: Any) -> tuple[bool, Any]:
+def valid_normal(contract: Contract | None, schema: dict[str, Any], name: str, value: Any,
+                 *, today: dt.date) -> tuple[bool, Any]:
     """(whether `value` is a valid value of the field on its own, its normal form)."""
     if contract is not None:
-        ok, out = contract.fields.normalized(name, value, context={"today": dt.date.today()})
+        ok, out = contract.fields.value((name,), value, context={"today": today})
         return ok, out
     return valid_value(schema, name, value), value
 
@@ -51,7 +51,7 @@ def valid_normal(contract: Contract | None, schema: dict[str, Any], name: str,
 def same(a: Any, b: Any) -> bool:
     """Two values of one field are the same value: equal, or numbers (or strings that spell
     numbers) of equal amount ("1200.50" and "1200.5")."""
-    return canon(a) == canon(b)
+    return bool(canon(a) == canon(b))
 
 
 def canon(value: Any) -> Any:
@@ -70,12 +70,3 @@ def valid_value(schema: dict[str, Any], name: str, value: Any) -> bool:
     earlier version of a contract may no longer be). `schema` has been checked: a
     contract's, or a client's the planner accepted."""
     return bool(validator_for({**schema, "required": []}).is_valid({name: value}))
-
-
-def pinned(node: Any, allowed: list[Any]) -> dict[str, Any]:
-    """The grammar node of a filled field: exactly `allowed` (no null: a filled slot cannot
-    be emptied by a decode), the field's description kept for the prompt."""
-    out: dict[str, Any] = {"enum": allowed}
-    if isinstance(node, dict) and isinstance(node.get("description"), str):
-        out["description"] = node["description"]
-    return out

@@ -1,0 +1,123 @@
+"""What a grounded value may be copied from, and what the conversation says of itself.
+
+Evidence is what the user wrote, what tools returned and, unless the server is told
+otherwise (`--no-ground-from-system`), the system and developer messages (a CRM profile, a
+customer's cards); never the model's own turns. A tool result written as JSON
+(`{"id":"AR-004217","status":"pending"}`) gives each of its values as a text of its own, so
+an id inside compact JSON is a value like any other.
+
+The conversation's date, which relative dates are read against ("позавчера", "last
+Friday"), is a date the system message states ("Today is 2026-12-02"), else the day the
+request came. Its language, which questions are asked in, is the newest user message's that
+tells one (server/dialogue/language.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, Literal
+
+from server.dialogue.language import conversation_language
+from server.dialogue.reading import Reader
+from server.task import Turn
+
+Source = Literal["user", "tool", "system"]
+_STATED_DATE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}\.\d{1,2}\.\d{4}\b"
+    r"|\b\d{1,2}\.?\s+[^\W\d]{3,}\.?\s+\d{4}\b|\b[^\W\d]{3,}\.?\s+\d{1,2},?\s+\d{4}\b")
+
+
+@dataclass(frozen=True)
+class Piece:
+    text: str
+    source: Source
+    turn: int  # the turn's index in the conversation
+
+
+@dataclass(frozen=True)
+class Evidence:
+    pieces: tuple[Piece, ...]
+    today: dt.date  # the conversation's date
+    language: str  # the user's, as of the newest message that tells it
+
+    @cached_property
+    def reader(self) -> Reader:
+        return Reader(today=self.today, language=self.language)
+
+    @property
+    def texts(self) -> list[str]:
+        return [p.text for p in self.pieces]
+
+    def after(self, turn: int) -> Evidence:
+        """The pieces of the turns after `turn`."""
+        return replace(self, pieces=tuple(p for p in self.pieces if p.turn > turn))
+
+    def user_after(self, turn: int) -> list[str]:
+        return [p.text for p in self.pieces if p.turn > turn and p.source == "user"]
+
+
+def evidence_of(turns: Sequence[Turn], *, from_system: bool = True,
+                today: dt.date | None = None) -> Evidence:
+    """The evidence of a conversation. `today`: the request's date, where the system
+    message states none."""
+    pieces: list[Piece] = []
+    for i, turn in enumerate(turns):
+        if not turn.text:
+            continue
+        if turn.role == "user":
+            pieces.append(Piece(turn.text, "user", i))
+        elif turn.role == "tool":
+            pieces += [Piece(text, "tool", i) for text in _result_texts(turn.text)]
+        elif turn.role == "system" and from_system:
+            pieces.append(Piece(turn.text, "system", i))
+    stated = _stated_date(t.text for t in turns if t.role == "system")
+    users = [t.text for t in reversed(turns) if t.role == "user" and t.text]
+    return Evidence(tuple(pieces), stated or today or dt.date.today(),
+                    conversation_language(users))
+
+
+def _result_texts(text: str) -> list[str]:
+    """A tool result: its JSON values one by one, or the text itself."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            value = json.loads(stripped)
+        except json.JSONDecodeError:
+            return [text]
+        return list(dict.fromkeys(_leaves(value))) or [text]
+    return [text]
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, str):
+        if value.strip():
+            yield value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield json.dumps(value)
+
+
+def _stated_date(texts: Iterator[str]) -> dt.date | None:
+    """The first full date (with its year) the system messages state."""
+    from server.dialogue.language import language_of
+
+    for text in texts:
+        for match in _STATED_DATE.finditer(text):
+            span = match.group()
+            try:
+                return dt.date.fromisoformat(span)
+            except ValueError:
+                pass
+            day = Reader(today=dt.date.today(), language=language_of(text) or "en").date(span)
+            if day is not None:
+                return day
+    return None

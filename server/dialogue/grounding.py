@@ -1,0 +1,341 @@
+"""Grounded fields: the values a field may take, found in the conversation's evidence
+(server/dialogue/evidence.py) as people write them.
+
+A field's candidates are runs of one to `SPAN_WORDS` words of the evidence, each read every
+way its schema allows (server/dialogue/reading.py): as it is, as a number ("1 200,50 ₽"), as
+a date ("позавчера"), as yes or no; each reading taken through the field's own validators
+(a contract's, by pydantic itself: contracts/fields.py) or the client schema's node, and
+kept where:
+- the result is a value of the field;
+- read as it is, normalizing only took decoration off the span (spaces, currency signs,
+  `•`, marks that group digits): "•• 4417" gives "4417", but the last four digits of
+  "1 200,50" are no card number, and "4417: 10" no amount;
+- no longer run of words around it gave the field another value ("1" in "1 200,50 ₽");
+- it is no part of a date or a time of day, unless the field takes dates ("30.11" is no
+  card 3011; "7 am" gives no count of 7).
+A plain string (no pattern, format or enum) is a run of the evidence's words, written as a
+grammar over them (grammars.grounded span_pattern), never a list.
+
+A tool's fields look first at what came after its last call (a new intent starts from the
+conversation, and its newest words: "the same card" still finds the card said before)."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from contracts import Contract
+from grammars import Narrowing, schema_pointer, span_pattern, validator_for
+from server.dialogue.evidence import Evidence, Piece
+from server.dialogue.marks import (
+    Marked,
+    Path,
+    marked_fields,
+    pointer_of,
+    resolved,
+    top_descriptions,
+)
+from server.dialogue.reading import Reader, decimal_json, spans, within
+
+SPAN_WORDS = 4  # the longest run of words a value (not a plain string) is looked for in
+MAX_CANDIDATES = 64  # per field: past this, the most recent are kept
+_DECORATION_CATEGORIES = {"Zs", "Sc", "Cc"}
+_DECORATION_MARKS = frozenset(",.'\u2019\u2022\u00b7_")
+
+ValueOf = Callable[[Any], tuple[bool, Any]]
+
+
+@dataclass(frozen=True)
+class Found:
+    value: Any
+    piece: int  # its index among the evidence's pieces
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class GroundedField:
+    path: Path
+    candidates: tuple[Any, ...] = ()  # the JSON values the model may write (besides null)
+    spans: str | None = None  # a plain string: the pattern of the runs it may copy
+
+    def narrowing(self) -> Narrowing:
+        return Narrowing(self.path, self.candidates, self.spans)
+
+    def count(self) -> int | str:
+        return "spans" if self.spans is not None else len(self.candidates)
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """One tool's fields that must come from someone: grounded ones with their candidates,
+    and every marked field (questions, confirmations, what each is in words)."""
+
+    fields: tuple[GroundedField, ...] = ()
+    marks: tuple[Marked, ...] = ()
+    language: str = "en"
+    descriptions: Mapping[Path, str] = field(default_factory=dict)
+
+    @property
+    def grounded(self) -> tuple[Path, ...]:
+        return tuple(f.path for f in self.fields)
+
+    @property
+    def asked(self) -> tuple[Path, ...]:
+        """Fields that may be "not given": grounded ones, and those with a question."""
+        return tuple(dict.fromkeys([*self.grounded, *(m.path for m in self.marks if m.ask)]))
+
+    @property
+    def confirmed(self) -> tuple[Path, ...]:
+        return tuple(m.path for m in self.marks if m.confirm)
+
+    def mark(self, path: Path) -> Marked | None:
+        return next((m for m in self.marks if m.path == path), None)
+
+    def candidates(self) -> dict[Path, tuple[Any, ...]]:
+        return {f.path: f.candidates for f in self.fields}
+
+    def report(self) -> dict[str, int | str]:
+        """Per grounded field (its schema pointer): how many values, or "spans"."""
+        return {schema_pointer(f.path): f.count() for f in self.fields}
+
+    def counts(self) -> dict[str, int | str]:
+        """Per grounded field (its value's JSON Pointer, `*` for array items): how many
+        values, or "spans"."""
+        return {pointer_of(f.path): f.count() for f in self.fields}
+
+    def __bool__(self) -> bool:
+        return bool(self.fields or self.marks)
+
+
+def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
+    """Each grounded field's candidates written as a call writes them after the field's key
+    (`"amount":1200.5`, and with a space after the colon), for prompt-lookup drafts
+    (engines/drafts.py): a normalised value ("1 200,50" in the chat, 1200.5 in the call) is
+    not in the prompt as the call writes it. A draft only stands where the model, under its
+    mask, would have chosen the same tokens, so a wrong candidate costs a step, not a value."""
+    lines = []
+    for grounding in groundings.values():
+        for grounded in grounding.fields:
+            key = json.dumps(grounded.path[-1], ensure_ascii=False)
+            for value in grounded.candidates:
+                written = json.dumps(value, ensure_ascii=False)
+                lines += [f"{key}:{written}", f"{key}: {written}"]
+    return tuple(dict.fromkeys(lines))
+
+
+def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence, *,
+           since: int = -1) -> Grounding:
+    """The grounding of one tool's arguments `schema` (a contract's, or a client's).
+    `since`: the turn of the tool's last call; what came after it is looked at first."""
+    marks = marked_fields(schema)
+    fields = []
+    for marked in (m for m in marks if m.grounded):
+        if plain_string(marked.node):
+            fields.append(GroundedField(marked.path, spans=span_pattern(evidence.texts)))
+            continue
+        finder = ValueFinder(schema, marked.path, marked.node, contract, evidence)
+        found = finder.values(evidence.after(since).pieces) if since >= 0 else []
+        fields.append(GroundedField(marked.path, tuple(
+            found or finder.values(evidence.pieces))))
+    descriptions = {**top_descriptions(schema),
+                    **{m.path: m.description for m in marks if m.description}}
+    return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions)
+
+
+class ValueFinder:
+    """The values a conversation's pieces give one field, with where each was said."""
+
+    def __init__(self, schema: dict[str, Any], path: Path, node: dict[str, Any],
+                 contract: Contract | None, evidence: Evidence) -> None:
+        self.node = node
+        self.shape = Shape.of(node)
+        self.reader: Reader = evidence.reader
+        self.all = evidence.pieces
+        if contract is not None:
+            context = {"today": evidence.today}
+            self.value_of: ValueOf = lambda raw: contract.fields.value(path, raw,
+                                                                       context=context)
+        else:
+            self.value_of = _schema_values(schema, node)
+
+    def values(self, pieces: Sequence[Piece]) -> list[Any]:
+        """The distinct values, the most recent first."""
+        out: dict[str, Any] = {}
+        for found in reversed(self.found(pieces)):
+            out.setdefault(json.dumps(found.value, sort_keys=True), found.value)
+        return list(out.values())[:MAX_CANDIDATES]
+
+    def found(self, pieces: Sequence[Piece]) -> list[Found]:
+        """Every value found, with its span, in order of the pieces."""
+        out: list[Found] = []
+        for piece in pieces:
+            index = self.all.index(piece) if piece in self.all else -1
+            out += self._in(piece.text, index)
+        return out
+
+    def _in(self, text: str, index: int) -> list[Found]:
+        claims = [] if self.shape.dates else self.reader.claims(text)
+        found: list[Found] = []
+        numbers: list[tuple[int, int, Decimal]] = []  # spans that read as numbers
+        for start, end in dict.fromkeys(spans(text, SPAN_WORDS)):
+            if claims and within((start, end), claims):
+                continue
+            number = self.reader.number(text[start:end])
+            if number is not None:
+                numbers.append((start, end, number))
+            for value in self._readings(text[start:end], number):
+                found.append(Found(value, index, start, end))
+        return [f for f in found if not _inside_another(f, found, numbers)]
+
+    def _readings(self, raw: str, number: Decimal | None) -> Iterator[Any]:
+        """The field's values `raw` stands for, each way it may be read (`number`: the
+        number it spells, if it spells one)."""
+        seen: list[Any] = []
+        ok, value = self.value_of(raw)
+        if ok and (_only_decoration_removed(raw, value) or self.shape.dates
+                   and _is_iso_date(value)) and (number is None or number % 1 == 0
+                                                 or _same_number(number, value)):
+            seen.append(value)  # (the digits of "89,90" are no card 8990: it is 89.90)
+        if number is not None and self.shape.numeric_text:
+            ok, value = self.value_of(str(number))  # a string of digits: the same number
+            if ok and _same_number(number, value):
+                seen.append(value)
+        if number is not None and self.shape.numbers:
+            seen += self._taken([n for n in [decimal_json(number, integer=self.shape.integer)]
+                                 if n is not None])
+        if self.shape.dates:
+            seen += self._taken([day.isoformat() for day in self.reader.dates(raw)])
+        if self.shape.booleans:
+            answer = self.reader.boolean(raw)
+            if answer is not None:
+                seen += self._taken([answer])
+        yield from {json.dumps(v, sort_keys=True): v for v in seen}.values()
+
+    def _taken(self, readings: Sequence[Any]) -> list[Any]:
+        out = []
+        for reading in readings:
+            ok, value = self.value_of(reading)
+            if ok:
+                out.append(value)
+                break
+        return out
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Which readings a field's schema can take."""
+
+    numbers: bool = False
+    integer: bool = False  # numbers, but whole ones only
+    dates: bool = False
+    booleans: bool = False
+    numeric_text: bool = False  # a string with a pattern ("^[0-9]+(\\.[0-9]{2})?$")
+
+    @classmethod
+    def of(cls, node: dict[str, Any]) -> Shape:
+        types: set[str] = set()
+        formats: set[str] = set()
+        patterned = False
+        for branch in _branches(node):
+            kind = branch.get("type")
+            types |= set(kind) if isinstance(kind, list) else {kind} if isinstance(
+                kind, str) else set()
+            if isinstance(branch.get("format"), str):
+                formats.add(branch["format"])
+            patterned = patterned or isinstance(branch.get("pattern"), str)
+            if isinstance(branch.get("enum"), list):
+                types |= {_json_type(v) for v in branch["enum"]}
+        return cls(numbers=bool(types & {"number", "integer"}),
+                   integer="integer" in types and "number" not in types,
+                   dates="date" in formats, booleans="boolean" in types,
+                   numeric_text="string" in types and patterned)
+
+
+def plain_string(node: dict[str, Any]) -> bool:
+    """A string of any words: no pattern, format, enum or const."""
+    return node.get("type") == "string" and not any(
+        k in node for k in ("pattern", "format", "enum", "const", "anyOf", "oneOf"))
+
+
+def _branches(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for key in ("anyOf", "oneOf"):
+        for branch in node.get(key) or ():
+            if isinstance(branch, dict):
+                yield from _branches(branch)
+
+
+def _json_type(value: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string"}.get(
+        type(value), "null")
+
+
+def _inside_another(f: Found, found: list[Found],
+                    numbers: list[tuple[int, int, Decimal]]) -> bool:
+    """A value inside a longer run that gave the field another value, or that spells
+    another number ("1" in "1 200,50": no count of one)."""
+    def strictly(start: int, end: int) -> bool:
+        return start <= f.start and f.end <= end and (start, end) != (f.start, f.end)
+    return any(strictly(o.start, o.end) and o.value != f.value for o in found) or any(
+        strictly(start, end) and not _same_number(number, f.value)
+        for start, end, number in numbers)
+
+
+def _same_number(number: Decimal, value: Any) -> bool:
+    try:
+        return Decimal(str(value)) == number
+    except ArithmeticError:
+        return False
+
+
+def _is_iso_date(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 10 and value[4] == "-" and value[7] == "-"
+
+
+def _only_decoration_removed(raw: str, value: Any) -> bool:
+    return _core(raw) == _core(value if isinstance(value, str) else json.dumps(value))
+
+
+def _core(text: str) -> str:
+    return "".join(c for c in text.casefold() if not c.isspace() and c not in _DECORATION_MARKS
+                   and unicodedata.category(c) not in _DECORATION_CATEGORIES)
+
+
+def _schema_values(schema: dict[str, Any], node: dict[str, Any]) -> ValueOf:
+    """A client schema's field: the reading itself where the field's schema takes it; a
+    string the enum holds matches whatever its case and spacing."""
+    check = validator_for({**node, **{k: schema[k] for k in ("$defs", "definitions")
+                                      if k in schema}})
+    enum = [v for b in _branches(node) if isinstance(b.get("enum"), list) for v in b["enum"]]
+
+    def value_of(raw: Any) -> tuple[bool, Any]:
+        options = [raw]
+        if isinstance(raw, str) and enum:
+            key = _core(raw)
+            options = [v for v in enum if isinstance(v, str) and _core(v) == key] or options
+        for value in options:
+            if check.is_valid(value):
+                return True, value
+        return False, None
+    return value_of
+
+
+def values_of(schema: dict[str, Any], contract: Contract | None, path: Path,
+              evidence: Evidence) -> ValueFinder | None:
+    """The finder of one field's values (None: no such field, or a plain string, which any
+    words could be)."""
+    node: dict[str, Any] = schema
+    for key in path:
+        props = resolved(schema, node).get("properties")
+        if not isinstance(props, dict) or not isinstance(props.get(key), dict):
+            return None
+        node = props[key]
+    value = resolved(schema, node)
+    if plain_string(value):
+        return None
+    return ValueFinder(schema, path, value, contract, evidence)

@@ -1,0 +1,143 @@
+"""A question instead of an invented value. When a call needs what nobody gave (a grounded
+or asked field "not given", a rule that needs a value not in the conversation), a value a
+person must confirm broke a rule, or a changed value waits for a yes, the answer is not a
+call: it asks, by meaning and in the user's language, and says what was collected so far.
+
+The words: a field's own question (`Ask`, per language), else the server's message catalog
+for the user's language (Babel reads `locales/<lang>/LC_MESSAGES/strictcall.po`; English
+where there is none) around what the field is: its `About` text in that language, else its
+description; never the bare field name."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path as FilePath
+from typing import Any, Literal
+
+from server.dialogue.language import language_of
+from server.dialogue.marks import Path, pointer_of
+
+Kind = Literal["missing", "confirm", "choose"]
+LOCALES = FilePath(__file__).parent / "locales"
+
+
+@dataclass(frozen=True)
+class Question:
+    field: str  # the field's JSON Pointer
+    question: str
+    kind: Kind = "missing"
+    value: Any = None  # what to confirm, or the value whose field to choose
+    fields: tuple[str, ...] = ()  # "choose": the fields it may belong to
+
+
+@dataclass(frozen=True)
+class NeedsInput:
+    tool: str
+    questions: tuple[Question, ...]
+    collected: dict[str, Any] = field(default_factory=dict)  # the valid values so far
+    language: str = "en"
+
+    def text(self) -> str:
+        return "\n".join(dict.fromkeys(q.question for q in self.questions))
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "tool": self.tool,
+            "missing": [{"field": q.field, "question": q.question}
+                        for q in self.questions if q.kind == "missing"],
+            "collected": self.collected, "language": self.language}
+        confirm = [{"field": q.field, "value": q.value, "question": q.question}
+                   for q in self.questions if q.kind == "confirm"]
+        if confirm:
+            out["confirm"] = confirm
+        choose = [{"value": q.value, "fields": list(q.fields), "question": q.question}
+                  for q in self.questions if q.kind == "choose"]
+        if choose:
+            out["choose"] = choose
+        return out
+
+
+@dataclass(frozen=True)
+class Wording:
+    """What questions about one tool's fields say, in one language."""
+
+    language: str = "en"
+    asks: dict[Path, dict[str, str]] = field(default_factory=dict)  # Ask, per language
+    abouts: dict[Path, dict[str, str]] = field(default_factory=dict)  # About, per language
+    descriptions: dict[Path, str] = field(default_factory=dict)
+
+    def missing(self, path: Path, *, at: str | None = None) -> Question:
+        """`at`: the pointer the question is about (an array item's index filled in)."""
+        asked = self.asks.get(path, {}).get(self.language) or (
+            self.asks.get(path, {}).get("en") if self.language not in _catalogued() else None)
+        if asked is None:
+            asked = self._say("Could you tell me the {about}?", about=self.about(path))
+        return Question(at or pointer_of(path), asked)
+
+    def confirm(self, path: Path, value: Any) -> Question:
+        return Question(pointer_of(path), self._say(
+            "Please confirm the {about}: {value} - is that right, or what should it be?",
+            about=self.about(path), value=value), "confirm", value)
+
+    def changed(self, path: Path, old: Any, new: Any) -> Question:
+        """A filled value the user changed, on a tool whose call cannot be undone: both
+        values, and the user decides (server/dialogue/slots.py reads the answer)."""
+        return Question(pointer_of(path), self._say(
+            "Earlier the {about} was {old}; now you said {new}. Should I use {new} instead "
+            "of {old}? Please answer yes or no.", about=self.about(path), old=old, new=new),
+            "confirm", new)
+
+    def choose(self, value: Any, paths: list[Path]) -> Question:
+        """One new value that could be any of several fields: which one the user meant."""
+        named = [self.about(p) for p in paths]
+        fields = named[0]
+        for other in named[1:]:
+            fields = self._say("{first} or {second}", first=fields, second=other)
+        return Question(pointer_of(paths[0]), self._say(
+            "Which did you mean by {value}: {fields}?", value=value, fields=fields),
+            "choose", value, tuple(pointer_of(p) for p in paths))
+
+    def about(self, path: Path) -> str:
+        """What the field is, in words: its About text in the user's language, else its
+        description up to a clause or an example (the field's name spelled as words
+        where it has none)."""
+        own = self.abouts.get(path, {})
+        if self.language in own:
+            return own[self.language]
+        description = self.descriptions.get(path)
+        if not description or (own and language_of(description) not in (None, self.language)):
+            description = own.get("en") or description
+        if not description:
+            return path[-1].replace("_", " ").strip()
+        first = re.split(r"[;(:]| e\.g\.", description, maxsplit=1)[0].strip().rstrip(".,")
+        return first[:1].lower() + first[1:] if first else path[-1].replace("_", " ")
+
+    def _say(self, message: str, **values: Any) -> str:
+        return _catalog(self.language).get(message, message).format(**values)
+
+
+@functools.cache
+def _catalogued() -> frozenset[str]:
+    return frozenset(p.name for p in LOCALES.iterdir() if p.is_dir())
+
+
+@functools.cache
+def _catalog(language: str) -> dict[str, str]:
+    """msgid -> translation for `language` (empty: English, the msgids themselves)."""
+    from babel.messages.pofile import read_po
+
+    path = LOCALES / language / "LC_MESSAGES" / "strictcall.po"
+    if not path.is_file():
+        return {}
+    with path.open("rb") as f:
+        catalog = read_po(f, locale=language)
+    return {str(m.id): str(m.string) for m in catalog if m.id and m.string}
+
+
+def unique(questions: list[Question]) -> list[Question]:
+    seen: dict[str, Question] = {}
+    for q in questions:
+        seen.setdefault(q.field, q)
+    return list(seen.values())

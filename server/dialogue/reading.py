@@ -1,0 +1,248 @@
+"""Values as people write them, read by kept libraries: numbers and amounts by Babel's
+locale-aware parsing ("1 200,50", "2.300,00", "1,049.99"), with the currency taken off by
+price-parser ("1 200,50 ₽", "€2.300,00", "$1,200.50"); dates by dateparser, relative to the
+conversation's date ("позавчера", "last Friday", "30.11", "3 декабря", "vorgestern");
+yes and no for booleans.
+
+A reading is strict: the whole span must be the value (decoration aside), never a value
+found somewhere inside it ("5 nights" is no number; "5" in it is). Spans that are dates or
+times of day are *claims*: the numbers inside them ("30.11", "7 am") are no card digits,
+amounts or counts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+from server.dialogue.language import script_of
+
+# The locales a number is read in after the conversation's own: the first that reads the
+# whole span strictly wins ("1,200" is 1200 in English, 1.2 in Russian).
+FALLBACK_LOCALES = ("en", "ru", "de", "fr", "de_CH")
+_NUMBER = re.compile(r"^[+-]?\d[\d\s\u00a0\u202f.,'\u2019]*$")
+_SPACE_IN_NUMBER = re.compile(r"(?<=\d)[\s\u00a0\u202f]+(?=\d)")
+_DIGIT_DATE = re.compile(r"^\d{1,4}[./-]\d{1,2}(?:[./-]\d{2,4})?\.?$")
+_TIME = re.compile(
+    r"\b\d{1,2}(?::\d{2})?\s*(?:a\.?m\.?|p\.?m\.?|h\b|uhr\b|ч\b|час\w*|утра|вечера)"
+    r"|\b\d{1,2}:\d{2}\b", re.IGNORECASE)
+_WORDS = re.compile(r"\S+")
+_TRUE = frozenset({"yes", "true", "да", "ja", "oui", "sí", "si", "sim", "tak", "evet"})
+_FALSE = frozenset({"no", "false", "нет", "nein", "non", "não", "nie", "hayır"})
+
+
+class Reader:
+    """Reads spans of one conversation, in its language and relative to its date."""
+
+    def __init__(self, *, today: dt.date, language: str) -> None:
+        self.today = today
+        self.language = language
+
+    def number(self, span: str) -> Decimal | None:
+        """The number `span` spells, a currency sign or code around it allowed."""
+        text = _without_currency(span.strip())
+        if not _NUMBER.match(text):
+            return None
+        for locale in _locales(self.language):
+            value = _parse_decimal(text, locale)
+            if value is not None:
+                return value
+        return None
+
+    def dates(self, span: str) -> list[dt.date]:
+        """The days `span` may name: as of this period ("3 декабря" said on 2 December is
+        this year's), then the nearest past and future ones, for a field that takes only
+        past (or future) days."""
+        first = self.date(span)
+        if first is None:
+            return []
+        others = [self.date(span, prefer=p) for p in ("past", "future")]
+        return list(dict.fromkeys([first, *(d for d in others if d is not None)]))
+
+    def date(self, span: str, *, prefer: str = "current_period") -> dt.date | None:
+        """The day `span` names, relative to the conversation's date: a date in digits
+        ("30.11", "2026-11-01") or words of dates (a month, a weekday, "позавчера", "in 2
+        days"). None for a bare number (no year "5531"), a time of day, a month without a
+        day ("at 7" is no 7th), or no date at all."""
+        text = span.strip().rstrip(",;")
+        language = _language_of_span(text, self.language)
+        if not (_DIGIT_DATE.match(text) or _date_words(text, language)):
+            return None
+        if _TIME.search(text):
+            return None
+        order = "MDY" if self.language == "en" and "/" in text else "DMY"
+        found = _date_parser(language, order, self.today, prefer).get_date_data(text)
+        if found.date_obj is None or found.period != "day":
+            return None  # no date, a time of day, or a month but no day
+        day: dt.date = found.date_obj.date()
+        return day
+
+    @staticmethod
+    def boolean(span: str) -> bool | None:
+        word = span.strip().strip(".,!?;:").casefold()
+        return True if word in _TRUE else False if word in _FALSE else None
+
+    def claims(self, text: str) -> list[tuple[int, int]]:
+        """The spans of `text` that are dates with digits or times of day: a date in digits
+        ("30.11"), a day beside a month's name ("3 декабря", "May 3"), a relative day ("in
+        2 days", "2 days ago"; "for 2 days" is a count, no date), a time ("7 am")."""
+        found = [m.span() for m in _TIME.finditer(text)]
+        words = [(m.start(), m.end(), m.group().strip(".,;:!?()").casefold())
+                 for m in _WORDS.finditer(text)]
+        months = _vocabulary(self.language, _MONTHS) | _vocabulary("en", _MONTHS)
+        units = _vocabulary(self.language, _UNITS) | _vocabulary("en", _UNITS)
+        relative = _vocabulary(self.language, _RELATIVE) | _vocabulary("en", _RELATIVE)
+        for i, (start, end, word) in enumerate(words):
+            if _DIGIT_DATE.match(word) and self.date(word) is not None:
+                found.append((start, end))
+            if not word.isdigit() or len(word) > 2:
+                continue
+            before = words[i - 1] if i > 0 else None
+            after = words[i + 1] if i + 1 < len(words) else None
+            for near in (before, after):
+                if near is not None and near[2] in months:
+                    found.append((min(start, near[0]), max(end, near[1])))
+            if after is not None and after[2] in units and (
+                    before is not None and before[2] in relative
+                    or i + 2 < len(words) and words[i + 2][2] in relative):
+                found.append((min(start, before[0] if before else start), after[1]))
+        return found
+
+
+def within(span: tuple[int, int], claims: list[tuple[int, int]]) -> bool:
+    """Whether `span` lies within one of `claims`: a date or a part of one ("30.11" is no
+    amount 30.11 nor card 3011; "$30.11" is an amount)."""
+    start, end = span
+    return any(s <= start and end <= e for s, e in claims)
+
+
+def decimal_json(value: Decimal, *, integer: bool = False) -> int | float | None:
+    """A number as JSON writes it: an integer where one is asked for and it is whole."""
+    if integer or value == value.to_integral_value():
+        if value != value.to_integral_value():
+            return None
+        return int(value)
+    return float(value)
+
+
+def spans(text: str, longest: int) -> Iterator[tuple[int, int]]:
+    """Every run of 1..`longest` words of `text`, and each without punctuation at its
+    edges ("yesterday," -> "yesterday")."""
+    words = [m.span() for m in _WORDS.finditer(text)]
+    for i in range(len(words)):
+        for j in range(i, min(i + longest, len(words))):
+            start, end = words[i][0], words[j][1]
+            yield start, end
+            trimmed = trim(text, start, end)
+            if trimmed != (start, end) and trimmed[0] < trimmed[1]:
+                yield trimmed
+
+
+def trim(text: str, start: int, end: int) -> tuple[int, int]:
+    import unicodedata
+
+    while start < end and unicodedata.category(text[start])[0] in "PS" \
+            and text[start] not in "+-$€£₽¥":
+        start += 1
+    while end > start and unicodedata.category(text[end - 1])[0] in "PS" \
+            and text[end - 1] not in "$€£₽¥%":
+        end -= 1
+    return start, end
+
+
+# -- the libraries ------------------------------------------------------------------------
+
+def _without_currency(text: str) -> str:
+    if not any(not c.isdigit() and not c.isspace() and c not in ".,'\u2019+-" for c in text):
+        return text  # digits and marks only: no currency to look for
+    from price_parser import Price
+
+    currency = Price.fromstring(text).currency
+    if not currency or currency not in text:
+        return text
+    return text.replace(currency, " ").strip()
+
+
+def _locales(language: str) -> list[str]:
+    return list(dict.fromkeys([language, *FALLBACK_LOCALES]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_decimal(text: str, locale: str) -> Decimal | None:
+    from babel import Locale, UnknownLocaleError
+    from babel.numbers import NumberFormatError, get_group_symbol, parse_decimal
+
+    try:
+        Locale.parse(locale)
+    except (UnknownLocaleError, ValueError):
+        return None
+    group = get_group_symbol(locale)
+    spaced = _SPACE_IN_NUMBER.sub(group if group.isspace() else "\u00a0", text)
+    if not group.isspace() and spaced != text:
+        return None  # "1 200" in a locale whose digits group by "." or ","
+    try:
+        value = parse_decimal(spaced, locale=locale, strict=True)
+    except (NumberFormatError, ValueError):
+        return None
+    return value if value.is_finite() else None
+
+
+def _language_of_span(text: str, language: str) -> str:
+    """A span's own script over the conversation's language: "позавчера" in an English
+    chat is still Russian."""
+    scripts = {script_of(c) for c in text} - {None}
+    if "cyrillic" in scripts:
+        return "uk" if language == "uk" else "ru"
+    if "han" in scripts:
+        return "ja" if "kana" in scripts else "zh"
+    return language
+
+
+def _date_words(text: str, language: str) -> bool:
+    """Whether `text` holds a word of dates in its language or English (dateparser's own
+    vocabulary: months, weekdays, relative days, units with "in" and "ago"), spelled out:
+    abbreviations of two letters ("we", "вт") would read "we" as Wednesday."""
+    words = {w.casefold() for w in re.findall(r"[^\W\d_]{3,}", text)}
+    return bool(words & (_vocabulary(language) | _vocabulary("en")))
+
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_UNITS = ("day", "week")
+_RELATIVE = ("in", "ago")
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+         "ago", "in", "relative-type")
+
+
+@functools.cache
+def _vocabulary(language: str, keys: tuple[str, ...] = (*_MONTHS, *_UNITS, *_DAYS)
+                ) -> frozenset[str]:
+    """Words of dates in `language`, from dateparser's own data (the `keys` of its
+    locale: months, units, weekdays, relative days)."""
+    from dateparser.languages.loader import default_loader
+
+    try:
+        info = default_loader.get_locale(language).info
+    except (KeyError, ValueError):
+        return frozenset()
+    phrases = [p for k in keys if k != "relative-type" for p in info.get(k, ())]
+    if "relative-type" in keys:
+        phrases += [p for forms in (info.get("relative-type") or {}).values() for p in forms]
+    return frozenset(w.casefold() for p in phrases for w in re.findall(r"[^\W\d_]{3,}", p))
+
+
+@functools.lru_cache(maxsize=64)
+def _date_parser(language: str, order: str, today: dt.date,
+                 prefer: str = "current_period") -> Any:
+    from dateparser.date import DateDataParser
+
+    from server.dialogue.language import LATIN
+
+    languages = [language] if language in (*LATIN, "ru", "uk", "zh", "ja") else []
+    return DateDataParser(languages=list(dict.fromkeys([*languages, "en"])), settings={
+        "PREFER_DATES_FROM": prefer, "DATE_ORDER": order,
+        "RETURN_TIME_AS_PERIOD": True, "PREFER_DAY_OF_MONTH": "first",
+        "RELATIVE_BASE": dt.datetime.combine(today, dt.time())})

@@ -1,0 +1,378 @@
+"""Slot filling across turns: a session's valid values per tool (server/sessions), collected
+while a call waits for what the user has not said yet, and used by the next decode.
+
+A filled field is *pinned* in the grammar the model writes to (its node becomes exactly its
+value), so no decode can empty it or change it unseen. It moves only where the user's
+newest message states another value *for it*:
+- the message names the field near the value ("make it 5 nights" names `nights`), or the
+  value can be no other filled field's (an amount is no card number): the node holds only
+  the new values, because it is the user who changed it;
+- the value could be several fields' and the message names none: the node offers the kept
+  value and the new one, and the model chooses; one value written into two fields is
+  neither: the user is asked which they meant;
+- the message names another field, or restates another field's value: nothing changes.
+A change to a reversible tool (a read; a write of low or medium risk) replaces the old
+value and `strictcall.slots.changed` says so; to an irreversible tool (a write of high or
+critical risk) the call is held back and the answer is a question that lists only the
+fields that changed, with both values. The user's next message decides
+(server/dialogue/replies.py), never the model.
+
+Tool results fill empty fields (through grounding) but never change a filled one: that is
+the user's to say. A completed call ends its intent: the tool's slots are dropped, and the
+next call of it starts from the conversation (server/dialogue/grounding.py looks first at
+what came after the last call). Slots also expire `--slot-ttl-s` after the last turn about
+their tool, are dropped by `strictcall.reset_slots`, and are reset when a question about
+another write tool moves the intent."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from contracts import ContractRegistry
+from grammars import Narrowing
+from server.dialogue.evidence import Evidence, Piece
+from server.dialogue.grounding import Found, Grounding, values_of
+from server.dialogue.marks import Path
+from server.dialogue.naming import FieldWords, describing_texts
+from server.dialogue.questions import NeedsInput, Question, Wording
+from server.dialogue.replies import verdict
+from server.dialogue.values import (
+    canon,
+    ends_intent,
+    normal,
+    reversible,
+    same,
+    valid_normal,
+    valid_value,
+)
+from server.sessions import Change, SessionState, SessionStore, ToolSlots
+from server.task import NamedTool, Task, Turn
+
+Span = tuple[int, int, int]  # (piece, start, end)
+
+
+class SlotTurn:
+    """One request's slots: what it found (expired, reset, confirmed), the pins each tool's
+    grammar gets, the merge of each decoded call, the state it saves."""
+
+    def __init__(self, store: SessionStore, registry: ContractRegistry, scope: str,
+                 session: str, stored: SessionState, task: Task, evidence: Evidence) -> None:
+        self.store, self.registry = store, registry
+        self.scope, self.session = scope, session
+        self.now = store.now()
+        self.today = evidence.today
+        last = max((i for i, t in enumerate(task.turns) if t.role == "assistant"), default=-1)
+        self.fresh = evidence.after(last)  # what the user wrote since the last answer
+        self.fresh = replace(self.fresh, pieces=tuple(p for p in self.fresh.pieces
+                                                      if p.source == "user"))
+        self.digest = hashlib.sha256("\x1f".join(self.fresh.texts).encode()).hexdigest()[:16]
+        self.expired: dict[str, list[str]] = {}  # tool -> its fields dropped for age
+        self.reset: dict[str, Any] | None = None
+        self.confirmed: dict[str, list[Change]] = {}  # changes confirmed by this message
+        self.changed: dict[str, list[Change]] = {}  # reversible changes made by this turn
+        self.proposed: dict[str, tuple[Change, ...]] = {}  # waiting for the user now
+        self.loose: dict[str, dict[str, list[Any]]] = {}  # tool -> field -> values offered
+        self.ended: list[str] = []  # tools whose call this answer made
+        self.reset_asked = bool(task.options.reset_slots)
+        self.state = self._start(stored, notes=True)
+        self.task = self._forced(task)
+
+    # -- before the decode ----------------------------------------------------------------
+    @property
+    def held_tools(self) -> set[str]:
+        """Tools whose calls may turn into a question or change: a stream shows nothing of
+        them before the checks."""
+        return {n for n, s in self.state.tools.items() if s.values or s.pending}
+
+    def narrowings(self, name: str, schema: dict[str, Any], grounding: Grounding
+                   ) -> list[Narrowing]:
+        """Each filled field pinned, or opened to the values the newest message gives it."""
+        slots = self.state.slots(name)
+        props = schema.get("properties")
+        if slots is None or not slots.values or not isinstance(props, dict):
+            return []
+        contract = self.registry.get(name)
+        filled = {f: v for f, v in slots.values.items()
+                  if f in props and valid_value(schema, f, v)}
+        stated = {f: self._stated(schema, name, f, filled) for f in filled}
+        owners: dict[Span, set[str]] = {}
+        for field, found in stated.items():
+            for f in found or ():
+                owners.setdefault((f.piece, f.start, f.end), set()).add(field)
+        words = _field_words(schema, grounding)
+        out = []
+        for field, old in filled.items():
+            found = stated[field]
+            if found is None:  # free text: no message can say it changed
+                if not reversible(contract):
+                    out.append(Narrowing((field,), (old,), nullable=False))
+                continue
+            allowed = self._allowed(name, field, old, found, owners, words)
+            out.append(Narrowing((field,), tuple(allowed), nullable=False))
+        return out
+
+    def _allowed(self, tool: str, field: str, old: Any, found: list[Found],
+                 owners: dict[Span, set[str]], words: FieldWords) -> list[Any]:
+        tied: list[Any] = []
+        loose: list[Any] = []
+        for f in found:
+            piece = self.fresh.pieces[f.piece]
+            named = words.tied(piece.text, f.start, f.end)
+            if named == (field,) or named is None and owners[(f.piece, f.start, f.end)] == {
+                    field}:
+                tied.append(f.value)
+            elif named is None:
+                loose.append(f.value)
+        if tied:
+            return _unique(tied)
+        if loose:
+            self.loose.setdefault(tool, {})[field] = _unique(loose)
+            return _unique([old, *loose])
+        return [old]
+
+    def _stated(self, schema: dict[str, Any], tool: str, field: str,
+                filled: dict[str, Any], *, own: bool = False) -> list[Found] | None:
+        """The new values the user's newest message gives `field`, where it says them: not
+        its filled value (unless `own`), nor another filled field's ("card 4417, I said"
+        restates the card, it does not make 4417 the amount). None: a plain string."""
+        contract = self.registry.get(tool)
+        finder = values_of(schema, contract, (field,), self.fresh)
+        if finder is None:
+            return None
+        others = [v for f, v in filled.items() if f != field]
+        out = []
+        for found in finder.found(self.fresh.pieces):
+            value = normal(contract, field, found.value, today=self.today)
+            if (own or not same(value, filled[field])) \
+                    and not any(same(value, o) for o in others) \
+                    and valid_value(schema, field, found.value):
+                out.append(found)
+        return out
+
+    # -- after the decode -----------------------------------------------------------------
+    def merge(self, name: str, arguments: dict[str, Any],
+              wording: Wording) -> dict[str, Any] | NeedsInput:
+        """A decoded call with the filled values it left out or nulled put back; a value
+        written into two fields asked about; a changed value of an irreversible tool held
+        back behind a confirmation question."""
+        slots = self.state.slots(name)
+        if slots is None:
+            return arguments
+        contract = self.registry.get(name)
+        merged = slots.filled_with(arguments)
+        changes = [Change(f"/{f}", old, value) for f, old in slots.values.items()
+                   if not same(value := normal(contract, f, merged[f], today=self.today),
+                               old)]
+        doubled = self._doubled(name, changes, merged)
+        if doubled:
+            kept = {**merged, **{c.name: c.old for cs in doubled for c in cs}}
+            return NeedsInput(name, tuple(wording.choose(cs[0].new, [(c.name,) for c in cs])
+                                          for cs in doubled), kept, wording.language)
+        if reversible(contract):
+            self.changed[name] = changes
+            return merged
+        waiting = {c.field: c for c in (*slots.pending, *changes)}
+        if not waiting:
+            return merged
+        self.proposed[name] = tuple(waiting.values())
+        kept = {**merged, **{c.name: c.old for c in waiting.values()}}
+        return NeedsInput(name, tuple(wording.changed((c.name,), c.old, c.new)
+                                      for c in waiting.values()), kept, wording.language)
+
+    def _doubled(self, tool: str, changes: list[Change],
+                 merged: dict[str, Any]) -> list[list[Change]]:
+        """Changes that wrote one loose value (the message named no field) into several
+        fields: the user is asked which one they meant."""
+        loose = self.loose.get(tool, {})
+        by_value: dict[str, list[Change]] = {}
+        for change in changes:
+            if any(same(merged[change.name], v) for v in loose.get(change.name, ())):
+                by_value.setdefault(json.dumps(canon(merged[change.name]), default=str),
+                                    []).append(change)
+        return [cs for cs in by_value.values() if len(cs) > 1]
+
+    async def settle(self, schemas: dict[str, dict[str, Any]], calls: Sequence[Any],
+                     needs: dict[str, Any] | None) -> dict[str, Any]:
+        """Save what this answer leaves in the slots; the `strictcall.slots` report.
+        `schemas`: per tool, its arguments' schema (its fields are the slots); `calls`:
+        the answer's calls (each `.name`, `.arguments`)."""
+        outcome = self._outcome(schemas, calls, needs)
+        made = {c.name: self._kept(c.name, schemas, json.loads(c.arguments)) for c in calls}
+        if outcome or self._started_something():
+            self.state = await asyncio.to_thread(
+                self.store.save, self.scope, self.session,
+                lambda stored: self._apply(self._start(stored), outcome))
+        turn_tool = next(iter(outcome), None) or self.state.intent
+        return self._report(turn_tool, schemas, needs, made)
+
+    def _outcome(self, schemas: dict[str, dict[str, Any]], calls: Sequence[Any],
+                 needs: dict[str, Any] | None) -> dict[str, ToolSlots | None]:
+        """Per tool this answer is about: its slots once the answer is given (None: a
+        call was made, the intent is complete)."""
+        out: dict[str, ToolSlots | None] = {call.name: None for call in calls}
+        if needs is not None and needs["tool"] in schemas:
+            tool = needs["tool"]
+            earlier = self.state.slots(tool)
+            values = {**(earlier.values if earlier else {}),
+                      **self._kept(tool, schemas, needs.get("collected") or {})}
+            asked = self.proposed.get(tool, ())
+            out[tool] = ToolSlots(values, self.now, asked, self.digest if asked else "")
+        return out
+
+    def _kept(self, tool: str, schemas: dict[str, dict[str, Any]],
+              values: dict[str, Any]) -> dict[str, Any]:
+        """The values a slot keeps: the fields the model writes (not server-filled ones),
+        given and valid each on its own, normalized."""
+        schema = schemas.get(tool, {})
+        props = schema.get("properties") or {}
+        contract = self.registry.get(tool)
+        out = {}
+        for field, value in values.items():
+            if field not in props or value is None:
+                continue
+            ok, value = valid_normal(contract, schema, field, value, today=self.today)
+            if ok:
+                out[field] = value
+        return out
+
+    def _apply(self, state: SessionState, outcome: dict[str, ToolSlots | None]
+               ) -> SessionState:
+        for tool, slots in outcome.items():
+            moves = ends_intent(self.registry.get(tool))
+            if moves and state.intent not in (None, tool):
+                self.reset = {"why": "intent", "from": state.intent, "to": tool}
+                state = SessionState()
+            if slots is None:  # called: its slots end with the intent
+                if tool not in self.ended:
+                    self.ended.append(tool)
+                state = state.with_tool(tool, None)
+                if state.intent == tool:
+                    state = replace(state, intent=None)
+                continue
+            if moves:
+                state = replace(state, intent=tool)
+            state = state.with_tool(tool, slots)
+        return state
+
+    # -- at the start of the turn ---------------------------------------------------------
+    def _start(self, stored: SessionState, *, notes: bool = False) -> SessionState:
+        """The stored state as this turn begins: reset if asked, expired slots dropped, the
+        user's answers to confirmation questions applied. `notes`: record what happened
+        (once; a save after a conflict runs this again on the newer state)."""
+        state = stored
+        if self.reset_asked:
+            if notes and stored.tools:
+                self.reset = {"why": "reset_slots", "tools": sorted(stored.tools)}
+            state = SessionState()
+        for tool, slots in stored.tools.items():
+            if tool in state.tools and slots.expired(self.now, self.store.slot_ttl_s):
+                if notes:
+                    self.expired[tool] = sorted(slots.values)
+                state = state.with_tool(tool, None)
+        if state.intent not in state.tools:
+            state = replace(state, intent=None)
+        return self._answered(state, notes=notes)
+
+    def _answered(self, state: SessionState, *, notes: bool) -> SessionState:
+        """Each change waiting for the user, read against their newest message: confirmed
+        (the new value is filled), declined or superseded (dropped: the filled value
+        stays), or still waiting."""
+        for tool, slots in list(state.tools.items()):
+            if not slots.pending or slots.asked_by == self.digest:
+                continue  # nothing waiting, or the turn that asked, sent again (a retry)
+            contract = self.registry.get(tool)
+            schema = contract.schema() if contract is not None else {}
+            values, waiting = dict(slots.values), []
+            for change in slots.pending:
+                stated = [canon(normal(contract, change.name, f.value, today=self.today))
+                          for f in self._stated(schema, tool, change.name, slots.values,
+                                                own=True) or ()]
+                said = verdict(self.fresh.texts, stated=stated, old=canon(change.old),
+                               new=canon(change.new)) if self.fresh.texts else "unanswered"
+                if said == "confirmed":
+                    values[change.name] = change.new
+                    if notes:
+                        self.confirmed.setdefault(tool, []).append(change)
+                elif said == "unanswered":
+                    waiting.append(change)
+            state = state.with_tool(tool, ToolSlots(values, slots.touched, tuple(waiting),
+                                                    slots.asked_by if waiting else ""))
+        return state
+
+    def _forced(self, task: Task) -> Task:
+        """A confirmed change: the answer is the call it waited for (tool_choice names
+        it), whatever the model would decide about the word "yes"."""
+        tools = [t for t in self.confirmed if t in task.tool_names()]
+        if not tools or task.tool_choice == "none":
+            return task
+        return replace(task, tool_choice=NamedTool(tools[0]))
+
+    def _started_something(self) -> bool:
+        return bool(self.reset or self.expired or self.confirmed) or any(
+            s.pending for s in self.state.tools.values())
+
+    # -- the report -----------------------------------------------------------------------
+    def _report(self, tool: str | None, schemas: dict[str, dict[str, Any]],
+                needs: dict[str, Any] | None, made: dict[str, dict[str, Any]]
+                ) -> dict[str, Any]:
+        """`strictcall.slots`: the session's slots for the tool this turn was about (for a
+        call: the values it was made with, and `ended`)."""
+        slots = self.state.slots(tool) if tool is not None else None
+        ended = tool in self.ended
+        filled = made.get(tool or "", {}) if ended else dict(slots.values) if slots else {}
+        report: dict[str, Any] = {"session": self.session, "tool": tool, "filled": filled,
+                                  "missing": self._missing(tool, schemas, needs),
+                                  "changed": [c.as_dict() for c in
+                                              [*self.confirmed.get(tool or "", []),
+                                               *self.changed.get(tool or "", [])]],
+                                  "confirm": [], "expired": self.expired,
+                                  "reset": self.reset, "ended": ended}
+        if needs is not None and tool in self.proposed:
+            questions = {c["field"]: c["question"] for c in needs.get("confirm") or ()}
+            report["confirm"] = [{**c.as_dict(), "question": questions.get(c.field)}
+                                 for c in self.proposed[tool]]
+        if slots is not None:
+            report["expires_at"] = round(slots.touched + self.store.slot_ttl_s, 3)
+        return report
+
+    def _missing(self, tool: str | None, schemas: dict[str, dict[str, Any]],
+                 needs: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The fields still to give, with their questions: this answer's (a call's: none)."""
+        if needs is not None and needs.get("tool") == tool:
+            return list(needs.get("missing") or ())
+        return []
+
+
+def fresh_user_texts(turns: tuple[Turn, ...]) -> list[str]:
+    """What the user wrote since the last assistant turn: the only messages that may
+    change a filled slot (or answer a confirmation question)."""
+    last = max((i for i, t in enumerate(turns) if t.role == "assistant"), default=-1)
+    return [t.text for t in turns[last + 1:] if t.role == "user" and t.text]
+
+
+def _field_words(schema: dict[str, Any], grounding: Grounding) -> FieldWords:
+    props = schema.get("properties") or {}
+    texts: dict[Path, list[str]] = {}
+    for name, node in props.items():
+        mark = grounding.mark((name,))
+        description = node.get("description") if isinstance(node, dict) else None
+        texts[(name,)] = describing_texts(
+            (name,), description=description if isinstance(description, str) else None,
+            about=mark.about if mark is not None else {})
+    return FieldWords.of(texts)
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        if not any(same(value, o) and type(value) is type(o) for o in out):
+            out.append(value)
+    return out
+
+
+__all__ = ["Piece", "Question", "SlotTurn", "fresh_user_texts"]

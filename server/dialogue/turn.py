@@ -1,0 +1,121 @@
+"""The conversation layer's seam into the pipeline: a turn in, decisions out.
+
+`Dialogue.begin(task, caller)` reads the request's conversation once (its evidence, date and
+language) and its session's slots, and gives a `DialogueTurn`. The planner asks it, per
+tool, for the schema the model writes to (grounded fields narrowed to what the conversation
+holds, filled slots pinned or opened to a change) and the tool's `Grounding`, which says
+what questions about it say; the checks give it each decoded call to merge with the slots
+(a value put back, a change held for a yes, a question instead), and the answer to settle.
+The prompt never changes: grounding and slots live in the grammar only."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from contracts import Contract, ContractRegistry
+from grammars import narrowed_schema
+from server.dialogue.evidence import Evidence, evidence_of
+from server.dialogue.grounding import Grounding, ground
+from server.dialogue.marks import marked_fields
+from server.dialogue.questions import NeedsInput, Wording
+from server.dialogue.slots import SlotTurn
+from server.identity import Caller
+from server.sessions import SessionStore, scope_of
+from server.task import Task
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    written: dict[str, Any]  # the schema the model writes to
+    grounding: Grounding
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    """The conversation layer, built once per server."""
+
+    store: SessionStore | None
+    registry: ContractRegistry = field(default_factory=ContractRegistry)
+    from_system: bool = True  # the system and developer messages are evidence too
+
+    async def begin(self, task: Task, caller: Caller) -> DialogueTurn:
+        evidence = await asyncio.to_thread(evidence_of, task.turns,
+                                           from_system=self.from_system)
+        slots = None
+        session = task.options.session
+        if session is not None and self.store is not None:
+            scope = scope_of(caller.identity)
+            loaded = await asyncio.to_thread(self.store.load, scope, session)
+            slots = await asyncio.to_thread(SlotTurn, self.store, self.registry, scope,
+                                            session, loaded.state, task, evidence)
+        return DialogueTurn(slots.task if slots is not None else task, evidence,
+                            self.registry, slots)
+
+
+class DialogueTurn:
+    def __init__(self, task: Task, evidence: Evidence, registry: ContractRegistry,
+                 slots: SlotTurn | None) -> None:
+        self.task = task  # a confirmed change: its call named
+        self.evidence = evidence
+        self.registry = registry
+        self.slots = slots
+        self.wordings: dict[str, Wording] = {}
+
+    @property
+    def language(self) -> str:
+        return self.evidence.language
+
+    def tool(self, name: str, schema: dict[str, Any], contract: Contract | None, *,
+             grounded: bool) -> ToolTurn:
+        """What the model writes for tool `name` (`schema`: its arguments' schema; a
+        contract's, or a client's the planner checked) in this turn."""
+        if grounded:
+            grounding = ground(schema, contract, self.evidence, since=self._last_call(name))
+        else:
+            grounding = Grounding(language=self.language)
+        self.wordings[name] = wording_of(grounding, schema)
+        pins = self.slots.narrowings(name, schema, grounding) if self.slots else []
+        pinned = {p.path for p in pins}
+        narrowings = [f.narrowing() for f in grounding.fields if f.path not in pinned]
+        nullable = [p for p in grounding.asked if p not in pinned]
+        if not narrowings and not pins and not nullable:
+            return ToolTurn(schema, grounding)
+        return ToolTurn(narrowed_schema(schema, [*narrowings, *pins], nullable=nullable),
+                        grounding)
+
+    def wording(self, name: str) -> Wording:
+        return self.wordings.get(name) or Wording(self.language)
+
+    @property
+    def held_tools(self) -> set[str]:
+        return self.slots.held_tools if self.slots is not None else set()
+
+    def merge(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | NeedsInput:
+        if self.slots is None:
+            return arguments
+        return self.slots.merge(name, arguments, self.wording(name))
+
+    async def settle(self, schemas: dict[str, dict[str, Any]], calls: Any,
+                     needs: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The session's `strictcall.slots` report (None: no session)."""
+        if self.slots is None:
+            return None
+        return await self.slots.settle(schemas, calls, needs)
+
+    def _last_call(self, name: str) -> int:
+        """The turn of the last assistant call to `name` (-1: none)."""
+        return max((i for i, t in enumerate(self.task.turns) if t.role == "assistant"
+                    and any(c.name == name for c in t.calls)), default=-1)
+
+
+def wording_of(grounding: Grounding, schema: dict[str, Any]) -> Wording:
+    marks = grounding.marks or tuple(marked_fields(schema))
+    descriptions = dict(grounding.descriptions)
+    props = schema.get("properties") or {}
+    for name, node in props.items():
+        if isinstance(node, dict) and isinstance(node.get("description"), str):
+            descriptions.setdefault((name,), node["description"])
+    return Wording(grounding.language, {m.path: dict(m.ask) for m in marks if m.ask},
+                   {m.path: dict(m.about) for m in marks if m.about}, descriptions)

@@ -1,0 +1,150 @@
+"""Grounded candidates, found in the evidence as people write it: amounts and dates in
+their many forms, ids inside compact JSON tool results, the system message (unless told
+not to), nested and array-item fields, the contract's own validators run by pydantic; and
+what is no value of a field ("30.11" is no card, "1" in "1 200,50" no amount)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+
+from contracts import contract_of
+from contracts.examples import BookTicket, CheckAccessRequestStatus, OpenDispute
+from grammars import narrowed_schema, span_pattern
+from server.dialogue import draft_lines, ground
+from server.dialogue.evidence import evidence_of
+from server.task import Turn
+
+TODAY = dt.date(2026, 12, 2)
+DISPUTE = contract_of(OpenDispute)
+
+
+def _found(schema, contract, *turns: tuple[str, str], from_system=True) -> dict:
+    evidence = evidence_of([Turn(role, text) for role, text in turns],
+                           from_system=from_system, today=TODAY)
+    return {"/".join(p): v for p, v in ground(schema, contract, evidence).candidates().items()}
+
+
+def _dispute(*texts: str) -> dict:
+    return _found(DISPUTE.schema(), DISPUTE, *(("user", t) for t in texts))
+
+
+@pytest.mark.parametrize(("text", "field", "value"), [
+    ("вчера с карты •• 4417 списали 1 200,50 ₽ дважды", "amount", "1200.50"),
+    ("вчера с карты •• 4417 списали 1 200,50 ₽ дважды", "operation_date", "2026-12-01"),
+    ("вчера с карты •• 4417 списали 1 200,50 ₽ дважды", "card_last4", "4417"),
+    ("позавчера списали 2 450,00 ₽", "operation_date", "2026-11-30"),
+    ("last Friday my card was charged $1,200.50", "operation_date", "2026-11-27"),
+    ("last Friday my card was charged $1,200.50", "amount", "1200.50"),
+    ("am 30.11 wurden €2.300,00 abgebucht", "operation_date", "2026-11-30"),
+    ("am 30.11 wurden €2.300,00 abgebucht", "amount", "2300.00"),
+    ("3 декабря списали 450", "operation_date", "2025-12-03"),  # not in the future
+    ("The first one was OP-204518.", "original_operation_id", "OP-204518"),
+])
+def test_the_seeds_fields_ground_in_the_forms_people_write(text, field, value):
+    assert value in _dispute(text)[field]
+
+
+@pytest.mark.parametrize(("text", "field", "not_a_value"), [
+    ("paid 1 200,50 ₽", "card_last4", "0050"),  # digits of an amount: no card
+    ("paid 1 200,50 ₽", "amount", "1"),  # the longer run's number wins
+    ("ref OP-204518 ok", "amount", "204518"),  # part of a longer word
+    ("card 4417: 10 charged", "amount", "441710"),  # ":" parts two values
+    ("on 30.11 I was charged", "card_last4", "3011"),  # a date is no card
+])
+def test_what_is_no_value_of_the_field(text, field, not_a_value):
+    assert not_a_value not in _dispute(text)[field]
+
+
+NUMBERS = {"type": "object", "properties": {
+    "amount": {"type": ["number", "null"], "x-strictcall-grounded": True},
+    "guests": {"type": "integer", "x-strictcall-grounded": True},
+    "when": {"type": "string", "format": "date", "x-strictcall-grounded": True}}}
+
+
+@pytest.mark.parametrize(("text", "amount"), [
+    ("1 200,50 ₽", 1200.5), ("€2.300,00", 2300), ("$1,200.50", 1200.5), ("89,90 €", 89.9)])
+def test_a_client_number_takes_an_amount_as_written(text, amount):
+    found = _found(NUMBERS, None, ("user", f"I paid {text} yesterday, card 4417"))
+    assert amount in found["amount"] and 1 not in found["amount"]
+
+
+def test_a_client_date_field_reads_relative_dates():
+    assert _found(NUMBERS, None, ("user", "позавчера, for 2 guests"))["when"] == \
+        ("2026-11-30",)
+    assert _found(NUMBERS, None, ("user", "we land at 7 am"))["guests"] == ()
+
+
+def test_an_id_inside_compact_json_is_a_value():
+    contract = contract_of(CheckAccessRequestStatus)
+    found = _found(contract.schema(), contract, ("user", "is my request stuck?"),
+                   ("tool", '{"id":"AR-004217","status":"pending","days":9}'))
+    assert found["request_id"] == ("AR-004217",)
+
+
+def test_the_system_message_is_evidence_unless_turned_off():
+    profile = ("system", "Customer profile: cards •• 4417 (debit), •• 9921 (credit).")
+    asked = ("user", "my debit card was charged twice yesterday")
+    assert set(_found(DISPUTE.schema(), DISPUTE, profile, asked)["card_last4"]) == \
+        {"4417", "9921"}
+    assert _found(DISPUTE.schema(), DISPUTE, profile, asked,
+                  from_system=False)["card_last4"] == ()
+
+
+def test_the_system_message_states_the_conversations_date():
+    evidence = evidence_of([Turn("system", "Today is 2026-11-20."), Turn("user", "вчера")])
+    assert evidence.today == dt.date(2026, 11, 20)
+    assert _found(DISPUTE.schema(), DISPUTE, ("system", "Сегодня 20.11.2026."),
+                  ("user", "вчера списали"), from_system=False)["operation_date"] == \
+        ("2026-11-19",)
+
+
+def test_a_new_intent_looks_first_at_what_came_after_the_last_call():
+    evidence = evidence_of([
+        Turn("user", "card 4417 was charged 1 200,50 twice yesterday"),
+        Turn("assistant", "", ()), Turn("user", "and 89,90 at the bookstore today too")],
+        today=TODAY)
+    found = ground(DISPUTE.schema(), DISPUTE, evidence, since=1).candidates()
+    assert found[("amount",)] == ("89.90",)  # the newest words say it
+    assert found[("card_last4",)] == ("4417",)  # "the same card": from before
+
+
+def test_nested_and_array_item_fields_are_grounded():
+    contract = contract_of(BookTicket)
+    evidence = evidence_of([
+        Turn("system", "Profile: Ivan Petrov, passport 4510 123456."),
+        Turn("user", "Two tickets on the 752A for me and Anna Petrova, passport 4512 654321")],
+        today=TODAY)
+    grounding = ground(contract.schema(), contract, evidence)
+    found = grounding.candidates()
+    assert found[("train",)] == ("752A",)
+    assert set(found[("passengers", "*", "passport")]) == {"4510 123456", "4512 654321"}
+    spans = next(f.spans for f in grounding.fields if f.path[-1] == "full_name")
+    assert re.match(spans, "Anna Petrova") and re.match(spans, "Ivan Petrov")
+    assert not re.match(spans, "Maria Petrova")
+    written = narrowed_schema(contract.schema(), [f.narrowing() for f in grounding.fields])
+    item = written["properties"]["passengers"]["items"]
+    assert item["properties"]["passport"]["anyOf"][0] == {
+        "enum": list(found[("passengers", "*", "passport")])}
+    assert "$ref" not in item and "Passenger" in written["$defs"]  # copied, not changed
+
+
+def test_a_plain_string_is_a_span_grammar_not_a_list():
+    pattern = span_pattern(["Yesterday my card ending 4417 was charged 1 200,50 twice at "
+                            "the coffee shop, (sadly)."])
+    for good in ("coffee shop", "card ending 4417", "the coffee shop", "sadly",
+                 "twice at the coffee shop,"):
+        assert re.match(pattern, good), good
+    for bad in ("the tea shop", "coffee  shop", "shop coffee", "ending 4418", ""):
+        assert not re.match(pattern, bad), bad
+
+
+def test_drafts_are_the_candidates_as_a_call_writes_them():
+    evidence = evidence_of([Turn("user", "вчера с карты •• 4417 списали 1 200,50 ₽")],
+                           today=TODAY)
+    lines = draft_lines({"open_dispute": ground(DISPUTE.schema(), DISPUTE, evidence)})
+    assert '"amount":"1200.50"' in lines and '"amount": "1200.50"' in lines
+    assert '"operation_date":"2026-12-01"' in lines
+    assert not [line for line in lines if line.startswith('"original_operation_id"')]

@@ -1,0 +1,82 @@
+"""Values as people write them: numbers and amounts in several locales (Babel, price-parser),
+dates relative to the conversation's date in several languages (dateparser), the language
+of a message (script, then lingua), and what is no value at all."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from server.dialogue.language import language_of, words
+from server.dialogue.reading import Reader
+
+TODAY = dt.date(2026, 12, 2)  # a Wednesday
+
+
+@pytest.mark.parametrize(("language", "span", "number"), [
+    ("ru", "1 200,50 ₽", Decimal("1200.50")),
+    ("ru", "1 200,50", Decimal("1200.50")),
+    ("de", "€2.300,00", Decimal("2300.00")),
+    ("en", "$1,200.50", Decimal("1200.50")),
+    ("en", "1,049.99", Decimal("1049.99")),
+    ("en", "1,200", Decimal("1200")),
+    ("ru", "1,200", Decimal("1.200")),  # the conversation's locale decides
+    ("en", "4417", Decimal("4417")),
+    ("en", "5 nights", None),
+    ("en", "card 4417", None),
+    ("en", "12%", None),
+])
+def test_numbers_in_the_forms_people_write(language, span, number):
+    assert Reader(today=TODAY, language=language).number(span) == number
+
+
+@pytest.mark.parametrize(("language", "span", "day"), [
+    ("ru", "позавчера", dt.date(2026, 11, 30)),
+    ("ru", "вчера", dt.date(2026, 12, 1)),
+    ("en", "30.11", dt.date(2026, 11, 30)),
+    ("en", "last Friday", dt.date(2026, 11, 27)),
+    ("ru", "3 декабря", dt.date(2026, 12, 3)),
+    ("de", "vorgestern", dt.date(2026, 11, 30)),
+    ("de", "3. Dezember", dt.date(2026, 12, 3)),
+    ("en", "in 2 days", dt.date(2026, 12, 4)),
+    ("ru", "01.11.2026", dt.date(2026, 11, 1)),
+    ("en", "позавчера", dt.date(2026, 11, 30)),  # a Russian word in an English chat
+    ("en", "5531", None),  # a card number is no year
+    ("en", "7 am", None),  # a time of day is no day
+    ("en", "at 7", None),  # nor a short word and a number
+    ("en", "we", None),  # nor two letters of a weekday
+])
+def test_dates_relative_to_the_conversation(language, span, day):
+    assert Reader(today=TODAY, language=language).date(span) == day
+
+
+def test_a_day_the_field_takes_may_be_last_years():
+    """"3 декабря" said on 2 December is this year's; a field that takes only past days
+    gets last year's from the readings in order."""
+    assert Reader(today=TODAY, language="ru").dates("3 декабря") == [
+        dt.date(2026, 12, 3), dt.date(2025, 12, 3)]
+
+
+def test_dates_and_times_claim_the_numbers_inside_them():
+    text = "we land at 7 am on 30.11, card 4417, make it 5 nights"
+    claimed = [text[a:b] for a, b in Reader(today=TODAY, language="en").claims(text)]
+    assert "7 am" in claimed and any("30.11" in c for c in claimed)
+    assert not any("4417" in c or "5" in c.split() for c in claimed)
+
+
+@pytest.mark.parametrize(("text", "language"), [
+    ("угу", "ru"), ("ок", "ru"), ("Да, не против", "ru"), ("так, і", "uk"),
+    ("Make it 5 nights", "en"), ("vorgestern habe ich bezahlt", "de"),
+    ("我想订一个酒店", "zh"), ("yes", None), ("4417", None),
+])
+def test_the_language_of_a_message(text, language):
+    assert language_of(text) == language
+
+
+def test_words_are_stemmed_in_their_own_script():
+    assert words("сумму суммы") == ["сумм", "сумм"]
+    assert words("nights guests", language="en") == ["night", "guest"]
+    assert words("订酒店") == ["订", "酒", "店", "订酒", "酒店"]
+    assert words("the amount of the card") == ["amount", "card"]  # function words out
