@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -39,6 +39,7 @@ from server.dialogue.marks import (
     resolved,
     top_descriptions,
 )
+from server.dialogue.naming import FieldWords, field_words
 from server.dialogue.reading import Reader, decimal_json, spans, within
 
 SPAN_WORDS = 4  # the longest run of words a value (not a plain string) is looked for in
@@ -55,6 +56,7 @@ class Found:
     piece: int  # its index among the evidence's pieces
     start: int
     end: int
+    named: bool = False  # the message names the field beside it
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,12 @@ class GroundedField:
     path: Path
     candidates: tuple[Any, ...] = ()  # the JSON values the model may write (besides null)
     spans: str | None = None  # a plain string: the pattern of the runs it may copy
+    # The message says these values of this very field ("4 nights"): given, so "not
+    # given" is no choice (null is not offered).
+    named: bool = False
 
     def narrowing(self) -> Narrowing:
-        return Narrowing(self.path, self.candidates, self.spans)
+        return Narrowing(self.path, self.candidates, self.spans, nullable=not self.named)
 
     def count(self) -> int | str:
         return "spans" if self.spans is not None else len(self.candidates)
@@ -133,15 +138,22 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     """The grounding of one tool's arguments `schema` (a contract's, or a client's).
     `since`: the turn of the tool's last call; what came after it is looked at first."""
     marks = marked_fields(schema)
+    finders = {m.path: ValueFinder(schema, m.path, m.node, contract, evidence)
+               for m in marks if m.grounded and not plain_string(m.node)}
+    words = field_words(schema, marks)
+    everything = _owned(finders, evidence.pieces, words)
+    recent = _owned(finders, evidence.after(since).pieces, words) if since >= 0 \
+        else everything
     fields = []
     for marked in (m for m in marks if m.grounded):
-        if plain_string(marked.node):
+        if marked.path not in finders:  # a plain string: a run of the evidence's words
             fields.append(GroundedField(marked.path, spans=span_pattern(evidence.texts)))
             continue
-        finder = ValueFinder(schema, marked.path, marked.node, contract, evidence)
-        found = finder.values(evidence.after(since).pieces) if since >= 0 else []
-        fields.append(GroundedField(marked.path, tuple(
-            found or finder.values(evidence.pieces))))
+        found = recent.get(marked.path)
+        # Named beside every value the newest turns give it: no "not given" to choose.
+        named = bool(found) and all(f.named for f in found or ())
+        fields.append(GroundedField(marked.path, tuple(_newest_values(
+            found or everything[marked.path])), named=named))
     descriptions = {**top_descriptions(schema),
                     **{m.path: m.description for m in marks if m.description}}
     return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions)
@@ -153,6 +165,7 @@ class ValueFinder:
     def __init__(self, schema: dict[str, Any], path: Path, node: dict[str, Any],
                  contract: Contract | None, evidence: Evidence) -> None:
         self.node = node
+        self.path = path
         self.shape = Shape.of(node)
         self.reader: Reader = evidence.reader
         self.all = evidence.pieces
@@ -165,10 +178,7 @@ class ValueFinder:
 
     def values(self, pieces: Sequence[Piece]) -> list[Any]:
         """The distinct values, the most recent first."""
-        out: dict[str, Any] = {}
-        for found in reversed(self.found(pieces)):
-            out.setdefault(json.dumps(found.value, sort_keys=True), found.value)
-        return list(out.values())[:MAX_CANDIDATES]
+        return _newest_values(self.found(pieces))
 
     def found(self, pieces: Sequence[Piece]) -> list[Found]:
         """Every value found, with its span, in order of the pieces."""
@@ -224,6 +234,35 @@ class ValueFinder:
                 out.append(value)
                 break
         return out
+
+
+def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],
+           words: FieldWords) -> dict[Path, list[Found]]:
+    """Each field's values in `pieces`, less those the message says of another field that
+    takes them ("for 2 guests": 2 is no number of nights; "card •• 4417" no amount)."""
+    found = {path: finder.found(pieces) for path, finder in finders.items()}
+    spans = {path: {(f.piece, f.start, f.end) for f in fs} for path, fs in found.items()}
+    out: dict[Path, list[Found]] = {}
+    for path, fs in found.items():
+        kept = []
+        for f in fs:
+            finder = finders[path]
+            owner = words.tied(finder.all[f.piece].text, f.start, f.end) \
+                if len(path) == 1 else None
+            if owner == path:
+                kept.append(replace(f, named=True))
+            elif owner is None or (f.piece, f.start, f.end) not in spans.get(owner, ()):
+                kept.append(f)
+        out[path] = kept
+    return out
+
+
+def _newest_values(found: Sequence[Found]) -> list[Any]:
+    """The distinct values, the most recent first."""
+    out: dict[str, Any] = {}
+    for one in reversed(found):
+        out.setdefault(json.dumps(one.value, sort_keys=True), one.value)
+    return list(out.values())[:MAX_CANDIDATES]
 
 
 @dataclass(frozen=True)

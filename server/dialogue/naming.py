@@ -2,17 +2,19 @@
 `guests`; "сумма была 1 300,00" ties the amount. A field is named by its own words (its
 key's parts, its description, its `About` texts in every language), stemmed per
 language, and only by words no other field of the tool shares ("number" of nights and of
-guests names neither). A value is tied to the named field nearest to it within a few
-words of the same sentence."""
+guests names neither), and never by words that are values themselves ("today"). A value is
+tied to the field whose word is nearest to it within a few words of the same sentence."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from server.dialogue.language import identifier_words, words
-from server.dialogue.marks import Path
+from server.dialogue.marks import Marked, Path
+from server.dialogue.reading import date_word
 
 NEAR = 4  # words between a value and a field's word, at most
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -28,7 +30,8 @@ class FieldWords:
     @classmethod
     def of(cls, texts: Mapping[Path, Sequence[str]]) -> FieldWords:
         """`texts`: per field, the words that describe it (any language)."""
-        stems = {path: {s for t in ts for s in words(t) if len(s) > 1 and not s.isdigit()}
+        stems = {path: {s for t in ts for w in _TOKEN.findall(t) if not date_word(w)
+                        for s in words(w) if len(s) > 1 and not s.isdigit()}
                  for path, ts in texts.items()}
         counts: dict[str, int] = {}
         for found in stems.values():
@@ -38,30 +41,51 @@ class FieldWords:
                     for path, found in stems.items()})
 
     def tied(self, text: str, start: int, end: int) -> Path | None:
-        """The field the value at text[start:end] is said of: the nearest named one in its
-        sentence, within `NEAR` words (None: no field named there)."""
+        """The field the value at text[start:end] is said of (None: none, or several). In
+        the value's sentence, each word of a field names the run of digits nearest to it
+        (within `NEAR` words): "card 4417 was charged 1 200,50" names 4417, not the
+        amount, by the card; "5 nights and 3 guests" gives each number its own field."""
         sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)),
                              default=0)
         stop = _SENTENCE_END.search(text, end)
         sentence_end = stop.start() if stop else len(text)
         tokens = [(m.start(), m.end(), m.group()) for m in
                   _TOKEN.finditer(text, sentence_start, sentence_end)]
-        value_at = [i for i, (s, e, _) in enumerate(tokens) if s < end and e > start]
-        if not value_at:
-            return None
-        first, last = value_at[0], value_at[-1]
-        best: tuple[int, Path] | None = None
-        for i, (_, _, token) in enumerate(tokens):
-            if first <= i <= last:
+        runs = _digit_runs(tokens)
+        named: set[Path] = set()
+        for i, (token_start, token_end, token) in enumerate(tokens):
+            if token_start < end and token_end > start:
+                continue  # the value's own words ("OP" of OP-204518) name nothing
+            fields = [p for p, names in self.by_field.items() if set(words(token)) & names]
+            run = _nearest(runs, i)
+            if not fields or run is None:
                 continue
-            distance = first - i if i < first else i - last
-            if distance > NEAR:
-                continue
-            stem = set(words(token))
-            for path, names in self.by_field.items():
-                if stem & names and (best is None or distance < best[0]):
-                    best = (distance, path)
-        return best[1] if best is not None else None
+            first, last = run
+            if tokens[first][0] < end and tokens[last][1] > start:  # the value's run
+                named.update(fields)
+        return next(iter(named)) if len(named) == 1 else None
+
+
+def _digit_runs(tokens: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
+    """Runs of tokens that hold digits, one after another ("1 200,50": one run)."""
+    runs: list[tuple[int, int]] = []
+    for i, (_, _, token) in enumerate(tokens):
+        if not any(c.isdigit() for c in token):
+            continue
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+def _nearest(runs: list[tuple[int, int]], at: int) -> tuple[int, int] | None:
+    best: tuple[int, tuple[int, int]] | None = None
+    for first, last in runs:
+        distance = first - at if at < first else at - last if at > last else 0
+        if distance <= NEAR and (best is None or distance < best[0]):
+            best = (distance, (first, last))
+    return best[1] if best is not None else None
 
 
 def describing_texts(path: Path, *, description: str | None,
@@ -70,3 +94,16 @@ def describing_texts(path: Path, *, description: str | None,
     "please" and "tell me" name nothing)."""
     return [" ".join(identifier_words(path[-1])), *(t for t in (description,) if t),
             *about.values()]
+
+
+def field_words(schema: dict[str, Any], marks: Sequence[Marked]) -> FieldWords:
+    """The distinctive words of a tool's top-level fields."""
+    props = schema.get("properties") or {}
+    about = {m.path: m.about for m in marks}
+    texts: dict[Path, list[str]] = {}
+    for name, node in props.items():
+        description = node.get("description") if isinstance(node, dict) else None
+        texts[(name,)] = describing_texts(
+            (name,), description=description if isinstance(description, str) else None,
+            about=about.get((name,), {}))
+    return FieldWords.of(texts)

@@ -59,7 +59,10 @@ class Reader:
         first = self.date(span)
         if first is None:
             return []
-        others = [self.date(span, prefer=p) for p in ("past", "future")]
+        if _DIGIT_DATE.match(span.strip()) and len(re.findall(r"\d+", span)) == 2:
+            others = [_shifted(first, -1), _shifted(first, 1)]  # "30.11": which year
+        else:
+            others = [self.date(span, prefer=p) for p in ("past", "future")]
         return list(dict.fromkeys([first, *(d for d in others if d is not None)]))
 
     def date(self, span: str, *, prefer: str = "current_period") -> dt.date | None:
@@ -74,7 +77,11 @@ class Reader:
         if _TIME.search(text):
             return None
         order = "MDY" if self.language == "en" and "/" in text else "DMY"
-        found = _date_parser(language, order, self.today, prefer).get_date_data(text)
+        # Digits with dots are a day and a month ("20.12"), which dateparser alone would
+        # read as a time of day.
+        formats = _DIGIT_FORMATS[order] if _DIGIT_DATE.match(text) else None
+        found = _date_parser(language, order, self.today, prefer).get_date_data(
+            text, date_formats=formats)
         if found.date_obj is None or found.period != "day":
             return None  # no date, a time of day, or a month but no day
         day: dt.date = found.date_obj.date()
@@ -190,6 +197,18 @@ def _parse_decimal(text: str, locale: str) -> Decimal | None:
     return value if value.is_finite() else None
 
 
+_DIGIT_FORMATS = {
+    "DMY": ["%d.%m", "%d.%m.%Y", "%d.%m.%y", "%d/%m", "%d/%m/%Y", "%Y-%m-%d"],
+    "MDY": ["%m/%d", "%m/%d/%Y", "%d.%m", "%d.%m.%Y", "%Y-%m-%d"]}
+
+
+def _shifted(day: dt.date, years: int) -> dt.date | None:
+    try:
+        return day.replace(year=day.year + years)
+    except ValueError:  # 29 February
+        return None
+
+
 def _language_of_span(text: str, language: str) -> str:
     """A span's own script over the conversation's language: "позавчера" in an English
     chat is still Russian."""
@@ -199,6 +218,13 @@ def _language_of_span(text: str, language: str) -> str:
     if "han" in scripts:
         return "ja" if "kana" in scripts else "zh"
     return language
+
+
+def date_word(word: str) -> bool:
+    """Whether `word` is a word of dates itself ("today", "вчера", "Friday"): a value,
+    not a name of one."""
+    folded = word.casefold()
+    return any(folded in _vocabulary(language) for language in ("en", "ru", "de", "fr", "es"))
 
 
 def _date_words(text: str, language: str) -> bool:

@@ -37,8 +37,7 @@ from contracts import ContractRegistry
 from grammars import Narrowing
 from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.grounding import Found, Grounding, values_of
-from server.dialogue.marks import Path
-from server.dialogue.naming import FieldWords, describing_texts
+from server.dialogue.naming import FieldWords, field_words
 from server.dialogue.questions import NeedsInput, Question, Wording
 from server.dialogue.replies import verdict
 from server.dialogue.values import (
@@ -104,7 +103,7 @@ class SlotTurn:
         for field, found in stated.items():
             for f in found or ():
                 owners.setdefault((f.piece, f.start, f.end), set()).add(field)
-        words = _field_words(schema, grounding)
+        words = field_words(schema, grounding.marks)
         out = []
         for field, old in filled.items():
             found = stated[field]
@@ -353,18 +352,6 @@ def fresh_user_texts(turns: tuple[Turn, ...]) -> list[str]:
     change a filled slot (or answer a confirmation question)."""
     last = max((i for i, t in enumerate(turns) if t.role == "assistant"), default=-1)
     return [t.text for t in turns[last + 1:] if t.role == "user" and t.text]
-
-
-def _field_words(schema: dict[str, Any], grounding: Grounding) -> FieldWords:
-    props = schema.get("properties") or {}
-    texts: dict[Path, list[str]] = {}
-    for name, node in props.items():
-        mark = grounding.mark((name,))
-        description = node.get("description") if isinstance(node, dict) else None
-        texts[(name,)] = describing_texts(
-            (name,), description=description if isinstance(description, str) else None,
-            about=mark.about if mark is not None else {})
-    return FieldWords.of(texts)
 
 
 def _unique(values: list[Any]) -> list[Any]:
