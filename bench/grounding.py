@@ -1,116 +1,110 @@
 """Grounded fields, measured: what a model writes for values the user must give, with
 grounding on and off, on support dialogues written like real chats (bench/data/
-grounding_dialogues.yaml: dirty amounts, "вчера", card numbers with dots, two candidate ids
-in one message, ids never given; English, Russian, German, Spanish).
+grounding_dialogues.yaml: amounts as "1 200,50 ₽", "$1,200.50", "€2.300,00"; dates as
+"вчера", "позавчера", "30.11", "last Friday"; ids inside compact JSON tool results; a
+customer profile in the system message; ids never given; a correction of one of two
+numbers of one type; English, Russian, German, Spanish).
 
     strictcall-bench grounding [--sampled 2] [--url URL] [--save]
 
 Each dialogue's tool is forced (named tool_choice), against one real server on the embedded
-model (or `--url`), greedy, then `--sampled` seeds at temperature 1. Per field, over every
-answer (a call's arguments, or what a question collected):
+model (or `--url`), greedy, then `--sampled` seeds at temperature 1. A dialogue is one
+request (`turns`), or several in one session (`steps`, the client keeping the messages).
+Every answer is judged field by field against the values the dialogue's author wrote by
+hand for that point (`expect`), never by anything the server computes
+(server/eval/dialogues.py `judge_fields`):
 
-    correct        the value the dialogue gives
-    invented       a value found nowhere in the conversation, even after normalizing
-    wrong_present  another value the conversation holds (an amount used as a card)
-    asked_missing  a question where the dialogue never gives it (right)
-    asked_present  a question where the dialogue gives it (the cost of asking)
-    left_out       not given, in a call (an optional field)
-and the end-to-end latency's median per setting."""
+    correct        the value the user gave
+    asked_given    a question about a value the user gave (the cost of asking)
+    asked_missing  a question about a value nobody gave (right)
+    invented       a value where nobody gave one
+    wrong          another value than the one given (an amount used as a card)
+    changed        a value that moved while the user changed nothing (steps only)
+    not_shown      not in the answer (an optional field left out, or a question about
+                   other fields)
+    confirming     a confirmation question about a value the user just changed
+per setting and language, and per setting and field; and the end-to-end latency's median
+per setting."""
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import statistics
 import sys
 import time
+import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from bench.results_file import add_save_flag, save
+from server.eval.dialogues import GOLD_MEASURES, asked_fields, dated, judge_fields
 
 DATA = Path(__file__).parent / "data" / "grounding_dialogues.yaml"
 SETTINGS = {"grounding-on": True, "grounding-off": False}
-MEASURES = ("correct", "invented", "wrong_present", "asked_missing", "asked_present",
-            "left_out")
+MEASURES = GOLD_MEASURES
 
 
-def load(path: Path = DATA, *, today: dt.date | None = None) -> list[dict[str, Any]]:
-    """The dialogues, their relative dates (YESTERDAY, TODAY) made concrete."""
-    today = today or dt.date.today()
-    days = {"TODAY": today.isoformat(),
-            "YESTERDAY": (today - dt.timedelta(days=1)).isoformat()}
+def load(path: Path = DATA) -> list[dict[str, Any]]:
+    """The dialogues, each as its steps (one step: one request), their dates made
+    concrete for today ({today}, {yesterday}, {ago:N}, {date:DD.MM}, {next:DD.MM})."""
     dialogues = yaml.safe_load(path.read_text())
     for d in dialogues:
-        d["expect"] = {k: days.get(v, v) if isinstance(v, str) else v
-                       for k, v in d["expect"].items()}
+        steps = d.get("steps") or [{"messages": d["turns"], "expect": d["expect"]}]
+        d["steps"] = [{**s, "expect": {k: dated(v) for k, v in s["expect"].items()}}
+                      for s in steps]
     return list(dialogues)
 
 
-def outcome(body: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
-    """(the values that came back, the fields asked about) of one chat completion."""
+def outcome(body: dict[str, Any]) -> tuple[dict[str, Any], set[str], set[str]]:
+    """(the values an answer shows, the fields it asks for, the fields it asks to
+    confirm) of one chat completion."""
     message = body["choices"][0]["message"]
-    needs = (body.get("strictcall") or {}).get("needs_input")
+    extension = body.get("strictcall") or {}
+    needs = extension.get("needs_input")
     if needs:
-        asked = {q["field"].lstrip("/") for q in needs.get("missing", [])} | \
-            {q["field"].lstrip("/") for q in needs.get("confirm", [])}
-        return dict(needs.get("collected") or {}), asked
+        asked, confirming = asked_fields(extension)
+        return dict(needs.get("collected") or {}), asked, confirming
     calls = message.get("tool_calls") or []
-    return (json.loads(calls[0]["function"]["arguments"]) if calls else {}), set()
+    return (json.loads(calls[0]["function"]["arguments"]) if calls else {}), set(), set()
 
 
-def score(expect: dict[str, Any], values: dict[str, Any], asked: set[str],
-          present: Callable[[str, Any], bool]) -> dict[str, str]:
-    """Each grounded field's measure; `present(field, value)`: the conversation holds it."""
-    out: dict[str, str] = {}
-    for name, want in expect.items():
-        got = values.get(name)
-        if name in asked:
-            out[name] = "asked_missing" if want is None else "asked_present"
-        elif got is None:
-            out[name] = "left_out"
-        elif want is not None and _same(got, want):
-            out[name] = "correct"
-        elif present(name, got):
-            out[name] = "wrong_present"
-        else:
-            out[name] = "invented"
-    return out
-
-
-def _same(got: Any, want: Any) -> bool:
-    return str(got).casefold() == str(want).casefold()
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    head = ["setting", "field", "answers", *MEASURES]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        lines.append("| " + " | ".join(str(r.get(k, "")) for k in head) + " |")
-    return "\n".join(lines)
-
-
-def summarize(samples: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    counts: dict[tuple[str, str], Counter[str]] = {}
+def summarize(samples: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
+                                                      dict[str, float]]:
+    """Rows per (setting, language) and per (setting, field), and latency per setting."""
+    counts: dict[tuple[str, str, str], Counter[str]] = {}
     for s in samples:
         for name, measure in s["scores"].items():
-            counts.setdefault((s["setting"], name), Counter())[measure] += 1
-    rows = [{"setting": setting, "field": name, "answers": sum(c.values()),
+            counts.setdefault((s["setting"], "language", s["language"]), Counter())[
+                measure] += 1
+            counts.setdefault((s["setting"], "field", name), Counter())[measure] += 1
+    rows = [{"setting": setting, "by": by, "group": group, "answers": sum(c.values()),
              **{m: c.get(m, 0) for m in MEASURES}}
-            for (setting, name), c in sorted(counts.items())]
+            for (setting, by, group), c in sorted(counts.items())]
     latency = {setting: round(statistics.median(
         s["seconds"] for s in samples if s["setting"] == setting), 3)
         for setting in {s["setting"] for s in samples}}
     return rows, latency
 
 
+def table(rows: list[dict[str, Any]], *, by: str = "language") -> str:
+    head = ["setting", by, "answers", *MEASURES]
+    lines = ["| " + " | ".join(h.replace("_", " ") for h in head) + " |",
+             "|" + "---|" * len(head)]
+    for r in rows:
+        if r.get("by", "field") == by:  # (rows of earlier runs: by field only)
+            group = r.get("group", r.get(by, ""))
+            lines.append("| " + " | ".join(str(group if k == by else r.get(k, ""))
+                                           for k in head) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="strictcall-bench grounding", description=__doc__)
+    p = argparse.ArgumentParser(prog="strictcall-bench grounding", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sampled", type=int, default=2, help="seeds at temperature 1 besides "
                                                           "the greedy answer")
     p.add_argument("--url", help="a StrictCall server already running (default: start one "
@@ -125,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from server.process import ServerProcess
 
-        with ServerProcess("--served-model-name", "m", "--contracts",
-                           "contracts.examples") as server:
+        with ServerProcess("--served-model-name", "m", "--contracts", "contracts.examples",
+                           "--state-url", "memory://") as server:
             samples = _run(server.base_url, dialogues, args.sampled)
     rows, latency = summarize(samples)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         "samples": samples}, indent=2, ensure_ascii=False))
     if args.save:
         save("grounding", {"rows": rows, "latency_p50_s": latency}, argv)
-    print(table(rows))
+    print(table(rows, by="language") + "\n\n" + table(rows, by="field"))
     print("\nlatency p50 (s): " + ", ".join(f"{k}={v}" for k, v in sorted(latency.items())))
     return 0
 
@@ -143,54 +137,47 @@ def main(argv: list[str] | None = None) -> int:
 def _run(url: str, dialogues: list[dict[str, Any]], sampled: int) -> list[dict[str, Any]]:
     from openai import OpenAI
 
-    from contracts import contract_of
-    from contracts.examples import CheckAccessRequestStatus, OpenDispute
-
-    contracts = {c.name: c for c in map(contract_of, (OpenDispute, CheckAccessRequestStatus))}
     client = OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key="-", max_retries=0,
                     timeout=600)
     model = client.models.list().data[0].id
     runs = [(0.0, None)] + [(1.0, seed) for seed in range(sampled)]
     samples = []
     for i, d in enumerate(dialogues):
-        present = _presence(contracts[d["tool"]], d["turns"])
         for setting, on in SETTINGS.items():
             for temperature, seed in runs:
-                started = time.perf_counter()
-                raw = client.chat.completions.with_raw_response.create(
-                    model=model, messages=d["turns"], max_tokens=200, temperature=temperature,
-                    seed=seed, tools=[{"type": "function", "function": {"name": d["tool"]}}],
-                    tool_choice={"type": "function", "function": {"name": d["tool"]}},
-                    extra_body={"strictcall": {"grounding": on}})
-                seconds = time.perf_counter() - started
-                body = json.loads(raw.text) if raw.http_response.status_code == 200 else None
-                values, asked = outcome(body) if body else ({}, set())
-                samples.append({"dialogue": d["id"], "setting": setting, "seed": seed,
-                                "seconds": round(seconds, 3), "values": values,
-                                "asked": sorted(asked), "status":
-                                raw.http_response.status_code,
-                                "scores": score(d["expect"], values, asked, present)})
+                samples += _dialogue(client, model, d, setting, on, temperature, seed)
         print(f"\r{i + 1}/{len(dialogues)} dialogues", end="", file=sys.stderr)
     print(file=sys.stderr)
     return samples
 
 
-def _presence(contract: Any, turns: list[dict[str, Any]]) -> Callable[[str, Any], bool]:
-    """Whether a value is in the conversation: one of the field's candidates (spans through
-    its normalizing, as the server finds them) or, as text, within what was said."""
-    from server.pipeline.grounding import evidence, ground
-    from server.task import Turn
-
-    texts = evidence([Turn(t["role"], t.get("content") or "") for t in turns])
-    found = ground(contract.schema(), contract, texts)
-    context = {"today": dt.date.today()}
-    normal: dict[str, set[str]] = {}
-    for name, values in found.candidates().items():
-        normal[name] = {str(contract.fields.normalized(name, v, context=context)[1])
-                        for v in values} | {str(v) for v in values}
-    core = "".join(c for c in " ".join(texts).casefold() if c.isalnum())
-
-    def present(name: str, value: Any) -> bool:
-        as_text = "".join(c for c in str(value).casefold() if c.isalnum())
-        return str(value) in normal.get(name, set()) or (bool(as_text) and as_text in core)
-    return present
+def _dialogue(client: Any, model: str, d: dict[str, Any], setting: str, on: bool,
+              temperature: float, seed: int | None) -> list[dict[str, Any]]:
+    """One dialogue's steps in one session; each answer judged against its step's gold."""
+    session, messages, out = f"bench_{uuid.uuid4().hex}", [], []
+    before: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    for n, step in enumerate(d["steps"], start=1):
+        messages += step["messages"]
+        started = time.perf_counter()
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=messages, max_tokens=200, temperature=temperature,
+            seed=seed, tools=[{"type": "function", "function": {"name": d["tool"]}}],
+            tool_choice={"type": "function", "function": {"name": d["tool"]}},
+            extra_body={"strictcall": {"grounding": on, "session": session}})
+        seconds = time.perf_counter() - started
+        status = raw.http_response.status_code
+        body = json.loads(raw.text) if status == 200 else None
+        shown, asked, confirming = outcome(body) if body else ({}, set(), set())
+        if body is not None:
+            message = body["choices"][0]["message"]
+            messages = [*messages, {k: v for k, v in message.items()
+                                    if k in ("role", "content", "tool_calls") and v}]
+        scores = judge_fields(step["expect"], shown, asked=asked, confirming=confirming,
+                              before_gold=before[0], before_shown=before[1])
+        before = (step["expect"], {**before[1], **{k: v for k, v in shown.items()
+                                                   if v is not None}})
+        out.append({"dialogue": d["id"], "step": n, "language": d["language"],
+                    "setting": setting, "seed": seed, "seconds": round(seconds, 3),
+                    "values": shown, "asked": sorted(asked | confirming), "status": status,
+                    "scores": scores})
+    return out

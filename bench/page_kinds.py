@@ -270,11 +270,14 @@ def grounding(results: dict[str, Any]) -> Rendered:
     invented: dict[str, int] = {}
     answers: dict[str, int] = {}
     for row in results["rows"]:
-        invented[row["setting"]] = invented.get(row["setting"], 0) + row["invented"]
-        answers[row["setting"]] = answers.get(row["setting"], 0) + row["answers"]
-    return Rendered(sections=[grounding_table(results["rows"]), "",
-                              f"Latency p50: {latency}.", ""],
-                    headline="values invented: " + ", ".join(
+        if row.get("by", "field") == "field":  # (each answer counted once)
+            invented[row["setting"]] = invented.get(row["setting"], 0) + row["invented"]
+            answers[row["setting"]] = answers.get(row["setting"], 0) + row["answers"]
+    sections = [grounding_table(results["rows"], by="field"), ""]
+    if any(r.get("by") == "language" for r in results["rows"]):
+        sections = [grounding_table(results["rows"], by="language"), "", *sections]
+    return Rendered(sections=[*sections, f"Latency p50: {latency}.", ""],
+                    headline="values invented (judged by hand-written values): " + ", ".join(
                         f"{k} {invented[k]} of {answers[k]}" for k in sorted(invented)))
 
 

@@ -27,15 +27,15 @@ from typing import Any
 
 from bench.bfcl_ast import load
 from bench.results_file import add_save_flag, save
-from server.execution.selection import select, tool_words, words
+from server.execution.selection import select, tool_text
 
-Document = Callable[[dict[str, Any]], list[str]]
+Document = Callable[[dict[str, Any]], str]
 DOCUMENTS: dict[str, Document] = {
-    "bm25: name, description, parameter names and descriptions (served)": lambda f: tool_words(
+    "bm25: name, description, parameter names and descriptions (served)": lambda f: tool_text(
         f["name"], f.get("description"), f.get("parameters")),
-    "bm25: name, description, parameter names": lambda f: tool_words(
+    "bm25: name, description, parameter names": lambda f: tool_text(
         f["name"], f.get("description"), f.get("parameters"), parameter_descriptions=False),
-    "bm25: name, description": lambda f: words(f["name"]) + words(f.get("description", "")),
+    "bm25: name, description": lambda f: tool_text(f["name"], f.get("description"), None),
 }
 
 

@@ -144,7 +144,7 @@ class _Scoring:
               shown: dict[str, Any] | None) -> dict[str, str]:
         """Each gold field's measure in this turn (see the module's docstring)."""
         assert turn.gold is not None
-        gold = {k: _dated(v) for k, v in turn.gold.items()}
+        gold = {k: dated(v) for k, v in turn.gold.items()}
         asked, confirming = asked_fields(reply.extension)
         before_gold, before_shown = self.previous
         out = judge_fields(gold, shown or {}, asked=asked, confirming=confirming,
@@ -226,12 +226,12 @@ def _field_errors(want: dict[str, Any], args: dict[str, Any]) -> list[str]:
     wrong = []
     for name, expected in want.items():
         options = expected if isinstance(expected, list) else [expected]
-        if name not in args or not any(same(args[name], _dated(o)) for o in options):
+        if name not in args or not any(same(args[name], dated(o)) for o in options):
             wrong.append(f"/{name}")
     return sorted(wrong)
 
 
-def _dated(value: Any) -> Any:
+def dated(value: Any) -> Any:
     """The run's dates in an expected value: {today}, {yesterday}, {ago:N} (N days ago),
     {date:DD.MM} (the latest such day that is not in the future), {next:DD.MM} (the next
     one that is not past)."""

@@ -10,7 +10,7 @@ from server.execution.policy import DECISIONS, Decision, Principal, Rule, ToolPo
 from server.execution.policy_file import PolicyFileError, load_policy
 from server.execution.runner import Execution, Runner, Status
 from server.execution.runtime import contract_runtime, new_call_key, with_call_key
-from server.execution.selection import Bm25, Selection, select, tool_words, words
+from server.execution.selection import Bm25, Selection, select, tool_text, words
 from server.execution.store import (
     IdempotencyStore,
     MemoryStore,
@@ -25,6 +25,6 @@ __all__ = [
     "Offer", "PolicyFileError", "Principal", "RecordStore", "RequestTrace", "Rule", "Runner",
     "Scope",
     "Selection", "SqliteStore", "Status", "Stored", "ToolOffers", "ToolPolicy", "Verdict",
-    "contract_runtime", "file_provider", "load_policy", "new_call_key", "select", "tool_words",
+    "contract_runtime", "file_provider", "load_policy", "new_call_key", "select", "tool_text",
     "with_call_key", "words",
 ]

@@ -17,7 +17,7 @@ from contracts import Contract, ContractRegistry
 from server.errors import Forbidden, InvalidRequest
 from server.execution.events import RequestTrace
 from server.execution.policy import Principal, ToolPolicy, Verdict
-from server.execution.selection import Selection, select, tool_words
+from server.execution.selection import Selection, select, tool_text
 from server.task import NamedTool, Task, ToolDef, user_text
 
 
@@ -129,16 +129,16 @@ class ToolOffers:
             return _Chosen(tuple(tools), None)
         pinned = [task.tool_choice.name] if isinstance(task.tool_choice, NamedTool) else []
         by_name = {t.name: t for t in tools}
-        picked = select({n: self._words(t) for n, t in by_name.items()}, user_text(task.turns),
+        picked = select({n: self._text(t) for n, t in by_name.items()}, user_text(task.turns),
                         k=k, reason="catalog" if catalog is not None else "over_budget",
                         pinned=pinned)
         return _Chosen(tuple(by_name[n] for n in picked.visible), picked)
 
-    def _words(self, tool: ToolDef) -> list[str]:
+    def _text(self, tool: ToolDef) -> str:
         contract: Contract | None = self.registry.get(tool.name)
         if contract is not None:
-            return tool_words(contract.name, contract.description, contract.schema())
-        return tool_words(tool.name, tool.description, tool.parameters)
+            return tool_text(contract.name, contract.description, contract.schema())
+        return tool_text(tool.name, tool.description, tool.parameters)
 
 
 @dataclass(frozen=True)

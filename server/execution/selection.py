@@ -1,12 +1,15 @@
 """Tool selection: when a request offers more tools than fit, or names a catalog, only the
 k most relevant enter the prompt and the grammar. Relevance is Okapi BM25 between the
 conversation's user turns and each tool's name, description, parameter names and their
-descriptions (names
-split at `_`, `.`, `-` and camelCase; light suffix stemming). Measured on BFCL's `multiple`
-category by `strictcall-bench tool-selection` (README, "Tool selection")."""
+descriptions, in words of any script (names split at `_`, `.`, `-` and camelCase; each
+word stemmed by its language's Snowball stemmer, server/dialogue/language.py), so a
+Russian, German or Chinese request finds tools described in its language. Measured on
+BFCL's `multiple` category by `strictcall-bench tool-selection` (README, "Tool
+selection")."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -14,35 +17,36 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-# Words that say nothing about which tool fits: asked of every tool alike.
-_STOP = frozenset([
-    "a", "an", "and", "are", "as", "at", "be", "by", "can", "could", "do", "does", "for",
-    "from", "get", "give", "has", "have", "how", "i", "in", "is", "it", "its", "me", "my",
-    "need", "of", "on", "or", "please", "set", "should", "so", "that", "the", "their", "then",
-    "there", "this", "to", "use", "using", "want", "was", "we", "what", "when", "where",
-    "which", "who", "will", "with", "would", "you", "your"
-])
+from server.dialogue.language import language_of
+from server.dialogue.language import words as stemmed
+
+_IDENTIFIER_SPLITS = ((re.compile(r"([a-z])([A-Z])"), r"\1 \2"),
+                      (re.compile(r"([A-Z]+)([A-Z][a-z])"), r"\1 \2"),
+                      (re.compile(r"([A-Za-z])([0-9])"), r"\1 \2"),
+                      (re.compile(r"[_.\-/]+"), " "))
 
 
-def words(text: str) -> list[str]:
-    """Lower-cased, stemmed words of `text` (identifiers split into their parts)."""
-    return [_stem(w.lower()) for w in _WORD.findall(text) if w.lower() not in _STOP]
+def words(text: str, *, language: str | None = None) -> list[str]:
+    """`text`'s words in any script, lower-cased, function words left out, identifiers
+    split into their parts (`getWeather`, `card_last4`), each word stemmed by a Snowball
+    stemmer: Cyrillic by the Russian one, Latin by `language`'s (default: the language
+    the text is in, English where it says too little), Han text as characters and pairs."""
+    return list(_words(text, language or language_of(text) or "en"))
 
 
-def _stem(word: str) -> str:
-    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: len(word) - len(suffix)] + keep
-    return word
+@functools.lru_cache(maxsize=8192)
+def _words(text: str, language: str) -> tuple[str, ...]:
+    for pattern, into in _IDENTIFIER_SPLITS:
+        text = pattern.sub(into, text)
+    return tuple(stemmed(text, language=language))
 
 
-def tool_words(name: str, description: str | None, parameters: Any, *,
-               parameter_descriptions: bool = True) -> list[str]:
+def tool_text(name: str, description: str | None, parameters: Any, *,
+              parameter_descriptions: bool = True) -> str:
     """What a tool is matched on: its name, its description, its parameters' names (and
     descriptions: measured better on BFCL, see the module's docstring)."""
-    return words(name) + words(description or "") + words(" ".join(
-        _parameter_text(parameters, descriptions=parameter_descriptions)))
+    return "\n".join([name, description or "", " ".join(
+        _parameter_text(parameters, descriptions=parameter_descriptions))])
 
 
 def _parameter_text(schema: Any, *, descriptions: bool) -> Iterable[str]:
@@ -98,11 +102,15 @@ class Selection:
                 "scores": {n: round(self.scores[n], 3) for n in self.visible}}
 
 
-def select(tools: Mapping[str, list[str]], query: str, *, k: int, reason: str,
+def select(tools: Mapping[str, str], query: str, *, k: int, reason: str,
            pinned: Iterable[str] = ()) -> Selection:
-    """The `k` tools of `tools` (name -> words, in offered order) that fit `query` best;
-    `pinned` ones (a tool_choice's) are always kept. Ties keep the offered order."""
-    scores = Bm25(tools).scores(words(query))
+    """The `k` tools of `tools` (name -> its text, `tool_text`, in offered order) that fit
+    `query` best; `pinned` ones (a tool_choice's) are always kept. Ties keep the offered
+    order. The query's language stems both sides alike (a German request and German
+    descriptions by the German stemmer)."""
+    language = language_of(query) or "en"
+    scores = Bm25({n: words(t, language=language) for n, t in tools.items()}).scores(
+        words(query, language=language))
     order = {name: i for i, name in enumerate(tools)}
     keep = [n for n in pinned if n in tools]
     ranked = sorted((n for n in tools if n not in keep),
