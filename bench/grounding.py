@@ -20,8 +20,8 @@ hand for that point (`expect`), never by anything the server computes
     invented       a value where nobody gave one
     wrong          another value than the one given (an amount used as a card)
     changed        a value that moved while the user changed nothing (steps only)
-    not_shown      not in the answer (an optional field left out, or a question about
-                   other fields)
+    left_out       a given value the answer does not show (an optional field written null)
+    not_shown      nothing given and nothing shown
     confirming     a confirmation question about a value the user just changed
 per setting and language, and per setting and field; and the end-to-end latency's median
 per setting."""

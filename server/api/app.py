@@ -131,6 +131,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         app.state.pipeline = ChatPipeline(engine, cache, settings, Parts(
             policy, registry=registry, metrics=metrics, fmt=fmt, rate_limits=rate_limits,
             audit=audit, tool_policy=tool_policy, events=events, sessions=sessions))
+        # In the background: ready as soon as the model is; the first conversation finds
+        # dateparser's and lingua's data loaded (about a second on this CPU).
+        warming = asyncio.create_task(asyncio.to_thread(app.state.pipeline.dialogue.warm))
         store = RecordStore(state)
         http = httpx.AsyncClient(timeout=None)  # each attempt's limit is the contract's
         app.state.tools = ToolService(registry, tool_policy, store=store, runner=Runner(http),
@@ -141,6 +144,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         try:
             yield
         finally:
+            await warming  # (a thread: it cannot be cancelled, only waited for)
             cache.close()
             await engine.aclose()
             await http.aclose()

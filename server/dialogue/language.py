@@ -21,6 +21,9 @@ from typing import Any
 LATIN = ("en", "de", "fr", "es", "it", "pt", "nl", "pl", "tr")
 MIN_LATIN_WORDS = 2  # fewer words than this: no guess
 MIN_CONFIDENCE = 0.5
+# Russian's Snowball stems keep verbs' aspects apart ("заблокировать" -> "заблокирова",
+# "заблокируйте" -> "заблокир"): the stem's first letters are the word.
+CYRILLIC_STEM = 6
 _STEMMERS = {"en": "english", "ru": "russian", "uk": "russian", "de": "german",
              "fr": "french", "es": "spanish", "it": "italian", "pt": "portuguese",
              "nl": "dutch", "pl": "polish", "tr": "turkish"}
@@ -108,9 +111,9 @@ def _detector() -> Any:
 
 def words(text: str, *, language: str | None = None) -> list[str]:
     """`text`'s words less function words, lower-cased and stemmed, each by its own
-    script: Cyrillic words by the Russian stemmer (Ukrainian's nearest in Snowball), Latin
-    words by `language`'s (English by default), Han runs as characters and their pairs;
-    digits as they are."""
+    script: Cyrillic words by the Russian stemmer (Ukrainian's nearest in Snowball), cut
+    to `CYRILLIC_STEM` letters, Latin words by `language`'s (English by default), Han runs
+    as characters and their pairs; digits as they are."""
     out: list[str] = []
     for match in _WORD.finditer(text):
         word = match.group().casefold()
@@ -119,8 +122,8 @@ def words(text: str, *, language: str | None = None) -> list[str]:
         script = next((s for c in word if (s := script_of(c)) is not None), None)
         if script == "han":
             out += _han(word)
-        elif script == "cyrillic":
-            out.append(_stem("ru", word))
+        elif script == "cyrillic":  # verbs' many forms share no Snowball stem: a prefix
+            out.append(_stem("ru", word)[:CYRILLIC_STEM])
         elif script == "latin":
             out.append(_stem(language if language in _STEMMERS else "en", word))
         else:
@@ -154,3 +157,9 @@ def identifier_words(name: str) -> list[str]:
 
 def stems(texts: Sequence[str], *, language: str | None = None) -> set[str]:
     return {w for text in texts for w in words(text, language=language)}
+
+
+def warm() -> None:
+    """Build the language detector and the stemmers before the first request needs them."""
+    language_of("the first request should not wait for this")
+    words("сумма Betrag amount", language="de")

@@ -57,7 +57,7 @@ class FieldWords:
             if token_start < end and token_end > start:
                 continue  # the value's own words ("OP" of OP-204518) name nothing
             fields = [p for p, names in self.by_field.items() if set(words(token)) & names]
-            run = _nearest(runs, i)
+            run = _nearest(runs, i, text, tokens) if fields else None
             if not fields or run is None:
                 continue
             first, last = run
@@ -79,11 +79,19 @@ def _digit_runs(tokens: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
     return runs
 
 
-def _nearest(runs: list[tuple[int, int]], at: int) -> tuple[int, int] | None:
+def _nearest(runs: list[tuple[int, int]], at: int, text: str,
+             tokens: list[tuple[int, int, str]]) -> tuple[int, int] | None:
+    """The run of digits nearest to token `at`; a comma or colon between them counts as
+    more words ("card 4417, amount 1 200,50": the amount is the second run's)."""
     best: tuple[int, tuple[int, int]] | None = None
     for first, last in runs:
         distance = first - at if at < first else at - last if at > last else 0
-        if distance <= NEAR and (best is None or distance < best[0]):
+        if distance > NEAR:
+            continue
+        left, right = (tokens[at][1], tokens[first][0]) if at < first else \
+            (tokens[last][1], tokens[at][0])
+        distance += 2 * sum(text[left:right].count(c) for c in ",;:(")
+        if best is None or distance < best[0]:
             best = (distance, (first, last))
     return best[1] if best is not None else None
 

@@ -43,16 +43,12 @@ class Reader:
 
     def number(self, span: str) -> Decimal | None:
         """The number `span` spells, a currency sign or code around it allowed."""
-        text = _without_currency(span.strip())
-        if not _NUMBER.match(text):
-            return None
-        for locale in _locales(self.language):
-            value = _parse_decimal(text, locale)
-            if value is not None:
-                return value
-        return None
+        return _number(span, self.language)
 
     def dates(self, span: str) -> list[dt.date]:
+        return list(_dates(self, span))
+
+    def _dates(self, span: str) -> list[dt.date]:
         """The days `span` may name: as of this period ("3 декабря" said on 2 December is
         this year's), then the nearest past and future ones, for a field that takes only
         past (or future) days."""
@@ -117,6 +113,29 @@ class Reader:
                     or i + 2 < len(words) and words[i + 2][2] in relative):
                 found.append((min(start, before[0] if before else start), after[1]))
         return found
+
+
+@functools.lru_cache(maxsize=16384)
+def _number(span: str, language: str) -> Decimal | None:
+    if not any(c.isdigit() for c in span):
+        return None
+    text = _without_currency(span.strip())
+    if not _NUMBER.match(text):
+        return None
+    for locale in _locales(language):
+        value = _parse_decimal(text, locale)
+        if value is not None:
+            return value
+    return None
+
+
+@functools.lru_cache(maxsize=16384)
+def _dates_of(span: str, language: str, today: dt.date) -> tuple[dt.date, ...]:
+    return tuple(Reader(today=today, language=language)._dates(span))
+
+
+def _dates(reader: Reader, span: str) -> tuple[dt.date, ...]:
+    return _dates_of(span, reader.language, reader.today)
 
 
 def within(span: tuple[int, int], claims: list[tuple[int, int]]) -> bool:
@@ -272,3 +291,12 @@ def _date_parser(language: str, order: str, today: dt.date,
         "PREFER_DATES_FROM": prefer, "DATE_ORDER": order,
         "RETURN_TIME_AS_PERIOD": True, "PREFER_DAY_OF_MONTH": "first",
         "RELATIVE_BASE": dt.datetime.combine(today, dt.time())})
+
+
+def warm() -> None:
+    """Load what the first reading would (dateparser's languages, Babel's locales)."""
+    reader = Reader(today=dt.date.today(), language="ru")
+    for span in ("позавчера", "30.11", "3 декабря", "last Friday", "vorgestern"):
+        reader.dates(span)
+    for span in ("1 200,50 ₽", "$1,200.50", "€2.300,00"):
+        reader.number(span)

@@ -16,6 +16,7 @@ from typing import Any
 
 from contracts import Contract, ContractRegistry
 from grammars import narrowed_schema
+from server.dialogue import language, reading
 from server.dialogue.evidence import Evidence, evidence_of
 from server.dialogue.grounding import Grounding, ground
 from server.dialogue.marks import marked_fields
@@ -39,6 +40,13 @@ class Dialogue:
     store: SessionStore | None
     registry: ContractRegistry = field(default_factory=ContractRegistry)
     from_system: bool = True  # the system and developer messages are evidence too
+
+    @staticmethod
+    def warm() -> None:
+        """Load the libraries a conversation is read with (dateparser's and Babel's data,
+        lingua's models, the stemmers): a second or so the first request would wait."""
+        language.warm()
+        reading.warm()
 
     async def begin(self, task: Task, caller: Caller) -> DialogueTurn:
         evidence = await asyncio.to_thread(evidence_of, task.turns,

@@ -16,8 +16,9 @@ Measured per dialogue, and summed per tool (server/eval/report.py):
   written by hand in the scenario file, never computed by the server under test):
   correct; asked although given; asked while missing (right); invented (a value where
   nobody gave one); wrong (another value than the one given); changed (a value that moved
-  while the user changed nothing); not shown; confirming (a confirmation question about a
-  value the user just changed).
+  while the user changed nothing); left out (a given value the answer does not show: an
+  optional field written null); not shown (nothing given, nothing shown); confirming (a
+  confirmation question about a value the user just changed).
 A server without StrictCall's extension is scored on what its answers show: a question is
 any answer without a call, a confirmation too."""
 
@@ -48,7 +49,7 @@ class Reply:
 
 
 GOLD_MEASURES = ("correct", "asked_given", "asked_missing", "invented", "wrong", "changed",
-                 "not_shown", "confirming")
+                 "left_out", "not_shown", "confirming")
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def judge_fields(gold: dict[str, Any], shown: dict[str, Any], *, asked: set[str]
         elif name in asked:
             out[name] = "asked_missing" if want is None else "asked_given"
         elif got is None:
-            out[name] = "not_shown"
+            out[name] = "not_shown" if want is None else "left_out"
         elif want is not None and same(got, want):
             out[name] = "correct"
         elif want is None:

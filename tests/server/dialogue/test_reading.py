@@ -77,6 +77,7 @@ def test_the_language_of_a_message(text, language):
 
 def test_words_are_stemmed_in_their_own_script():
     assert words("сумму суммы") == ["сумм", "сумм"]
+    assert words("заблокировать заблокируйте") == ["заблок", "заблок"]
     assert words("nights guests", language="en") == ["night", "guest"]
     assert words("订酒店") == ["订", "酒", "店", "订酒", "酒店"]
     assert words("the amount of the card") == ["amount", "card"]  # function words out

@@ -22,7 +22,7 @@ def test_words_split_identifiers_and_stem():
     assert words("bookFlight get_weather.now card_last4") == [
         "book", "flight", "weather", "now", "card", "last", "4"]
     assert words("Flights cities") == ["flight", "citi"]
-    assert words("заблокируйте карты", language="ru") == ["заблокир", "карт"]
+    assert words("заблокируйте карты", language="ru") == ["заблок", "карт"]
     assert words("Überweisungen", language="de") == words("Überweisung", language="de")
     assert words("订酒店") == ["订", "酒", "店", "订酒", "酒店"]
 
