@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 
 from bench.results_file import add_save_flag, save
-from server.eval.dialogues import GOLD_MEASURES, asked_fields, dated, judge_fields
+from server.eval.judge import GOLD_MEASURES, asked_fields, dated, judge_fields
 
 DATA = Path(__file__).parent / "data" / "grounding_dialogues.yaml"
 SETTINGS = {"grounding-on": True, "grounding-off": False}

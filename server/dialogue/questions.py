@@ -73,7 +73,7 @@ class Wording:
         asked = self.asks.get(path, {}).get(self.language) or (
             self.asks.get(path, {}).get("en") if self.language not in _catalogued() else None)
         if asked is None:
-            asked = self._say("Could you tell me the {about}?", about=self.about(path))
+            asked = self._say("Please tell me: {about}.", about=self.about(path))
         return Question(at or pointer_of(path), asked)
 
     def confirm(self, path: Path, value: Any) -> Question:

@@ -24,7 +24,6 @@ any answer without a call, a confirmation too."""
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import re
@@ -35,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from server.eval.judge import asked_fields, dated, judge_fields
 from server.eval.runner import Params, offered_tools, same
 from server.eval.scenarios import Dialogue, DialogueTurn, ScenarioFile
 
@@ -46,10 +46,6 @@ class Reply:
     extension: dict[str, Any]
     seconds: float
     error: str | None = None
-
-
-GOLD_MEASURES = ("correct", "asked_given", "asked_missing", "invented", "wrong", "changed",
-                 "left_out", "not_shown", "confirming")
 
 
 @dataclass(frozen=True)
@@ -166,34 +162,6 @@ class _Scoring:
         self.known.update({k: v for k, v in shown.items() if v is not None})
 
 
-def judge_fields(gold: dict[str, Any], shown: dict[str, Any], *, asked: set[str],
-                 confirming: set[str], before_gold: dict[str, Any],
-                 before_shown: dict[str, Any]) -> dict[str, str]:
-    """Each gold field's measure: what an answer shows (`shown`: a call's arguments or a
-    question's collected values; `asked`/`confirming`: the fields it asks about) against
-    the values the user has given (`gold`, hand-written), the turn before in `before_*`."""
-    out = {}
-    for name, want in gold.items():
-        got = shown.get(name)
-        if name in confirming:
-            out[name] = "confirming" if not same(before_gold.get(name), want) \
-                else "asked_given"
-        elif name in asked:
-            out[name] = "asked_missing" if want is None else "asked_given"
-        elif got is None:
-            out[name] = "not_shown" if want is None else "left_out"
-        elif want is not None and same(got, want):
-            out[name] = "correct"
-        elif want is None:
-            out[name] = "invented"
-        elif name in before_gold and same(before_gold[name], want) \
-                and same(before_shown.get(name), want):
-            out[name] = "changed"
-        else:
-            out[name] = "wrong"
-    return out
-
-
 def _kind(reply: Reply, tool: str) -> str:
     if reply.error is not None:
         return "error"
@@ -232,31 +200,6 @@ def _field_errors(want: dict[str, Any], args: dict[str, Any]) -> list[str]:
     return sorted(wrong)
 
 
-def dated(value: Any) -> Any:
-    """The run's dates in an expected value: {today}, {yesterday}, {ago:N} (N days ago),
-    {date:DD.MM} (the latest such day that is not in the future), {next:DD.MM} (the next
-    one that is not past)."""
-    if not isinstance(value, str) or "{" not in value:
-        return value
-    today = dt.date.today()
-
-    def day(match: re.Match[str]) -> str:
-        kind, arg = match.group(1), match.group(2)
-        if kind == "today":
-            return today.isoformat()
-        if kind == "yesterday":
-            return (today - dt.timedelta(days=1)).isoformat()
-        if kind == "ago":
-            return (today - dt.timedelta(days=int(arg))).isoformat()
-        d, m = (int(x) for x in arg.split("."))
-        this_year = dt.date(today.year, m, d)
-        if kind == "next":
-            return (this_year if this_year >= today else dt.date(today.year + 1, m, d)
-                    ).isoformat()
-        return (this_year if this_year <= today else dt.date(today.year - 1, m, d)).isoformat()
-    return re.sub(r"\{(today|yesterday|ago|date|next)(?::([0-9.]+))?\}", day, value)
-
-
 def _shown(reply: Reply, tool: str, got: str) -> dict[str, Any] | None:
     """The tool's values as this answer shows them (None: it shows none)."""
     if got == "call":
@@ -267,16 +210,6 @@ def _shown(reply: Reply, tool: str, got: str) -> dict[str, Any] | None:
         return dict(slots.get("filled") or {})
     needs = reply.extension.get("needs_input") or {}
     return dict(needs.get("collected") or {}) if needs.get("tool") == tool else None
-
-
-def asked_fields(extension: dict[str, Any]) -> tuple[set[str], set[str]]:
-    """(the fields an answer asks for, the fields it asks to confirm), by name, from its
-    `strictcall` extension."""
-    needs = extension.get("needs_input") or {}
-    missing = {m["field"].lstrip("/") for m in needs.get("missing") or ()}
-    missing |= {f.lstrip("/") for c in needs.get("choose") or () for f in c.get("fields", ())}
-    confirm = {c["field"].lstrip("/") for c in needs.get("confirm") or ()}
-    return missing, confirm
 
 
 def _reported(reply: Reply) -> set[str]:

@@ -7,7 +7,8 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-from server.eval.dialogues import GOLD_MEASURES, DialogueOutcome
+from server.eval.dialogues import DialogueOutcome
+from server.eval.judge import GOLD_MEASURES
 from server.eval.runner import Outcome
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 from bench.grounding import load, outcome, summarize
-from server.eval.dialogues import judge_fields
+from server.eval.judge import judge_fields
 
 GOLD = {"card_last4": "4417", "amount": "1200.50", "original_operation_id": None}
 

@@ -333,3 +333,35 @@ def test_repair_tokens_are_charged_to_the_callers_key(scripted, script, tmp_path
         assert again["usage"] == body["usage"]  # the same request, the same cost
         refused = call(c, "reissue_card", headers=bearer)
     assert_problem(refused, 429, says=f"{first_decode + 1} tokens per minute")
+
+
+@pytest.fixture()
+def honest(scripted, script):
+    with scripted(script, contracts=["tests.server.pipeline.repair_contracts"]) as c:
+        yield c
+
+
+def test_a_value_a_rule_needs_is_asked_for_even_when_unmarked(honest, script):
+    """`note` is optional and not marked: a rule needs it above 1000. Repair does not force
+    the model to write one (it would be made up); the user is asked, by meaning."""
+    script.first = ('[{"name":"send_transfer","arguments":'
+                    '{"payee":"landlord","amount":1500,"note":null}}]')
+    script.repairs = ['{"note":"rent"}']  # must never be asked for
+    resp = call(honest, "send_transfer", said="send 1500 to my landlord")
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert not body["choices"][0]["message"].get("tool_calls")
+    needs = body["strictcall"]["needs_input"]
+    assert needs["missing"] == [{"field": "/note", "question":
+                                 "Please tell me: why the money is sent."}]
+    assert needs["collected"] == {"payee": "landlord", "amount": 1500}
+    assert script.repairs == ['{"note":"rent"}']  # no repair decode
+
+
+def test_a_violation_that_names_no_field_redecodes_nothing(honest, script):
+    script.first = '[{"name":"weekend_only","arguments":{"day":"monday","hours":2}}]'
+    script.repairs = ['{"day":"saturday","hours":2}']  # must never be asked for
+    body = assert_problem(call(honest, "weekend_only"), 422,
+                          says="this only happens at weekends")
+    assert len(body["attempts"]) == 1 and body["violations"][0]["pointer"] == ""
+    assert script.repairs == ['{"day":"saturday","hours":2}']
