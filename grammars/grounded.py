@@ -78,9 +78,8 @@ def required_at(schema: dict[str, Any], path: tuple[str, ...]) -> bool:
 def _narrow(old: dict[str, Any], narrowing: Narrowing) -> dict[str, Any]:
     kept = {k: old[k] for k in _KEPT if k in old}
     branches: list[dict[str, Any]] = []
-    if narrowing.spans is not None:
-        branches.append({"type": "string", "pattern": narrowing.spans,
-                         **{k: v for k, v in kept.items() if k != "description"}})
+    if narrowing.spans is not None:  # (its length bounds are in the pattern: span_pattern)
+        branches.append({"type": "string", "pattern": narrowing.spans})
     elif narrowing.values:
         branches.append({"enum": list(narrowing.values)})
     if narrowing.nullable:
@@ -141,17 +140,19 @@ def _inlined(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
 
 
 def span_pattern(texts: Sequence[str], *, max_words: int = SPAN_WORDS,
-                 max_chars: int = SPAN_CHARS) -> str | None:
+                 max_chars: int = SPAN_CHARS, min_length: int = 1,
+                 max_length: int | None = None) -> str | None:
     """A regular expression that matches exactly the runs of 1..`max_words` words of
-    `texts` (words joined by one space; a run may leave off punctuation at its ends), over
-    the newest texts up to `max_chars` characters. None: no words at all."""
+    `texts` (words joined by one space; a run may leave off punctuation at its ends) that
+    are `min_length`..`max_length` characters long, over the newest texts up to
+    `max_chars` characters. None: no such run."""
     trie: dict[str, Any] = {}
+    bounds = (max(min_length, 1), max_length)
     for words in _newest_words(texts, max_chars):
         for i in range(len(words)):
-            _add_runs(trie, words, i, max_words)
-    if not trie:
-        return None
-    return "^(?:" + _alternation(trie) + ")$"
+            _add_runs(trie, words, i, max_words, bounds)
+    alternation = _alternation(trie)
+    return "^(?:" + alternation + ")$" if alternation else None
 
 
 def _newest_words(texts: Sequence[str], max_chars: int) -> list[list[str]]:
@@ -171,19 +172,27 @@ def _newest_words(texts: Sequence[str], max_chars: int) -> list[list[str]]:
     return out
 
 
-def _add_runs(trie: dict[str, Any], words: list[str], start: int, max_words: int) -> None:
-    node = trie
+def _add_runs(trie: dict[str, Any], words: list[str], start: int, max_words: int,
+              bounds: tuple[int, int | None]) -> None:
+    """Add the runs starting at word `start`; a node's "" key marks a run that may end
+    there (one within the length `bounds`)."""
+    node, length = trie, 0
+    low, high = bounds
     first = _trimmed_start(words[start])
     for j in range(start, min(start + max_words, len(words))):
         word = words[j] if j > start else first
         if not word:
             return
-        piece = (" " if j > start else "") + word
+        space = " " if j > start else ""
         end = _trimmed_end(word)
-        if end and end != word:  # the run may end before its last word's punctuation
-            node.setdefault((" " if j > start else "") + end, {}).setdefault("", {})
-        node = node.setdefault(piece, {})
-        node.setdefault("", {})  # a run may end here
+        if end and end != word and low <= length + len(space + end) <= (high or 10**9):
+            node.setdefault(space + end, {}).setdefault("", {})  # without its punctuation
+        length += len(space + word)
+        if high is not None and length > high:
+            return
+        node = node.setdefault(space + word, {})
+        if length >= low:
+            node.setdefault("", {})
 
 
 def _trimmed_start(word: str) -> str:
@@ -207,9 +216,9 @@ def _alternation(node: Mapping[str, Any]) -> str:
             continue
         rest = _alternation(child)
         if rest:
-            optional = "" in child
-            rest = f"(?:{rest})" + ("?" if optional else "")
-        branches.append(_escaped(piece) + rest)
+            branches.append(_escaped(piece) + f"(?:{rest})" + ("?" if "" in child else ""))
+        elif "" in child:  # (a run too short to end here, with nothing after it: none)
+            branches.append(_escaped(piece))
     return "|".join(branches)
 
 

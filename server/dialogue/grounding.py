@@ -138,6 +138,8 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     """The grounding of one tool's arguments `schema` (a contract's, or a client's).
     `since`: the turn of the tool's last call; what came after it is looked at first."""
     marks = marked_fields(schema)
+    if not marks:  # nothing marked: nothing to read
+        return Grounding(language=evidence.language, descriptions=top_descriptions(schema))
     finders = {m.path: ValueFinder(schema, m.path, m.node, contract, evidence)
                for m in marks if m.grounded and not plain_string(m.node)}
     words = field_words(schema, marks)
@@ -147,7 +149,7 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     fields = []
     for marked in (m for m in marks if m.grounded):
         if marked.path not in finders:  # a plain string: a run of the evidence's words
-            fields.append(GroundedField(marked.path, spans=span_pattern(evidence.texts)))
+            fields.append(GroundedField(marked.path, spans=_spans(marked.node, evidence)))
             continue
         found = recent.get(marked.path)
         # Named beside every value the newest turns give it: no "not given" to choose.
@@ -234,6 +236,12 @@ class ValueFinder:
                 out.append(value)
                 break
         return out
+
+
+def _spans(node: dict[str, Any], evidence: Evidence) -> str | None:
+    low, high = node.get("minLength"), node.get("maxLength")
+    return span_pattern(evidence.texts, min_length=low if isinstance(low, int) else 1,
+                        max_length=high if isinstance(high, int) else None)
 
 
 def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],

@@ -11,6 +11,7 @@ The prompt never changes: grounding and slots live in the grammar only."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,9 @@ class Dialogue:
         reading.warm()
 
     async def begin(self, task: Task, caller: Caller) -> DialogueTurn:
+        if not task.tools and task.options.session is None:  # plain chat, JSON answers
+            return DialogueTurn(task, Evidence((), dt.date.today(), "en"), self.registry,
+                                None)
         evidence = await asyncio.to_thread(evidence_of, task.turns,
                                            from_system=self.from_system)
         slots = None
