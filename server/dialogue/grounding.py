@@ -21,7 +21,9 @@ conversation, and its newest words: "the same card" still finds the card said be
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -194,7 +196,7 @@ class ValueFinder:
         claims = [] if self.shape.dates else self.reader.claims(text)
         found: list[Found] = []
         numbers: list[tuple[int, int, Decimal]] = []  # spans that read as numbers
-        for start, end in dict.fromkeys(spans(text, SPAN_WORDS)):
+        for start, end in dict.fromkeys([*spans(text, SPAN_WORDS), *self._matches(text)]):
             if claims and within((start, end), claims):
                 continue
             number = self.reader.number(text[start:end])
@@ -203,6 +205,22 @@ class ValueFinder:
             for value in self._readings(text[start:end], number):
                 found.append(Found(value, index, start, end))
         return [f for f in found if not _inside_another(f, found, numbers)]
+
+    def _matches(self, text: str) -> Iterator[tuple[int, int]]:
+        """Where the field's own `pattern` matches inside a longer word ("id=AR-004217;"),
+        but not in one whose other letters or digits belong to it ("204518" of
+        "OP-204518" is no value)."""
+        for pattern in self.shape.patterns:
+            for match in pattern.finditer(text):
+                start, end = match.span()
+                left, right = start, end
+                while left > 0 and not text[left - 1].isspace():
+                    left -= 1
+                while right < len(text) and not text[right].isspace():
+                    right += 1
+                before = re.split(r"[=:]", text[left:start])[-1]  # "id=", "ref:" name it
+                if end > start and not any(c.isalnum() for c in before + text[end:right]):
+                    yield start, end
 
     def _readings(self, raw: str, number: Decimal | None) -> Iterator[Any]:
         """The field's values `raw` stands for, each way it may be read (`number`: the
@@ -282,25 +300,30 @@ class Shape:
     dates: bool = False
     booleans: bool = False
     numeric_text: bool = False  # a string with a pattern ("^[0-9]+(\\.[0-9]{2})?$")
+    patterns: tuple[re.Pattern[str], ...] = ()  # its string patterns, unanchored
 
     @classmethod
     def of(cls, node: dict[str, Any]) -> Shape:
         types: set[str] = set()
         formats: set[str] = set()
-        patterned = False
+        patterns: list[re.Pattern[str]] = []
         for branch in _branches(node):
             kind = branch.get("type")
             types |= set(kind) if isinstance(kind, list) else {kind} if isinstance(
                 kind, str) else set()
             if isinstance(branch.get("format"), str):
                 formats.add(branch["format"])
-            patterned = patterned or isinstance(branch.get("pattern"), str)
+            if isinstance(branch.get("pattern"), str):
+                with contextlib.suppress(re.error):  # (the planner refuses those)
+                    patterns.append(re.compile(
+                        branch["pattern"].removeprefix("^").removesuffix("$")))
             if isinstance(branch.get("enum"), list):
                 types |= {_json_type(v) for v in branch["enum"]}
         return cls(numbers=bool(types & {"number", "integer"}),
                    integer="integer" in types and "number" not in types,
                    dates="date" in formats, booleans="boolean" in types,
-                   numeric_text="string" in types and patterned)
+                   numeric_text="string" in types and bool(patterns),
+                   patterns=tuple(patterns))
 
 
 def plain_string(node: dict[str, Any]) -> bool:

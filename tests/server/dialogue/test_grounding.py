@@ -148,3 +148,22 @@ def test_drafts_are_the_candidates_as_a_call_writes_them():
     assert '"amount":"1200.50"' in lines and '"amount": "1200.50"' in lines
     assert '"operation_date":"2026-12-01"' in lines
     assert not [line for line in lines if line.startswith('"original_operation_id"')]
+
+
+def test_an_id_glued_to_a_key_is_a_value_and_one_inside_a_word_is_not():
+    contract = contract_of(CheckAccessRequestStatus)
+    found = _found(contract.schema(), contract,
+                   ("user", "status? id=AR-004217; ref:AR-004218, not XAR-004219"))
+    assert set(found["request_id"]) == {"AR-004217", "AR-004218"}
+
+
+def test_a_value_said_of_another_field_is_not_this_ones():
+    from contracts.examples import BookHotel
+
+    hotel = contract_of(BookHotel)
+    found = _found(hotel.schema(), hotel,
+                   ("user", "Забронируйте отель в Казани на 4 ночи для 2 гостей"))
+    assert (found["nights"], found["guests"]) == ((4,), (2,))
+    evidence = evidence_of([Turn("user", "5 nights, 2 guests")], today=TODAY)
+    named = {f.path[-1]: f.named for f in ground(hotel.schema(), hotel, evidence).fields}
+    assert named["nights"] and named["guests"]  # said of them: no null to choose
