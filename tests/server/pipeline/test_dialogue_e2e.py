@@ -1,17 +1,16 @@
 """The dispute as a dialogue through the real server process and the official `openai`
 client on the embedded model, chained by previous_response_id: the card, the date and the
-amount said in turn 1 reach the one call of turn 3, whose original operation id comes from
-the statement the agent looked up; a turn 4 that changes the amount is a question showing
-both amounts, never a silent new call, and the user's "yes" makes the call with it.
+amount said in turn 1 are pinned while the call waits for the original operation's id; a
+turn 2 that changes the amount is a question showing both amounts, never a silent change,
+and the user's "yes" fills the new amount; the id comes from the statement the agent looked
+up, and the one call carries every value; a second dispute after it starts from the
+conversation (a completed call ends its intent).
 
-The model is tiny: greedy, and shown the tool's JSON Schema (`tool_prompt: full`). With
-names and descriptions only (the server's default for a forced call) or the compact shape,
-its greedy `reason` for "charged ... twice" is "not_received" or "fraud" (a complete call
-at turn 1, no question), and with the compact shape it flips between "fraud" and
-"duplicate" from one identical request to the next (the prefix cache's reused KV changes
-the numerics); with the schema it read "duplicate" in every run here. What does not depend
-on the model is asserted as such: the values carried between turns are pinned by the
-grammar, and the change is read by rule."""
+The model is tiny: greedy, and shown the tool's JSON Schema (`tool_prompt: full`). It
+reads "twice, a duplicate" as `reason: duplicate` (with "twice" alone it picks "fraud" or
+"not_received": a complete call at turn 1, no question). What does not depend on the model
+is asserted as such: the values carried between turns are pinned by the grammar, and the
+change is read by rule."""
 
 from __future__ import annotations
 
@@ -49,30 +48,38 @@ def _turn(client: OpenAI, said, previous: str | None):
 
 def test_the_dispute_dialogue_over_previous_response_id(live_client):
     client = live_client
-    first, calls, slots = _turn(client, "yesterday my card •• 4417 was charged "
-                                             "1 200,50 twice", None)
+    first, calls, slots = _turn(client, "yesterday my card •• 4417 was charged 1 200,50 "
+                                        "twice, a duplicate: refund the second one", None)
     assert calls == [] and "came first" in first.output_text
     assert {k: slots["filled"].get(k) for k in TURN_1} == TURN_1
-    second, calls, slots = _turn(client, "yes, both at the coffee shop", first.id)
-    assert calls == [] and slots["missing"][0]["field"] == "/original_operation_id"
-    third, calls, slots = _turn(client, LOOKUP, second.id)
-    (arguments,) = calls  # one valid call
-    assert {k: arguments[k] for k in TURN_1} == TURN_1  # from turn 1, pinned since
-    assert arguments["reason"] == "duplicate"
-    assert arguments["original_operation_id"] in ("OP-204518", "OP-204519")  # the statement's
-    assert third.model_extra["strictcall"]["contracts"][0]["tool"] == "open_dispute"
 
-    fourth, calls, slots = _turn(client, "sorry, the amount was 1 300,00", third.id)
-    assert calls == [], "a changed amount of an irreversible write must not be a new call"
-    assert "1200.50" in fourth.output_text and "1300.00" in fourth.output_text
+    second, calls, slots = _turn(client, "sorry, the amount was 1 300,00", first.id)
+    assert calls == [], "a changed amount of an irreversible write must be confirmed"
+    assert "1200.50" in second.output_text and "1300.00" in second.output_text
     assert [(c["field"], c["old"], c["new"]) for c in slots["confirm"]] == [
-        ("/amount", "1200.50", "1300.00")]
+        ("/amount", "1200.50", "1300.00")]  # only the amount: the card stays as it was
     assert slots["filled"]["amount"] == "1200.50"  # unchanged until the user says so
 
-    _, calls, slots = _turn(client, "yes", fourth.id)
-    (confirmed,) = calls
-    assert confirmed == {**arguments, "amount": "1300.00"}
+    third, calls, slots = _turn(client, "yes", second.id)
     assert slots["changed"] == [{"field": "/amount", "old": "1200.50", "new": "1300.00"}]
-    items = client.responses.input_items.list(fourth.id, order="asc", limit=100)
-    assert [i.type for i in items.data][:2] == ["message", "message"]
-    assert len(items.data) == 8  # 4 inputs (the lookup is two), 3 earlier outputs, turn 4
+    assert slots["filled"]["amount"] == "1300.00"
+    turn_1 = {**TURN_1, "amount": "1300.00"}
+    if calls:  # the model may read "yes" as no duplicate after all: then the call is whole
+        (arguments,) = calls
+    else:
+        assert slots["missing"][0]["field"] == "/original_operation_id"
+        fourth, calls, slots = _turn(client, LOOKUP, third.id)
+        (arguments,) = calls  # one valid call
+        assert arguments["original_operation_id"] in ("OP-204518", "OP-204519")
+        assert fourth.model_extra["strictcall"]["contracts"][0]["tool"] == "open_dispute"
+        third = fourth
+    assert {k: arguments[k] for k in turn_1} == turn_1  # pinned since turn 1, and changed
+    assert slots["ended"] is True
+
+    _, calls, slots = _turn(client, "one more: card 5555 was charged 89,90 today, not me",
+                            third.id)
+    shown = calls[0] if calls else slots["filled"]
+    assert shown.get("card_last4") == "5555"  # nothing of the first call is pinned
+    assert shown.get("amount") in ("89.90", None)
+    items = client.responses.input_items.list(third.id, order="asc", limit=100)
+    assert [i.type for i in items.data][0] == "message"

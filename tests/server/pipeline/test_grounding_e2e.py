@@ -19,7 +19,10 @@ from tests.live import MODEL
 
 pytestmark = pytest.mark.slow
 
-DISPUTE = "вчера с карты •• 4417 списали 1 200,50 ₽ дважды, верните вторую"
+# (With "twice" alone the 135M model picks "fraud" or "not_received" for the reason: no
+# question to ask; tests/server/dialogue/test_conversation_e2e.py asks in Russian.)
+DISPUTE = "yesterday my card •• 4417 was charged 1 200,50 twice, a duplicate: refund the " \
+          "second one"
 YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
 GIVEN = {"card_last4": "4417", "operation_date": YESTERDAY, "amount": "1200.50"}
 TOOLS = [{"type": "function", "function": {"name": "open_dispute"}}]
