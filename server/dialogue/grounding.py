@@ -17,7 +17,8 @@ A plain string (no pattern, format or enum) is a run of the evidence's words, wr
 grammar over them (grammars.grounded span_pattern), never a list.
 
 A tool's fields look first at what came after its last call (a new intent starts from the
-conversation, and its newest words: "the same card" still finds the card said before)."""
+conversation, and its newest words: "the same card" still finds the card said before, but
+not what a tool returned for the intent before)."""
 
 from __future__ import annotations
 
@@ -145,7 +146,10 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     finders = {m.path: ValueFinder(schema, m.path, m.node, contract, evidence)
                for m in marks if m.grounded and not plain_string(m.node)}
     words = field_words(schema, marks)
-    everything = _owned(finders, evidence.pieces, words)
+    # Before the last call, only what the user and the system said: what a tool returned
+    # then (the first dispute's operation ids) was that intent's, not this one's.
+    everything = _owned(finders, [p for p in evidence.pieces
+                                  if p.turn > since or p.source != "tool"], words)
     recent = _owned(finders, evidence.after(since).pieces, words) if since >= 0 \
         else everything
     fields = []
@@ -272,13 +276,14 @@ def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],
     for path, fs in found.items():
         kept = []
         for f in fs:
-            finder = finders[path]
-            owner = words.tied(finder.all[f.piece].text, f.start, f.end) \
-                if len(path) == 1 else None
-            if owner == path:
+            span = (f.piece, f.start, f.end)
+            named = words.naming(finders[path].all[f.piece].text, f.start, f.end) \
+                if len(path) == 1 else set()
+            owners = {o for o in named if o == path or span in spans.get(o, ())}
+            if owners == {path}:
                 kept.append(replace(f, named=True))
-            elif owner is None or (f.piece, f.start, f.end) not in spans.get(owner, ()):
-                kept.append(f)
+            elif not owners:
+                kept.append(f)  # (said of two fields that take it: of neither, dropped)
         out[path] = kept
     return out
 

@@ -30,6 +30,7 @@ _STEMMERS = {"en": "english", "ru": "russian", "uk": "russian", "de": "german",
 _UKRAINIAN_LETTERS = frozenset("іїєґІЇЄҐ")
 # Function words, which say nothing of which field or tool a text is about.
 _STOP_TEXT = """
+le la les un une des du de et ou est pour avec el los las una y o es por con para del al
 also any some all each just like know tell show let make sure
 a an and are as at be by can could do does for from get give has have how i in into is
 it its me my need of on or our please set should so that the their then there this to

@@ -3,7 +3,8 @@
 key's parts, its description, its `About` texts in every language), stemmed per
 language, and only by words no other field of the tool shares ("number" of nights and of
 guests names neither), and never by words that are values themselves ("today"). A value is
-tied to the field whose word is nearest to it within a few words of the same sentence."""
+tied to the field whose word is nearest to it within a few words of the same sentence, among
+the fields that can take it ("Hotel" names the city, never the 3 of "3 nights")."""
 
 from __future__ import annotations
 
@@ -40,11 +41,12 @@ class FieldWords:
         return cls({path: frozenset(s for s in found if counts[s] == 1)
                     for path, found in stems.items()})
 
-    def tied(self, text: str, start: int, end: int) -> Path | None:
-        """The field the value at text[start:end] is said of (None: none, or several). In
-        the value's sentence, each word of a field names the run of digits nearest to it
-        (within `NEAR` words): "card 4417 was charged 1 200,50" names 4417, not the
-        amount, by the card; "5 nights and 3 guests" gives each number its own field."""
+    def naming(self, text: str, start: int, end: int) -> set[Path]:
+        """The fields the value at text[start:end] is said of. In the value's sentence,
+        each word of a field names the run of digits nearest to it (within `NEAR` words):
+        "card 4417 was charged 1 200,50" names 4417, not the amount, by the card; "5
+        nights and 3 guests" gives each number its own field. (Several: the caller keeps
+        those that can take the value.)"""
         sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)),
                              default=0)
         stop = _SENTENCE_END.search(text, end)
@@ -63,7 +65,7 @@ class FieldWords:
             first, last = run
             if tokens[first][0] < end and tokens[last][1] > start:  # the value's run
                 named.update(fields)
-        return next(iter(named)) if len(named) == 1 else None
+        return named
 
 
 def _digit_runs(tokens: list[tuple[int, int, str]]) -> list[tuple[int, int]]:

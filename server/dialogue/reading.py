@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-from server.dialogue.language import script_of
+from server.dialogue.language import STOP_WORDS, script_of
 
 # The locales a number is read in after the conversation's own: the first that reads the
 # whole span strictly wins ("1,200" is 1200 in English, 1.2 in Russian).
@@ -250,7 +250,7 @@ def _date_words(text: str, language: str) -> bool:
     """Whether `text` holds a word of dates in its language or English (dateparser's own
     vocabulary: months, weekdays, relative days, units with "in" and "ago"), spelled out:
     abbreviations of two letters ("we", "вт") would read "we" as Wednesday."""
-    words = {w.casefold() for w in re.findall(r"[^\W\d_]{3,}", text)}
+    words = {w.casefold() for w in re.findall(r"[^\W\d_]{3,}", text)} - STOP_WORDS
     return bool(words & (_vocabulary(language) | _vocabulary("en")))
 
 

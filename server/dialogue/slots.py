@@ -120,12 +120,12 @@ class SlotTurn:
         tied: list[Any] = []
         loose: list[Any] = []
         for f in found:
-            piece = self.fresh.pieces[f.piece]
-            named = words.tied(piece.text, f.start, f.end)
-            if named == (field,) or named is None and owners[(f.piece, f.start, f.end)] == {
-                    field}:
+            span = (f.piece, f.start, f.end)
+            named = {p[0] for p in words.naming(self.fresh.pieces[f.piece].text, f.start,
+                                                 f.end)} & owners[span]
+            if named == {field} or not named and owners[span] == {field}:
                 tied.append(f.value)
-            elif named is None:
+            elif not named:
                 loose.append(f.value)
         if tied:
             return _unique(tied)

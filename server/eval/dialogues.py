@@ -131,7 +131,9 @@ class _Scoring:
             shown = {k: v for k, v in shown.items() if k in self.fields}
         if turn.new_intent:  # the user starts another call: nothing before carries over
             self.known = {}
-        self._follow(n, shown, _reported(reply))
+        changed_by_user = {k for k, v in (turn.gold or {}).items()
+                           if not same(dated(v), self.previous[0].get(k, dated(v)))}
+        self._follow(n, shown, _reported(reply) | {f"/{k}" for k in changed_by_user})
         gold = self._gold(turn, reply, shown) if turn.gold is not None else {}
         self.turns.append(TurnOutcome(n, turn.expect.kind, got, passed, errors,
                                       len(questions), named, round(reply.seconds, 4),

@@ -167,3 +167,14 @@ def test_a_value_said_of_another_field_is_not_this_ones():
     evidence = evidence_of([Turn("user", "5 nights, 2 guests")], today=TODAY)
     named = {f.path[-1]: f.named for f in ground(hotel.schema(), hotel, evidence).fields}
     assert named["nights"] and named["guests"]  # said of them: no null to choose
+
+
+def test_a_new_intent_takes_nothing_a_tool_returned_for_the_last_one():
+    evidence = evidence_of([
+        Turn("user", "card 4417 was charged 1 200,50 twice yesterday"),
+        Turn("tool", '{"original":"OP-204518"}'),
+        Turn("assistant", "", ()), Turn("user", "one more: 89,90 today, same card")],
+        today=TODAY)
+    found = ground(DISPUTE.schema(), DISPUTE, evidence, since=2).candidates()
+    assert found[("original_operation_id",)] == ()  # that dispute's, not this one's
+    assert found[("card_last4",)] == ("4417",)  # what the user said still counts
