@@ -178,3 +178,16 @@ def test_a_new_intent_takes_nothing_a_tool_returned_for_the_last_one():
     found = ground(DISPUTE.schema(), DISPUTE, evidence, since=2).candidates()
     assert found[("original_operation_id",)] == ()  # that dispute's, not this one's
     assert found[("card_last4",)] == ("4417",)  # what the user said still counts
+
+
+def test_every_json_type_is_grounded():
+    schema = {"type": "object", "properties": {
+        "express": {"type": "boolean", "x-strictcall-grounded": True},
+        "count": {"type": "integer", "x-strictcall-grounded": True},
+        "price": {"type": ["number", "null"], "x-strictcall-grounded": True},
+        "colour": {"type": "string", "enum": ["red", "dark_blue"],
+                   "x-strictcall-grounded": True}}}
+    found = _found(schema, None, ("user", "yes, 3 boxes in dark blue at 4,50 €"))
+    assert found["express"] == (True,)
+    assert found["count"] == (3,) and 4.5 in found["price"]
+    assert found["colour"] == ("dark_blue",)
