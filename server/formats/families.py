@@ -149,11 +149,14 @@ class FamilyFormat:
             prefill = THINK_OPEN
             instructions = think_instructions(instructions)
         mode: Mode = "auto" if auto else "tools"
+        # In an agent loop a repeat of an answered call is dropped: if nothing was said
+        # before it, the answer alone follows.
         return Rendering(TagReader(mode, syntax, thinks=think),
                          StructuralTagSpec.of(tag, label=self.name), instructions, prefill,
                          template_tools=[function_tool(t.name, t.schema, t.description)
                                          for t in ask.tools] if self.renders_tools else None,
-                         thinks=think)
+                         thinks=think, fallback=self._answer(ask.answered())
+                         if auto and ask.answered_calls else None)
 
     def _answer(self, ask: Ask) -> Rendering:
         """Text and JSON answers: the family's reasoning block (or StrictCall's), then the
