@@ -138,7 +138,10 @@ class FamilyFormat:
         if not auto:
             tag = _calls_only(tag, syntax.separator)
         instructions = None if self.renders_tools else tool_instructions(ask, syntax)
-        prefill = ""
+        # Reasoning off: the block the grammar starts inside is opened in the prompt, as the
+        # family's generation prompt does (Kimi K3's response block); a model never shown
+        # its opening writes free text there and never closes it.
+        prefill = syntax.answer_open
         if own_think:
             tag = with_budget(tag, begin=syntax.think_begin or "",
                               end=syntax.think_end or THINK_END, budget=ask.reasoning)

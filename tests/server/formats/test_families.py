@@ -141,3 +141,13 @@ def test_a_template_without_tools_is_shown_a_call_its_grammar_takes(family):
     example = (rendering.instructions or "").rsplit("example:\n", 1)[1]
     assert '"name": "get_weather"' in (rendering.instructions or "")
     assert accepts(rendering.spec.tag, rendering.reader.syntax.preamble + example), example
+
+
+def test_a_reasoning_off_answer_opens_the_block_its_grammar_starts_inside():
+    """Kimi K3's grammar without reasoning starts inside the response block that its
+    generation prompt opens: the prompt writes the opening, so the model sees the block it
+    is in (without it, the embedded model wrote free text there to max_tokens); other
+    families start outside any block."""
+    prefills = {name: get_format(name).render(ask()).prefill for name in FAMILIES}
+    assert prefills.pop("kimi_k3") == "<|open|>response<|sep|>"
+    assert set(prefills.values()) == {""}
