@@ -71,6 +71,9 @@ class Rendering:
     thinks: bool = False  # the decode opens with a free-reasoning pass
     # An empty call list means "no call": this rendering then answers instead.
     fallback: Rendering | None = None
+    # Keywords the format's grammar cannot hold, left to the validator after decoding:
+    # ("tool#pointer" as the enforcement report writes it, why).
+    checked_late: tuple[tuple[str, str], ...] = ()
 
 
 class ModelFormat(Protocol):

@@ -224,11 +224,22 @@ def _assemble(rendering: Rendering, tools: dict[str, _Tool], answer: _Answer | N
     schemas = {**{n: t.schema for n, t in tools.items()}, **answers}
     contracts = {n: t.contract for n, t in tools.items() if t.contract is not None}
     first = next(iter(tools.values()))
-    report = EnforcementReport.merge(first.report.backend, [t.report for t in tools.values()])
+    report = _checked_late(EnforcementReport.merge(first.report.backend,
+                                                   [t.report for t in tools.values()]),
+                           dict(rendering.checked_late))
     fallback = None if rendering.fallback is None else _assemble(rendering.fallback, {}, answer)
     groundings = {n: t.grounding for n, t in tools.items() if t.grounding}
     written = {n: t.asked.schema for n, t in tools.items()}
     return Plan(rendering, schemas, contracts, report, fallback, groundings, written)
+
+
+def _checked_late(report: EnforcementReport, late: dict[str, str]) -> EnforcementReport:
+    """`report` with the keywords the format left to the validator in that tier."""
+    if not late:
+        return report
+    return EnforcementReport(report.backend, tuple(
+        replace(u, tier="validator", note=late[u.pointer])
+        if u.pointer in late and u.tier == "grammar" else u for u in report.uses))
 
 
 def _style(prompt: ToolPrompt, *, forced: ToolStyle) -> ToolStyle:
