@@ -5,7 +5,7 @@ turns "auto", as the OpenAI Agents SDK resets it), with its one tool and with al
 tools, under each server setting compared (`--after-results`: what the turn after a tool
 result is; `--dedupe-calls`: whether a call already answered may be written again).
 
-    .venv/bin/python -m bench.agent_loop [--settings answer-first,auto] [--turns 3]
+    strictcall-bench agent-loop [--settings answer-first,auto] [--turns 3] [--save]
 
 Counted per setting: runs that ended in text within the turns, answers that use the
 result (its key value appears in the text), calls made again identical to one already
@@ -118,7 +118,7 @@ def run_loop(client: openai.OpenAI, prompt: str, tools: list[Tool], first_choice
         if not calls:
             text = message.content or ""
             row.update(ended=bool(text.strip()), uses=any(k in text for k in keys),
-                       answer=text[:200], finish=resp.choices[0].finish_reason)
+                       answer=text[:120], finish=resp.choices[0].finish_reason)
             return row
         messages.append({"role": "assistant", "content": message.content, "tool_calls": [
             {"id": c.id, "type": "function", "function": {
