@@ -128,12 +128,20 @@ def run_loop(client: openai.OpenAI, prompt: str, tools: list[Tool], first_choice
             arguments = json.loads(call.function.arguments)
             canonical = (call.function.name, json.dumps(arguments, sort_keys=True))
             row["repeats"] += canonical in answered
-            row["fed"] += any(k in call.function.arguments for k in keys)
+            row["fed"] += _feeds(arguments, keys)
             answered.append(canonical)
             result, key = by_name[call.function.name].run(arguments)
             keys.append(key)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     return row
+
+
+def _feeds(arguments: dict[str, Any], keys: list[str]) -> bool:
+    """Whether a call's arguments hold a result's key value (a converted amount converted
+    again): as text, or as the number it is."""
+    numbers = {float(k) for k in keys if k.replace(".", "", 1).isdigit()}
+    return any(isinstance(v, int | float) and not isinstance(v, bool) and float(v) in numbers
+               or isinstance(v, str) and any(k in v for k in keys) for v in arguments.values())
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
