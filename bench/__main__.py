@@ -14,6 +14,7 @@ command line does not import `bench`; this one hands each benchmark its own flag
     strictcall-bench serve compare A.json B.json
     strictcall-bench grounding [--sampled 2]
     strictcall-bench memory [--requests 8] [--systems one-row,two-rows,default]
+    strictcall-bench agent-loop [--settings answer-first,auto] [--turns 3]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
               "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection",
               "latency": "bench.latency", "gpu-decode": "bench.gpu_decode",
               "serve": "bench.serve", "grounding": "bench.grounding",
-              "memory": "bench.memory"}
+              "memory": "bench.memory", "agent-loop": "bench.agent_loop"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -294,6 +294,19 @@ def auto_mode(results: dict[str, Any]) -> Rendered:
                              else "")
 
 
+def agent_loop(results: dict[str, Any]) -> Rendered:
+    rows = [{"setting": r["setting"], "server flags": " ".join(r["server_args"]),
+             **{k: v for k, v in r["all"].items()}} for r in results["settings"]]
+    per_choice = [{"setting": r["setting"], "first tool_choice": choice, **r[choice]}
+                  for r in results["settings"] for choice in ("auto", "required")]
+    return Rendered(sections=[table(rows), "", "By the first turn's tool_choice:", "",
+                              table(per_choice), ""],
+                    headline=f"loops ended in a text answer within {results['turns']} turns: "
+                             + ", ".join(f"{r['setting']} {r['all']['ended_in_text']} of "
+                                         f"{r['all']['runs']} ({r['all']['used_the_result']} "
+                                         f"used the result)" for r in results["settings"]))
+
+
 def schema_prompt(results: list[dict[str, Any]]) -> Rendered:
     by = {r["schema_prompt"]: r for r in results}
     head = ""
@@ -337,6 +350,7 @@ RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
     "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
+    "agent-loop": agent_loop,
     "load": load, "serve": serve, "vllm-engine": vllm_engine, "memory": memory,
 }
 __all__ = ["RENDERERS", "generic"]

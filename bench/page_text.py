@@ -11,6 +11,7 @@ TITLES = {
     "runaway": "Runaway guards",
     "bfcl": "Tool-call accuracy (BFCL AST) and the reasoning pass",
     "auto-mode": "tool_choice=auto: call or answer",
+    "agent-loop": "Agent loops: a text answer after the tool result",
     "load": "Load: nothing lost, nothing duplicated",
     "schema-prompt": "What goes into the prompt for a JSON answer",
     "grounding": "Grounded fields: copied or asked, never invented",
@@ -73,6 +74,19 @@ ABOUT = {
         "`tool_choice=\"auto\"`: how often the model calls a tool when one fits (BFCL "
         "simple_python) and when none does (prompts written for it), and whether every "
         "emitted call is valid."),
+    "agent-loop": (
+        "An agent loop over Chat Completions on the embedded model: a question, the calls "
+        "the model makes run and their results fed back, until a text answer or 3 model "
+        "turns. Four tools (weather, currency, time, stock price) with bounded strings and "
+        "numeric ranges, three questions each, asked with the question's tool and with all "
+        "four, and with tool_choice auto and required on the first turn (later turns auto, "
+        "as the OpenAI Agents SDK resets it). Settings: `--after-results answer-first` "
+        "(the default: the turn after a tool result starts in free text, the call grammar "
+        "behind the model's own marker) or `auto` (as the first turn: the call block "
+        "opened), each with and without dropping a call already answered "
+        "(`--no-dedupe-calls`: repeats allowed). An answer uses the result when the "
+        "result's key value (the temperature, the converted amount, the time, the price) "
+        "is in its text."),
     "load": (
         "N clients over real HTTP against one server: forced tool calls, JSON answers and "
         "streams, some clients hanging up mid-stream; every request's `X-Request-Id` is "

@@ -5,8 +5,9 @@ the tokenizer files and config.json (its model_type from the file's architecture
 format detection reads) next to a link to the GGUF, so that every part
 that takes a model directory (the llama.cpp engine, the EOS rules, format detection) takes
 this one. Built once per file (the tokenizer of a 262k vocabulary takes ~20 s), checked
-first: a file with no chat template, or a vocabulary xgrammar cannot use, is refused in one
-line that says what is missing."""
+first: a file with no chat template gets its family's (shipped in server/templates) where its
+architecture and vocabulary are one's here, with a log line saying which; otherwise, or with
+a vocabulary xgrammar cannot use, it is refused in one line that says what is missing."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import shutil
 import struct
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -27,7 +30,33 @@ VOCABULARIES = {"llama": "SentencePiece", "gpt2": "byte-level BPE"}
 TURN_ENDS = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<turn|>",
              "<|end_of_text|>", "<｜end▁of▁sentence｜>")
 _STAMP = ".strictcall-gguf"
-_LAYOUT = 2  # what a built directory holds: a new layout builds anew
+# Where a GGUF without a template got one of the families' below: the family's name.
+_FAMILY_TEMPLATE = ".strictcall-family-template"
+
+
+@dataclass(frozen=True)
+class FamilyTemplate:
+    """A chat template shipped here (server/templates), for a GGUF without one whose
+    architecture and vocabulary are this family's (a base model's GGUF often carries none;
+    llama.cpp's server and Ollama fall back to one per family too)."""
+
+    name: str
+    architectures: tuple[str, ...]
+    markers: tuple[str, ...]  # the template's special tokens: all in the vocabulary
+    file: str
+
+    def text(self) -> str:
+        return (resources.files("server") / "templates" / self.file).read_text()
+
+
+FAMILY_TEMPLATES = (
+    # Gemma 3 IT's template (as Unsloth ships it, Apache 2.0).
+    FamilyTemplate("Gemma 3", ("gemma3",), ("<start_of_turn>", "<end_of_turn>"), "gemma3.jinja"),
+    # ChatML as SmolLM2-Instruct writes it (Apache 2.0).
+    FamilyTemplate("ChatML (SmolLM2)", ("llama",), ("<|im_start|>", "<|im_end|>"),
+                   "chatml.jinja"),
+)
+_LAYOUT = 3  # what a built directory holds: a new layout builds anew
 
 
 class GgufModelError(Exception):
@@ -56,16 +85,39 @@ def prepare(gguf: Path, cache_dir: Path, *, chat_template: Path | None = None) -
     if (target / _STAMP).is_file():
         return target
     meta = metadata(gguf, ("tokenizer.ggml.model", "tokenizer.chat_template",
-                           "tokenizer.ggml.eot_token_id"))
+                           "tokenizer.ggml.eot_token_id", "general.architecture"))
+    family = None
+    if template is None and not meta.get("tokenizer.chat_template"):
+        family = family_template(gguf, meta)
+        template = family.text() if family is not None else None
     check(gguf, meta, has_template=template is not None)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         staged = Path(tmp) / gguf.stem
         _build(gguf, staged, template=template, meta=meta)
+        if family is not None:
+            (staged / _FAMILY_TEMPLATE).write_text(family.name)
         if target.exists():
             shutil.rmtree(target)
         staged.rename(target)  # whole or not at all: an interrupted build leaves nothing
     return target
+
+
+def family_template(gguf: Path, meta: dict[str, Any]) -> FamilyTemplate | None:
+    """The shipped template of the family whose architecture and vocabulary `gguf` has."""
+    fitting = [f for f in FAMILY_TEMPLATES
+               if meta.get("general.architecture") in f.architectures]
+    if not fitting:
+        return None
+    vocabulary = set(metadata(gguf, ("tokenizer.ggml.tokens",)).get("tokenizer.ggml.tokens")
+                     or ())
+    return next((f for f in fitting if vocabulary.issuperset(f.markers)), None)
+
+
+def applied_family_template(model_dir: Path) -> str | None:
+    """The family whose shipped template a model directory built from a GGUF got, if any."""
+    path = model_dir / _FAMILY_TEMPLATE
+    return path.read_text() if path.is_file() else None
 
 
 def check(gguf: Path, meta: dict[str, Any], *, has_template: bool) -> None:
@@ -76,9 +128,11 @@ def check(gguf: Path, meta: dict[str, Any], *, has_template: bool) -> None:
                              f"(tokenizer.ggml.model), which xgrammar cannot use; GGUF "
                              f"vocabularies served: {kinds}")
     if not has_template and not meta.get("tokenizer.chat_template"):
+        known = ", ".join(f.name for f in FAMILY_TEMPLATES)
         raise GgufModelError(f"{gguf.name!r} has no chat template (tokenizer.chat_template, "
-                             "as a base model's GGUF may not); pass --chat-template FILE "
-                             "with the model family's Jinja template")
+                             "as a base model's GGUF may not) and is of no family with a "
+                             f"template here ({known}); pass --chat-template FILE with the "
+                             "model family's Jinja template")
 
 
 def _build(gguf: Path, out: Path, *, template: str | None, meta: dict[str, Any]) -> None:

@@ -46,12 +46,15 @@ def is_model_dir(path: Path) -> bool:
 
 def resolve_model(model: str | None, cache_dir: Path | None = None, *,
                   chat_template: Path | None = None) -> Path:
-    """`None` means the embedded model (fetched on first use); anything else is a local
-    Hugging Face model directory, or a GGUF file (or a directory holding only one), served
-    from a model directory built from it (server/gguf_model.py)."""
+    """`None` means the embedded model (fetched on first use); a name `strictcall
+    fetch-model` knows (`MODELS`) is that model, fetched on first use too; anything else is
+    a local Hugging Face model directory, or a GGUF file (or a directory holding only one),
+    served from a model directory built from it (server/gguf_model.py)."""
     if model is None:
         return ensure_embedded_model(cache_dir)
     path = Path(model).expanduser()
+    if is_model_name(model):
+        path = MODELS[model](cache_dir)
     try:
         gguf = gguf_file(path)
         if gguf is not None:
@@ -196,6 +199,16 @@ def ensure_gemma3_gguf(cache_dir: Path | None = None, *, log=None) -> Path:
         staged.rename(target)  # same file system: whole or not at all
     log(f"[strictcall] {GEMMA3_NAME} ready at {target}")
     return target
+
+
+# The models `strictcall fetch-model` fetches (and `make setup`), served by their names:
+# `strictcall serve --model gemma-3-270m`.
+MODELS = {EMBEDDED_NAME: ensure_embedded_model, GEMMA3_NAME: ensure_gemma3_gguf}
+
+
+def is_model_name(model: str | None) -> bool:
+    """Whether `--model` names one of `MODELS` (and no file or directory here)."""
+    return model in MODELS and not Path(model).expanduser().exists()
 
 
 def find_gguf(model_dir: Path) -> Path | None:

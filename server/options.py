@@ -22,6 +22,11 @@ ToolPrompt = Literal["auto", "full", "compact", "none"]
 # tool_choice "auto": "decide" lets the model write an empty call list (then a second pass
 # answers), "trigger" constrains a call once the model opens one (server/formats).
 AutoTools = Literal["decide", "trigger"]
+# tool_choice "auto" on the turn after a tool result (a call of this turn answered since the
+# user's last message): "answer-first" starts in free text, the call grammar only behind the
+# model's own call marker; "auto" serves it as the first turn (--auto-tools). Measured with
+# bench/agent_loop.py.
+AfterResults = Literal["answer-first", "auto"]
 # The reasoning pass's budget by name (server/formats/reasoning.py EFFORT_BUDGETS).
 Effort = Literal["none", "minimal", "low", "medium", "high"]
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from grammars import POLICY_FLAGS, Budget
-from server.options import AutoTools, LoopGuard, SchemaPrompt, ToolPrompt
+from server.options import AfterResults, AutoTools, LoopGuard, SchemaPrompt, ToolPrompt
 
 ENV_PREFIX = "STRICTCALL_"
 
@@ -182,11 +182,18 @@ class Settings(BaseSettings):
     # "decide" suits small models; "trigger" is one pass, for larger ones (server/formats).
     auto_tools: AutoTools = setting("decide", "how tool_choice=auto decides between a call "
                                               "and text")
+    # Measured with bench/agent_loop.py: an agent loop on the embedded model ends in a text
+    # answer that uses the result (docs/apis/chat-completions.md, "Agent loops").
+    after_results: AfterResults = setting("answer-first", "tool_choice=auto after a tool "
+                                                          "result: the answer first, a call "
+                                                          "only behind the model's own "
+                                                          "marker; or as --auto-tools")
     contracts: list[str] = setting([], "load @tool contracts from a module or .py file "
                                        "(repeatable)", metavar="MODULE_OR_FILE")
     # Runaway guards (server/pipeline/runaway.py).
     dedupe_calls: bool = setting(True, "close the call list when a call repeats an earlier "
-                                       "one")
+                                       "one, or one already answered since the user's "
+                                       "last message (off: polling)")
     # steer, measured (README "Runaway guards"): BFCL forced calls (40 per category) cut off
     # 1/2/4 under "stop", 0/2/4 under "steer" (simple_python/multiple/parallel).
     loop_guard: LoopGuard = setting("steer", "a value that repeats itself: steered away from "

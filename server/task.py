@@ -45,6 +45,15 @@ def user_text(turns: tuple[Turn, ...] | list[Turn]) -> str:
     return " ".join(t.text for t in turns if t.role == "user")
 
 
+def answered_calls(turns: tuple[Turn, ...] | list[Turn]) -> tuple[EarlierCall, ...]:
+    """The calls made since the user's last message whose results are in: an agent loop's
+    work on the question the user asked last."""
+    since = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role == "user"), -1)
+    later = turns[since + 1:]
+    results = {t.call_id for t in later if t.role == "tool"}
+    return tuple(c for t in later for c in t.calls if c.id in results)
+
+
 @dataclass(frozen=True)
 class ToolDef:
     name: str

@@ -15,10 +15,12 @@ from server.engines.base import Engine
 from server.engines.drafts import Speculation
 from server.engines.memory import describe
 from server.engines.scheduler import SchedulePolicy
+from server.gguf_model import applied_family_template
 from server.model_store import (
     ModelNotFoundError,
     default_cache_dir,
     is_gguf_model,
+    is_model_name,
     resolve_model,
 )
 from server.settings import Settings
@@ -109,6 +111,8 @@ def check_config(settings: Settings) -> None:
                           chat_template=settings.chat_template)
     except ModelNotFoundError as exc:
         raise EngineConfigError(str(exc)) from None
+    if settings.served_model_name is None and is_model_name(settings.model):
+        settings.served_model_name = settings.model  # served by the name it was asked by
     engine = resolve_engine(settings)
     if engine == "llamacpp":
         _check_llamacpp(settings)
@@ -212,6 +216,11 @@ def _build(settings: Settings) -> Engine:
         return _build_upstream(settings)
     model_dir = resolve_model(settings.model, settings.cache_dir,
                               chat_template=settings.chat_template)
+    family = applied_family_template(model_dir)
+    if family is not None:
+        log.info("chat template: %s's, shipped here; the GGUF has none and its architecture "
+                 "and vocabulary are that family's (--chat-template FILE to choose one)",
+                 family)
     engine = resolve_engine(settings)
     if engine == "vllm":
         from server.engines.vllm_engine import VllmEngine, VllmOptions

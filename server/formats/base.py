@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from grammars import GrammarSpec, JsonSchemaSpec, ToolSpec
 from server.formats.reading import Mode, Reader
 from server.options import AutoTools, ToolStyle
-from server.task import Turn
+from server.task import EarlierCall, Turn
 
 
 class UnsupportedFormat(ValueError):
@@ -71,6 +71,9 @@ class Ask:
     tool_style: ToolStyle = "full"  # how tools are written where the prompt lists them
     reasoning: int = 0  # the free-reasoning pass's budget in tokens (0: none)
     auto: AutoTools = "decide"
+    # The calls of this turn already answered (their results are in the conversation): an
+    # agent loop's turn after a tool result, which the format words as one.
+    answered_calls: tuple[EarlierCall, ...] = ()
 
     def answered(self) -> Ask:
         """The ask for the answer alone (auto that decided on no call)."""
@@ -91,6 +94,9 @@ class Rendering:
     thinks: bool = False  # the decode opens with a free-reasoning pass
     # An empty call list means "no call": this rendering then answers instead.
     fallback: Rendering | None = None
+    # Keywords the format's grammar cannot hold, left to the validator after decoding:
+    # ("tool#pointer" as the enforcement report writes it, why).
+    checked_late: tuple[tuple[str, str], ...] = ()
 
 
 class ModelFormat(Protocol):

@@ -6,11 +6,12 @@ own `smollm2` among them) is at the end."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from grammars import StructuralTagSpec
+from grammars import StructuralTagSpec, iter_schema_nodes
 from server.formats.base import Ask, ModelFormat, Rendering, UnsupportedFormat
 from server.formats.history import flattened, structured
 from server.formats.instructions import tool_lines
@@ -130,6 +131,7 @@ class FamilyFormat:
         think = ask.reasoning > 0
         auto = ask.mode == "auto"
         tools = [(t.name, _keys_in_template_order(self.name, t.schema)) for t in ask.tools]
+        tools, late = self._string_bounds_left_late(tools)
         own_think = think and self.thinks
         parallel = ask.max_calls is None or ask.max_calls > 1
         tag = _tight(structural_tag(self.name, [function_tool(n, s) for n, s in tools],
@@ -139,7 +141,10 @@ class FamilyFormat:
         if not auto:
             tag = _calls_only(tag, syntax.separator)
         instructions = None if self.renders_tools else tool_instructions(ask, syntax)
-        prefill = ""
+        # Reasoning off: the block the grammar starts inside is opened in the prompt, as the
+        # family's generation prompt does (Kimi K3's response block); a model never shown
+        # its opening writes free text there and never closes it.
+        prefill = syntax.answer_open
         if own_think:
             tag = with_budget(tag, begin=syntax.think_begin or "",
                               end=syntax.think_end or THINK_END, budget=ask.reasoning)
@@ -150,11 +155,28 @@ class FamilyFormat:
             prefill = THINK_OPEN
             instructions = think_instructions(instructions)
         mode: Mode = "auto" if auto else "tools"
+        # In an agent loop a repeat of an answered call is dropped: if nothing was said
+        # before it, the answer alone follows.
         return Rendering(TagReader(mode, syntax, thinks=think),
                          StructuralTagSpec.of(tag, label=self.name), instructions, prefill,
                          template_tools=[function_tool(t.name, t.prompt_schema, t.description)
                                          for t in ask.tools] if self.renders_tools else None,
-                         thinks=think)
+                         thinks=think, fallback=self._answer(ask.answered())
+                         if auto and ask.answered_calls else None, checked_late=late)
+
+    def _string_bounds_left_late(self, tools: list[tuple[str, dict[str, Any]]]
+                                 ) -> tuple[list[tuple[str, dict[str, Any]]],
+                                            tuple[tuple[str, str], ...]]:
+        """The tools' schemas as this family's grammar can hold them, and the keywords
+        taken out for the validator to check after decoding ("tool#pointer", why)."""
+        if not family_syntax(self.name, _PROBE).styles & UNBOUNDED_STRING_STYLES:
+            return tools, ()
+        out, late = [], []
+        for name, schema in tools:
+            unbounded, taken = without_string_bounds(schema)
+            out.append((name, unbounded))
+            late += [(f"{name}#{pointer}", STRING_BOUNDS_WHY) for pointer in taken]
+        return out, tuple(late)
 
     def _answer(self, ask: Ask) -> Rendering:
         """Text and JSON answers: the family's reasoning block (or StrictCall's), then the
@@ -214,6 +236,31 @@ class FamilyFormat:
             return {}
         return {"enable_thinking": reasoning, "thinking": reasoning,
                 "thinking_mode": "enabled" if reasoning else "disabled"}
+
+
+# Argument styles whose strings xgrammar cannot bound: MiniMax M3's XML keeps its namespace
+# marker out of every string value, and xgrammar 0.2.9 refuses to combine that exclusion
+# with a pattern, a format or a length. Those keywords go to the validator tier (checked
+# after decoding, contract fields repaired) and the enforcement report says so.
+UNBOUNDED_STRING_STYLES = {"minimax_m3_xml"}
+STRING_BOUNDS = ("pattern", "format", "minLength", "maxLength")
+STRING_BOUNDS_WHY = ("checked after decoding: this family's XML arguments exclude its "
+                     "namespace marker from strings, which xgrammar cannot combine with a "
+                     "pattern, format or length in the mask")
+_PROBE = [("f", {"type": "object", "properties": {"x": {"type": "string"}}})]
+
+
+def without_string_bounds(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`schema` with no string pattern, format or length, and the JSON Pointers of the
+    keywords taken out."""
+    out: dict[str, Any] = copy.deepcopy(schema)
+    taken: list[str] = []
+    for node, pointer in iter_schema_nodes(out):
+        for key in STRING_BOUNDS:
+            if key in node:
+                del node[key]
+                taken.append(f"{pointer}/{key}")
+    return out, taken
 
 
 # Families whose chat template writes a call's arguments with their keys sorted (Gemma 4's

@@ -49,6 +49,9 @@ class TagReader:
 
     def cut_after(self, text: str, kept: int) -> str:
         _, start, _ = self._reasoning(text)
+        if kept == 0:  # no call kept: the text before the first call
+            first = self._find(text[start:], 0, complete=False)
+            return text if first is None else text[:start + first.at]
         _, _, ends = self._calls(text[start:], complete=False)
         return text[:start + ends[kept - 1]] + self.syntax.calls_end + self.syntax.tail
 

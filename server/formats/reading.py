@@ -43,8 +43,10 @@ class Reader(Protocol):
         ...
 
     def cut_after(self, text: str, kept: int) -> str:
-        """`text` ended right after its first `kept` calls (kept >= 1), written as a
-        complete output of this format: what stands when a runaway guard drops the rest."""
+        """`text` ended right after its first `kept` calls, written as a complete output of
+        this format: what stands when a runaway guard drops the rest. With kept 0 (the
+        first call repeats one already answered), "auto" keeps only the text before the
+        call, "tools" an empty call list."""
         ...
 
 

@@ -116,6 +116,8 @@ class ListReader:
 
     def cut_after(self, text: str, kept: int) -> str:
         _, start, _ = split_reasoning(self.reasoning, text)
+        if self.mode == "auto" and kept == 0:  # no call kept: the text before the call
+            return text[:text.index(CALL_OPEN, start)]
         at = text.index(CALL_OPEN, start) + len(CALL_OPEN) if self.mode == "auto" else start
         end = text.index("[", at) + 1
         for _ in range(kept):  # past each kept element and the separator before it
@@ -185,9 +187,13 @@ class SmolLM2Format:
                                  tools_instructions(described, ask.tool_style), CALL_OPEN)
             case "auto" if ask.auto == "trigger" or ask.reasoning > 0:
                 calls = ToolCallsSpec(specs, min_calls=1, max_calls=ask.max_calls)
+                # In an agent loop a repeat of an answered call is dropped: if nothing was
+                # said before it, the answer alone follows.
                 return Rendering(ListReader("auto"),
                                  TextOrToolCallsSpec(calls, begin=CALL_OPEN, end=CALL_CLOSE),
-                                 AUTO_INSTRUCTIONS.format(tools=tool_lines(described)))
+                                 AUTO_INSTRUCTIONS.format(tools=tool_lines(described)),
+                                 fallback=self.render(ask.answered())
+                                 if ask.answered_calls else None)
             case "auto":
                 return Rendering(ListReader("tools"),
                                  ToolCallsSpec(specs, min_calls=0, max_calls=ask.max_calls),

@@ -57,6 +57,9 @@ class FamilySyntax:
     preamble: str = ""
     # What closes a whole answer after its calls (Kimi K3's message end).
     tail: str = ""
+    # With reasoning off, the block the grammar starts inside, which the generation prompt
+    # opens (Kimi K3's `<|open|>response<|sep|>`): a prompt without it must write it.
+    answer_open: str = ""
 
     @property
     def styles(self) -> set[str]:
@@ -131,7 +134,8 @@ def _cached_syntax(family: str, tools_json: str) -> FamilySyntax:
     return FamilySyntax(tuple(calls), tuple(sorted(noise, key=len, reverse=True)),
                         begin, end, then, texts, calls_begin, calls_end, separator,
                         free_between=wrap is None, think_open=begin or _opener(family, end),
-                        preamble="".join(_leading_consts(off["format"])), tail=tail)
+                        preamble="".join(_leading_consts(off["format"])), tail=tail,
+                        answer_open=_answer_open(off["format"], texts))
 
 
 def _call(tool: str, schema: dict[str, Any], node: dict[str, Any]) -> CallSyntax | None:
@@ -186,6 +190,17 @@ def _leading_consts(fmt: dict[str, Any]) -> Iterator[str]:
         if element.get("type") != "const_string":
             return
         yield element["value"]
+
+
+def _answer_open(fmt: dict[str, Any], texts: Sequence[tuple[str, tuple[str, ...]]]) -> str:
+    """The opening of the text block a reasoning-off tag starts inside (its first element
+    is that block's body and end, with no begin), or ""."""
+    first = fmt["elements"][0] if fmt.get("type") == "sequence" else fmt
+    if first.get("type") != "tag" or first["begin"] \
+            or first["content"].get("type") != "any_text":
+        return ""
+    ends = set(_ends(first["end"]))
+    return next((begin for begin, closers in texts if ends & set(closers)), "")
 
 
 def _opener(family: str, end: str | None) -> str | None:

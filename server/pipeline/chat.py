@@ -70,7 +70,8 @@ class ChatPipeline:
         self.policy = parts.policy
         self.registry = parts.registry or ContractRegistry()
         self.planner = Planner(self.registry, self.policy, self.format, settings.budget,
-                               settings.max_calls, settings.auto_tools)
+                               settings.max_calls, settings.auto_tools,
+                               settings.after_results)
         self.model_name = settings.served_model_name or engine.model_name
         repairer = Repairer(engine, cache, self.policy, self.format,
                             compile_timeout_s=settings.compile_timeout_s)

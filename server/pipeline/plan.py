@@ -5,7 +5,7 @@ and its rendering in the model's format."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contracts import Contract, ContractRegistry
@@ -27,9 +27,9 @@ from server.errors import InvalidRequest, UnsupportedFeature
 from server.formats.base import Ask, AskedTool, ModelFormat, Rendering, UnsupportedFormat
 from server.formats.instructions import json_instructions
 from server.formats.reading import Mode, Reader
-from server.options import AutoTools, ToolPrompt, ToolStyle
+from server.options import AfterResults, AutoTools, ToolPrompt, ToolStyle
 from server.pipeline.request_options import RequestOptions
-from server.task import NamedTool, Task
+from server.task import NamedTool, Task, answered_calls
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class Plan:
     # Per tool: the schema the model writes to (grounded fields narrowed, a session's
     # filled slots pinned); repair too. The prompt shows the tool's own schema.
     written: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    # "auto" in an agent loop: the calls already answered since the user's last message
+    # ({"name", "arguments"}), which the runaway guard does not let be written again.
+    answered: tuple[dict[str, Any], ...] = ()
 
     @property
     def mode(self) -> Mode:
@@ -91,6 +94,7 @@ class Planner:
     budget: Budget = Budget()
     max_calls: int | None = None  # calls per response at most (None: no limit)
     auto_tools: AutoTools = "decide"
+    after_results: AfterResults = "answer-first"
 
     def plan(self, task: Task, options: RequestOptions,
              dialogue: DialogueTurn | None = None) -> Plan:
@@ -109,7 +113,11 @@ class Planner:
             rendering = self.fmt.render(ask)
         except UnsupportedFormat as exc:
             raise UnsupportedFeature(str(exc)) from None
-        return _assemble(rendering, tools, answer)
+        plan = _assemble(rendering, tools, answer)
+        if ask.mode != "auto" or not ask.answered_calls:
+            return plan
+        return replace(plan, answered=tuple({"name": c.name, "arguments": c.arguments}
+                                            for c in ask.answered_calls))
 
     def _ask(self, task: Task, options: RequestOptions, tools: dict[str, _Tool],
              answer: _Answer | None) -> Ask:
@@ -125,9 +133,10 @@ class Planner:
         asked = tuple(t.asked for t in tools.values())
         max_calls = 1 if task.parallel_tool_calls is False else self.max_calls
         if choice is None or choice == "auto":  # OpenAI's default when tools are given
+            answered = answered_calls(task.turns)
             return Ask("auto", asked, max_calls, base.answer, base.instructions,
-                       reasoning=options.reasoning,
-                       auto="trigger" if options.reasoning > 0 else self.auto_tools)
+                       reasoning=options.reasoning, auto=self._auto(options, answered),
+                       answered_calls=answered)
         if isinstance(choice, NamedTool):
             if choice.name not in tools:
                 raise InvalidRequest(f"tool_choice names unknown tool {choice.name!r}; the "
@@ -140,6 +149,14 @@ class Planner:
         return Ask("tools", asked, max_calls, tool_style=_style(options.tool_prompt,
                                                                 forced="full"),
                    reasoning=options.reasoning)
+
+    def _auto(self, options: RequestOptions, answered: tuple[object, ...]) -> AutoTools:
+        """How tool_choice "auto" decides. The turn after a tool result starts in free text
+        with the call grammar behind the model's own marker ("answer-first"): opening the
+        call block there steers a small model into calling again (bench/agent_loop.py)."""
+        if options.reasoning > 0 or (answered and self.after_results == "answer-first"):
+            return "trigger"
+        return self.auto_tools
 
     def _tools(self, task: Task, *, grounded: bool,
                dialogue: DialogueTurn | None = None) -> dict[str, _Tool]:
@@ -204,11 +221,22 @@ def _assemble(rendering: Rendering, tools: dict[str, _Tool], answer: _Answer | N
     schemas = {**{n: t.schema for n, t in tools.items()}, **answers}
     contracts = {n: t.contract for n, t in tools.items() if t.contract is not None}
     first = next(iter(tools.values()))
-    report = EnforcementReport.merge(first.report.backend, [t.report for t in tools.values()])
+    report = _checked_late(EnforcementReport.merge(first.report.backend,
+                                                   [t.report for t in tools.values()]),
+                           dict(rendering.checked_late))
     fallback = None if rendering.fallback is None else _assemble(rendering.fallback, {}, answer)
     groundings = {n: t.grounding for n, t in tools.items() if t.grounding}
     written = {n: t.asked.schema for n, t in tools.items()}
     return Plan(rendering, schemas, contracts, report, fallback, groundings, written)
+
+
+def _checked_late(report: EnforcementReport, late: dict[str, str]) -> EnforcementReport:
+    """`report` with the keywords the format left to the validator in that tier."""
+    if not late:
+        return report
+    return EnforcementReport(report.backend, tuple(
+        replace(u, tier="validator", note=late[u.pointer])
+        if u.pointer in late and u.tier == "grammar" else u for u in report.uses))
 
 
 def _style(prompt: ToolPrompt, *, forced: ToolStyle) -> ToolStyle:

@@ -17,7 +17,6 @@ from server.pipeline.item_loops import vocabulary_of
 from server.pipeline.plan import Plan
 from server.pipeline.request_options import GuardOptions, RepairBudget, RequestOptions
 from server.pipeline.runaway import RunawayGuard
-from server.pipeline.validation import parse_json
 from server.task import Task
 
 
@@ -40,7 +39,7 @@ class Decode:
             return None
         return RunawayGuard(self.plan.reader, engine.decode, options=self.guards,
                             vocabulary=vocabulary_of(engine.tokenizer),
-                            evidence=self.prompt_text)
+                            evidence=self.prompt_text, answered=self.plan.answered)
 
     def guarded(self, guard: RunawayGuard | None) -> GenerationRequest:
         """The request, steered by `guard` where it steers."""
@@ -53,9 +52,12 @@ class Decode:
 
     def then(self, result: GenerationResult) -> Decode | None:
         """What decodes next once this decode gave `result`: nothing (None), or, when
-        "auto" decided on no call (an empty list), the fallback that answers instead."""
-        if self.fallback is not None and result.grammar_complete \
-                and parse_json(result.text) == []:
+        "auto" decided on no call (an empty list, or a repeat of an answered call that the
+        runaway guard dropped) and wrote no text, the fallback that answers instead."""
+        if self.fallback is None or not result.grammar_complete:
+            return None
+        reading = self.plan.reader.read(result.text, complete=True)
+        if (reading.calls or "[]").strip() == "[]" and not (reading.content or "").strip():
             return self.fallback
         return None
 

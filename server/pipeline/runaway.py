@@ -5,7 +5,9 @@ Two patterns account for most cut-off calls from small models (and in other serv
   identical to an earlier one (same name, same arguments), the list is closed before it and
   the duplicate dropped. While a call could still become a duplicate (its text so far begins
   an earlier call's text), its tokens are held back from the stream, so a client never sees
-  a call that is then dropped.
+  a call that is then dropped. In an agent loop "earlier" includes the calls already
+  answered since the user's last message (`answered`): a call whose result is in is not
+  written again (the answer follows instead; `dedupe_calls` off allows polling).
 - a value that loops (`&query_params=&query_params=...`, `0000...`): a unit of tokens
   repeated back to back inside a string or a number, or a unit that nests ever deeper
   (`{"type":{"type":...`). With "steer" (engines that choose tokens themselves), the token
@@ -23,6 +25,7 @@ it trips. It works the same on every engine.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +49,8 @@ STEER_LIMIT = 8
 # Characters that end a value or belong to JSON's structure: a unit holding one is not
 # inside one value.
 _STRUCTURE = frozenset('"{}[],:')
+# A call's name at the start of its JSON text, as every reader writes it first.
+_NAME = re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,')
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,12 @@ class RunawayGuard:
     def __init__(self, reader: Reader, decode: Callable[[Sequence[int]], str], *,
                  options: GuardOptions,
                  vocabulary: Callable[[], Vocabulary] | None = None,
-                 evidence: str = "") -> None:
+                 evidence: str = "", answered: Sequence[Any] = ()) -> None:
         """`reader`: how the decode reads, in the model's format; `vocabulary`: the
         tokens' texts, for steering away from loops of items and keys (item_loops.py);
-        `evidence`: the prompt's text (items copied from it are not loops)."""
+        `evidence`: the prompt's text (items copied from it are not loops); `answered`:
+        calls ({"name", "arguments"}) already answered, which are not written again."""
+        self._answered = list(answered)
         self._vocabulary = vocabulary
         self._shape = JsonShape(evidence)
         self.reader = reader
@@ -96,7 +103,8 @@ class RunawayGuard:
                 return []
             if self.options.dedupe_calls and self._duplicate(text):
                 return []
-            if self.options.dedupe_calls and self._calls.pending:
+            if self.options.dedupe_calls and (self._calls.pending
+                                              or self._calls.may_be(self._answered)):
                 return []  # the call so far begins an earlier one: wait
             out, self._held = self._held, []
             return out
@@ -114,7 +122,7 @@ class RunawayGuard:
             return False
         new, self._fed = reading.calls[self._fed:], len(reading.calls)
         for ended in self._calls.feed(new):
-            if ended.value in self._calls.values[:-1]:
+            if ended.value in self._calls.values[:-1] or ended.value in self._answered:
                 closed = self.reader.cut_after(text, len(self._calls.values) - 1)
                 self.trip = Trip("duplicate_call", closed,
                                  {"duplicate_calls_dropped": 1,
@@ -241,6 +249,15 @@ class _CallSplitter:
             return False
         part = self._text[self._start:]
         return any(t.startswith(part) for t in self.texts)
+
+    def may_be(self, calls: Sequence[Any]) -> bool:
+        """Whether the call being written may still turn out to be one of `calls`: its
+        name is not written yet, or is one of theirs (their texts may differ from the
+        model's in spacing and key order, so the name decides)."""
+        if self._start is None or not calls:
+            return False
+        named = _NAME.match(self._text, self._start)
+        return named is None or named.group(1) in {c.get("name") for c in calls}
 
     def feed(self, text: str) -> list[_Ended]:
         ended = []

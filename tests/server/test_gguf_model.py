@@ -9,19 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from server.gguf_model import GgufModelError, check, gguf_file, metadata
-from server.model_store import ModelNotFoundError, is_gguf_model, resolve_model
+from server.gguf_model import GgufModelError, check, family_template, gguf_file, metadata
+from server.model_store import ModelNotFoundError, is_gguf_model, is_model_name, resolve_model
 
 TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['content'] }}<|im_end|>{% endfor %}"
 
 
-def _gguf(path: Path, *, vocabulary: str = "gpt2", template: str | None = TEMPLATE) -> Path:
+def _gguf(path: Path, *, vocabulary: str = "gpt2", template: str | None = TEMPLATE,
+          architecture: str = "llama", tokens: tuple[str, ...] = ("a", "b", "<|im_end|>")
+          ) -> Path:
     import gguf
 
-    writer = gguf.GGUFWriter(str(path), "llama")
+    writer = gguf.GGUFWriter(str(path), architecture)
     writer.add_tokenizer_model(vocabulary)
-    writer.add_token_list(["a", "b", "<|im_end|>"])
-    writer.add_token_scores([0.0, 0.0, 0.0])
+    writer.add_token_list(list(tokens))
+    writer.add_token_scores([0.0] * len(tokens))
     writer.add_eos_token_id(2)
     if template is not None:
         writer.add_chat_template(template)
@@ -49,12 +51,43 @@ def test_a_gguf_without_a_chat_template_is_refused_in_one_line(tmp_path):
               has_template=False)
     assert str(caught.value) == (
         "'base.gguf' has no chat template (tokenizer.chat_template, as a base model's GGUF "
-        "may not); pass --chat-template FILE with the model family's Jinja template")
+        "may not) and is of no family with a template here (Gemma 3, ChatML (SmolLM2)); "
+        "pass --chat-template FILE with the model family's Jinja template")
     # The same file with a template given is fine.
     check(file, metadata(file, ("tokenizer.ggml.model",)), has_template=True)
     # Through --model: the message the CLI prints.
     with pytest.raises(ModelNotFoundError, match="has no chat template"):
         resolve_model(str(file), tmp_path / "cache")
+
+
+@pytest.mark.parametrize("architecture, tokens, family", [
+    ("gemma3", ("<pad>", "<start_of_turn>", "<end_of_turn>"), "Gemma 3"),
+    ("llama", ("a", "<|im_start|>", "<|im_end|>"), "ChatML (SmolLM2)"),
+    ("gemma3", ("<pad>", "<end_of_turn>"), None),  # the template's markers are not tokens
+    ("llama", ("<start_of_turn>", "<end_of_turn>"), None),  # Gemma's tokens, not its model
+    ("mamba", ("a", "<|im_start|>", "<|im_end|>"), None),  # an architecture of no family
+])
+def test_a_gguf_without_a_template_gets_its_familys_by_architecture_and_tokens(
+        tmp_path, architecture, tokens, family):
+    file = _gguf(tmp_path / "base.gguf", template=None, vocabulary="llama",
+                 architecture=architecture, tokens=tokens)
+    found = family_template(file, metadata(file, ("general.architecture",)))
+    assert (found.name if found else None) == family
+    if found is not None:  # shipped with the package, and it renders a conversation
+        from jinja2 import Template
+
+        text = Template(found.text()).render(
+            messages=[{"role": "user", "content": "Hi"}], add_generation_prompt=True,
+            bos_token="")
+        assert all(marker in text for marker in found.markers)
+
+
+def test_models_fetched_by_name_are_served_by_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert is_model_name("gemma-3-270m") and is_model_name("smollm2-135m-instruct")
+    assert not is_model_name("gemma-3-1b") and not is_model_name(None)
+    (tmp_path / "gemma-3-270m").mkdir()  # a directory of that name here is what it names
+    assert not is_model_name("gemma-3-270m")
 
 
 def test_a_vocabulary_xgrammar_cannot_use_is_refused_by_name(tmp_path):

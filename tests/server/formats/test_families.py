@@ -141,3 +141,54 @@ def test_a_template_without_tools_is_shown_a_call_its_grammar_takes(family):
     example = (rendering.instructions or "").rsplit("example:\n", 1)[1]
     assert '"name": "get_weather"' in (rendering.instructions or "")
     assert accepts(rendering.spec.tag, rendering.reader.syntax.preamble + example), example
+
+
+def test_a_reasoning_off_answer_opens_the_block_its_grammar_starts_inside():
+    """Kimi K3's grammar without reasoning starts inside the response block that its
+    generation prompt opens: the prompt writes the opening, so the model sees the block it
+    is in (without it, the embedded model wrote free text there to max_tokens); other
+    families start outside any block."""
+    prefills = {name: get_format(name).render(ask()).prefill for name in FAMILIES}
+    assert prefills.pop("kimi_k3") == "<|open|>response<|sep|>"
+    assert set(prefills.values()) == {""}
+
+
+BOUNDED = {"type": "object", "properties": {
+    "city": {"type": "string", "maxLength": 20},
+    "when": {"type": "string", "format": "date"},
+    "code": {"type": "string", "pattern": "^[A-Z]{3}$", "minLength": 3},
+    "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city", "days"]}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bounded_strings_compile_in_every_family_and_are_reported_where_left_late(family):
+    """MiniMax M3's XML cannot bound a string in the mask (xgrammar refuses to combine its
+    namespace-marker exclusion with a pattern, a format or a length): there they are left
+    to the validator and named; every other family keeps them in its grammar."""
+    rendering = get_format(family).render(ask(tools={"get_weather": BOUNDED}))
+    accepts(rendering.spec.tag, "")  # compiles: xgrammar refused minimax_m3's before
+    late = dict(rendering.checked_late)
+    if family != "minimax_m3":
+        assert late == {}
+        return
+    assert sorted(late) == [f"get_weather#/properties/{p}" for p in
+                            ("city/maxLength", "code/minLength", "code/pattern", "when/format")]
+    assert "namespace marker" in next(iter(late.values()))
+    assert "maxLength" not in rendering.spec.tag and '"maximum": 7' in rendering.spec.tag
+
+
+def test_the_enforcement_report_says_which_keywords_minimax_m3_checks_late(scripted):
+    fmt = get_format("minimax_m3")
+    syntax = fmt.syntax([("get_weather", BOUNDED)])
+    reply = syntax.preamble + write_calls(syntax, [(syntax.calls[0], {"city": "Paris",
+                                                                      "days": 3})])
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": BOUNDED}}
+    with scripted(lambda prompt: reply, model_format="minimax_m3", reasoning=0) as client:
+        resp = client.post("/v1/chat/completions", json={
+            "model": "scripted", "tools": [tool], "tool_choice": "required",
+            "messages": [{"role": "user", "content": "Weather in Paris for 3 days?"}]})
+    assert resp.status_code == 200, resp.text
+    call = resp.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert json.loads(call["arguments"]) == {"city": "Paris", "days": 3}
+    summary = resp.headers["x-strictcall-enforcement"]
+    assert "validator: maxLength@get_weather#/properties/city" in summary, summary
