@@ -57,6 +57,10 @@ class CacheStats:
     expired: int = 0    # entries dropped for being unused longer than the TTL
     bytes: int = 0      # memory held by the cached grammars
 
+# The largest compiled grammar the disk store takes (its size in memory).
+MAX_DISK_GRAMMAR_BYTES = 8 * 2**20
+
+
 class GrammarCache:
     def __init__(self, backend: GrammarBackend, *, max_entries: int = 512,
                  max_bytes: int = 512 * 2**20, ttl_s: float | None = None,
@@ -96,10 +100,12 @@ class GrammarCache:
         """Blocking lookup (startup warm-up, benchmarks)."""
         return self.submit(spec).result()
 
-    def submit(self, spec: GrammarSpec) -> concurrent.futures.Future[Lookup]:
+    def submit(self, spec: GrammarSpec, *, persist: bool = True
+               ) -> concurrent.futures.Future[Lookup]:
         """A future of the lookup: done at once on a hit; on a miss, the one load or
         compilation of this key, shared by every caller until it finishes. A failed compile
-        is not cached."""
+        is not cached. `persist=False`: a grammar of one conversation (its grounded values
+        and spans): kept in memory only, never read from or written to the disk store."""
         start = time.perf_counter()
         key = self.key_for(spec)
         with self._lock:
@@ -118,20 +124,22 @@ class GrammarCache:
             if running is not None:
                 self._joined += 1
                 return running
-            future = self._pool.submit(self._fill, key, spec, start)
+            future = self._pool.submit(self._fill, key, spec, start, persist)
             self._inflight[key] = future
             return future
 
-    def _fill(self, key: CacheKey, spec: GrammarSpec, start: float) -> Lookup:
+    def _fill(self, key: CacheKey, spec: GrammarSpec, start: float,
+              persist: bool = True) -> Lookup:
         try:
-            compiled = self._from_disk(key, spec)
+            compiled = self._from_disk(key, spec) if persist else None
             if compiled is None:
                 with self._lock:
                     self._compiles += 1
                 compiled = self._backend.compile(spec)
                 if self._on_compile is not None:
                     self._on_compile(compiled.compile_seconds)
-                self._to_disk(key, compiled)
+                if persist:
+                    self._to_disk(key, compiled)
         except BaseException:
             with self._lock:
                 self._inflight.pop(key, None)
@@ -160,6 +168,13 @@ class GrammarCache:
 
     def _to_disk(self, key: CacheKey, compiled: CompiledGrammar) -> None:
         if self._disk is None:
+            return
+        if compiled.size_bytes > MAX_DISK_GRAMMAR_BYTES:
+            # Its JSON is many times its memory (xgrammar's token-mask caches written out
+            # as numbers): a 75 MiB grammar took 12 GiB and minutes to write.
+            log.info("a compiled grammar of %d MiB is kept in memory only (the disk store "
+                     "takes up to %d MiB)", compiled.size_bytes >> 20,
+                     MAX_DISK_GRAMMAR_BYTES >> 20)
             return
         try:
             self._disk.save(key, self._backend.serialize(compiled))

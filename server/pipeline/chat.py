@@ -191,7 +191,8 @@ class ChatPipeline:
         names = task.names  # a refusal names the schema the client sent
         return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s,
                               bridge_wait_s=self.settings.bridge_wait_s,
-                              param=names.answer_schema if plan.mode == "json" else names.tools)
+                              param=names.answer_schema if plan.mode == "json" else names.tools,
+                              persist=not plan.conversational)
 
     def _sampling(self, task: Task, prompt_len: int) -> SamplingParams:
         """The sampling, and the one check of the token limits: the server's cap, then the

@@ -20,15 +20,17 @@ log = logging.getLogger("strictcall.pipeline")
 
 
 async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float,
-                   bridge_wait_s: float | None = None, param: str | None = None) -> Lookup:
+                   bridge_wait_s: float | None = None, param: str | None = None,
+                   persist: bool = True) -> Lookup:
     """The compiled grammar, never compiled on the event loop. Shielded: a caller that gives
     up does not cancel a compilation other requests share; it finishes and is cached.
 
     With a bridged backend and `bridge_wait_s` set, a miss still compiling after that long
     is served by the bridge's grammar (llguidance, milliseconds) where it enforces the same,
-    while the compilation goes on for later requests."""
+    while the compilation goes on for later requests. `persist=False`: a grammar of one
+    conversation, kept off the disk cache."""
     started = time.perf_counter()
-    future = asyncio.shield(asyncio.wrap_future(cache.submit(spec)))
+    future = asyncio.shield(asyncio.wrap_future(cache.submit(spec, persist=persist)))
     backend = cache.backend
     if bridge_wait_s is not None and isinstance(backend, BridgedBackend) and not future.done():
         done, _ = await asyncio.wait({future}, timeout=bridge_wait_s)

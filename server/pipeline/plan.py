@@ -48,6 +48,8 @@ class Plan:
     # Per tool: the schema the model writes to (grounded fields narrowed, a session's
     # filled slots pinned); repair too. The prompt shows the tool's own schema.
     written: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    # Its grammar holds this conversation's values: never written to the disk cache.
+    conversational: bool = False
     # "auto" in an agent loop: the calls already answered since the user's last message
     # ({"name", "arguments"}), which the runaway guard does not let be written again.
     answered: tuple[dict[str, Any], ...] = ()
@@ -227,7 +229,10 @@ def _assemble(rendering: Rendering, tools: dict[str, _Tool], answer: _Answer | N
     fallback = None if rendering.fallback is None else _assemble(rendering.fallback, {}, answer)
     groundings = {n: t.grounding for n, t in tools.items() if t.grounding}
     written = {n: t.asked.schema for n, t in tools.items()}
-    return Plan(rendering, schemas, contracts, report, fallback, groundings, written)
+    # A grammar narrowed to this conversation's values serves this conversation only.
+    conversational = any(t.asked.schema is not t.schema for t in tools.values())
+    return Plan(rendering, schemas, contracts, report, fallback, groundings, written,
+                conversational=conversational)
 
 
 def _checked_late(report: EnforcementReport, late: dict[str, str]) -> EnforcementReport:

@@ -122,8 +122,9 @@ class Repairer:
             return None  # nothing repair may change
         try:
             spec = self.policy.json_schema_spec(schema, where=f"the repair of {contract.name!r}")
-            lookup = await compiled(self.cache, spec,
-                                    timeout_s=min(seconds, self.compile_timeout_s))
+            lookup = await compiled(self.cache, spec,  # (one call's repair: not on disk)
+                                    timeout_s=min(seconds, self.compile_timeout_s),
+                                    persist=False)
         except (GrammarError, InvalidRequest):
             return None  # recorded as an attempt that could not be made
         # The call as the model wrote it, in its own syntax, then what is wrong with it.

@@ -210,6 +210,25 @@ def test_disk_store_makes_a_restart_warm(backend, tmp_path):
     assert cache.get(spec).hit
 
 
+def test_a_conversations_grammar_and_a_huge_one_stay_off_the_disk(backend, tmp_path,
+                                                                   monkeypatch):
+    """A grammar narrowed to one conversation's values serves that conversation only, and
+    a big one's JSON is many times its memory (BFCL's TravelAPI with 44 grounded strings:
+    a 75 MiB grammar took 12 GiB to write): neither is written to the disk store."""
+    from grammars import cache as cache_module
+    from grammars.diskstore import DiskStore
+
+    cache = GrammarCache(CountingBackend(backend), disk=DiskStore(tmp_path))
+    cache.submit(_spec(SCHEMA), persist=False).result()
+    assert list(tmp_path.glob("*.json")) == []
+    monkeypatch.setattr(cache_module, "MAX_DISK_GRAMMAR_BYTES", 1)
+    cache.get(_spec({"type": "object", "properties": {"x": {"type": "integer"}}}))
+    assert list(tmp_path.glob("*.json")) == []
+    monkeypatch.setattr(cache_module, "MAX_DISK_GRAMMAR_BYTES", 2**30)
+    cache.get(_spec({"type": "object", "properties": {"y": {"type": "integer"}}}))
+    assert len(list(tmp_path.glob("*.json"))) == 1
+
+
 def test_disk_store_ignores_other_tokenizers_and_bad_files(backend, tmp_path):
     from grammars.diskstore import DiskStore
 
