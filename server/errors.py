@@ -191,6 +191,18 @@ class Unavailable(ServiceError):
     status, slug, title, retryable = 503, "unavailable", "Service unavailable", True
 
 
+class StateUnavailable(Unavailable):
+    """The state store (`--state-url`: the database that keeps idempotency keys, sessions and
+    stored responses) did not answer in time, failed, or is full. Nothing that needed it was
+    done: retry after `Retry-After`, on this replica or another."""
+
+    slug, title = "state-unavailable", "State store unavailable"
+
+    def __init__(self, detail: str, **kwargs: Any) -> None:
+        super().__init__(detail, code="state_unavailable", **kwargs)
+        self.retry_after_s = 2
+
+
 class RequestTimeout(ServiceError):
     """The request ran past the server's time limit and was cancelled."""
 
