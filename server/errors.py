@@ -165,6 +165,14 @@ class BodyTooLarge(ServiceError):
         "invalid_request_error"
 
 
+class BodyTimeout(ServiceError):
+    """The request body did not arrive whole within `--request-read-timeout-s`: a client
+    that sends slowly holds no place for ever. Send the body at once."""
+
+    status, slug, title, openai_type = 408, "body-timeout", "Request body too slow", \
+        "invalid_request_error"
+
+
 class Overloaded(ServiceError):
     """Every engine slot and queue place is taken: shed now, not an unbounded wait."""
 

@@ -250,8 +250,9 @@ class Settings(BaseSettings):
                                    group=ACCESS, ge=1)
     keepalive_timeout_s: float = setting(5.0, "an idle kept-alive connection is closed after "
                                               "this long", group=ACCESS, gt=0, le=600)
-    body_timeout_s: float = setting(30.0, "a request body not received whole in this long "
-                                          "is a 408", group=ACCESS, gt=0, le=3600)
+    request_read_timeout_s: float = setting(30.0, "a request's headers not received whole in "
+                                                  "this long close the connection; its body, "
+                                                  "a 408", group=ACCESS, gt=0, le=3600)
     stream_write_timeout_s: float = setting(30.0, "a stream whose client has not taken the "
                                                   "next event in this long is ended and its "
                                                   "place freed", group=ACCESS, gt=0, le=3600)

@@ -197,7 +197,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.state.rate_limits = rate_limits  # the gate admits, the pipeline charges tokens
     # Inside the timer, so refusals are counted and timed too.
     app.add_middleware(Gate, keys=keys, metrics_auth=settings.metrics_auth,
-                       max_body_bytes=settings.max_body_bytes)
+                       max_body_bytes=settings.max_body_bytes,
+                       read_timeout_s=settings.request_read_timeout_s,
+                       write_timeout_s=settings.stream_write_timeout_s)
     app.add_middleware(RequestTimer)
     errors.install(app)
     app.get("/health")(health)
