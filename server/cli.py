@@ -144,12 +144,28 @@ def _serve(args: argparse.Namespace) -> int:
         log.warning("rate limits are per API key: without --api-keys they do not apply")
     if audit is not None:
         log.info("audit log: %s", settings.audit_log)
+    _warn_about_state(settings, log)
     if policy is not None:
         log.info("tool policy: %s (%d rules, default %s)", settings.policy, len(policy.rules),
                  policy.default)
     serve(create_app(settings, build_engine, registry, keys=keys, audit=audit,
                      tool_policy=policy), settings, log_level=args.log_level)
     return 0
+
+
+def _warn_about_state(settings: Settings, log: logging.Logger) -> None:
+    """State a restart or a second replica would lose: said once, at start."""
+    from server.state.url import ephemeral_state_warning
+
+    ephemeral = ephemeral_state_warning(settings)
+    if ephemeral is not None:
+        log.warning("%s", ephemeral)
+    if settings.replicas > 1 and not settings.rate_limit_url:
+        log.warning("--replicas %d without --rate-limit-url: each replica counts a key's "
+                    "limits on its own (redis://... shares them)", settings.replicas)
+    if settings.replicas > 1 and not settings.state_secret:
+        log.warning("--replicas %d without --state-secret: a session's Redact() values "
+                    "sealed on one replica cannot be opened on another", settings.replicas)
 
 
 def _libraries_log_through_root() -> None:

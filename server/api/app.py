@@ -20,7 +20,7 @@ from contracts import ContractRegistry
 from grammars import CompiledGrammar, DiskStore, GrammarCache, GrammarPolicy, ToolCallsSpec
 from server.api import errors, tools
 from server.api.admission import Admission
-from server.api.background import Background, replay_journal, sweep_forever
+from server.api.background import Background, reload_on_hangup, replay_journal, sweep_forever
 from server.api.chat.route import chat_completions
 from server.api.deps import PipelineDep
 from server.api.gate import Gate
@@ -35,7 +35,7 @@ from server.execution.journal import OutcomeJournal
 from server.execution.keyed import KeyedRuns
 from server.execution.service import ToolService
 from server.formats.detect import resolve as resolve_format
-from server.identity import KeyRing
+from server.identity import KeyRing, WatchedKeyRing
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import Metrics, RequestTimer
 from server.model_store import default_cache_dir
@@ -110,15 +110,17 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     allow-all. `tracer_provider`: where request spans go (default: settings.trace_file's,
     else OpenTelemetry's global provider)."""
     registry = registry or load_contracts(settings.contracts)
-    if keys is None and settings.api_keys_file is not None:
-        keys = KeyRing.load(settings.api_keys_file)
+    watched = None
+    if settings.api_keys_file is not None:  # read again on SIGHUP and when it changes
+        watched = WatchedKeyRing(settings.api_keys_file, keys)
+    ring: KeyRing | WatchedKeyRing | None = watched or keys
     if tool_policy is None:
         tool_policy = load_policy(settings.policy, registry) if settings.policy \
             else ToolPolicy()
     if audit is None and settings.audit_log is not None:
         audit = open_audit_log(settings)
     # Rate limits count per key: without keys there is no one to count against.
-    rate_limits = open_rate_limits(settings) if keys is not None else None  # --rate-limit-url
+    rate_limits = open_rate_limits(settings) if ring is not None else None  # --rate-limit-url
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -172,6 +174,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         background.start(sweep_forever(state, every_s=settings.sweep_every_s, audit=audit,
                                        audit_max_age_s=settings.audit_log_max_age_s),
                          "strictcall-sweeper")
+        if watched is not None:
+            background.start(watched.watch(), "strictcall-keys")
+            reload_on_hangup(watched)
         app.state.started = time.time()
         try:
             yield
@@ -196,7 +201,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.state.shutdown_deadline = None  # set on SIGTERM (server/api/serving.py)
     app.state.rate_limits = rate_limits  # the gate admits, the pipeline charges tokens
     # Inside the timer, so refusals are counted and timed too.
-    app.add_middleware(Gate, keys=keys, metrics_auth=settings.metrics_auth,
+    app.add_middleware(Gate, keys=ring, metrics_auth=settings.metrics_auth,
                        max_body_bytes=settings.max_body_bytes,
                        read_timeout_s=settings.request_read_timeout_s,
                        write_timeout_s=settings.stream_write_timeout_s)

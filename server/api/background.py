@@ -1,17 +1,20 @@
 """The work a server does beside its requests, started and stopped with it: applying
-journaled outcomes the state store did not take in time, and sweeping what expired out of
-the state store and the audit log's rotated files."""
+journaled outcomes the state store did not take in time, sweeping what expired out of
+the state store and the audit log's rotated files, and reading the API keys again when
+their file changes or on SIGHUP."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import signal
 from collections.abc import Coroutine
 from typing import Any
 
 from server.errors import StateUnavailable
 from server.execution.keyed import KeyedRuns
+from server.identity import WatchedKeyRing
 from server.records import AuditLog
 from server.state.timed import TimedStateStore
 
@@ -66,3 +69,12 @@ async def sweep(state: TimedStateStore) -> int:
         total += gone
         if gone < SWEEP_BATCH:
             return total
+
+
+def reload_on_hangup(keys: WatchedKeyRing) -> None:
+    """SIGHUP reloads the keys (where the loop may take signals: the main thread)."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGHUP, keys.reload)
+    except (RuntimeError, ValueError, NotImplementedError):
+        log.debug("SIGHUP not watched here (not the main thread): the file is still watched")

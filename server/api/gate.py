@@ -35,7 +35,7 @@ from server.errors import (
     Unauthenticated,
     Unavailable,
 )
-from server.identity import Identity, KeyRing, Right
+from server.identity import Identity, KeyRing, Right, WatchedKeyRing
 
 log = logging.getLogger("strictcall.api")
 GENERATION_ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
@@ -62,7 +62,7 @@ class RequestIdFilter(logging.Filter):
 
 
 class Gate:
-    def __init__(self, app: Any, *, keys: KeyRing | None, metrics_auth: bool,
+    def __init__(self, app: Any, *, keys: KeyRing | WatchedKeyRing | None, metrics_auth: bool,
                  max_body_bytes: int, read_timeout_s: float = 30.0,
                  write_timeout_s: float = 30.0) -> None:
         self.app = app

@@ -8,6 +8,7 @@ import sqlite3
 import urllib.parse
 from pathlib import Path
 
+from server.identity import is_placeholder
 from server.model_store import default_cache_dir
 from server.ratelimit import Limiter, RateLimiter
 from server.settings import Settings
@@ -17,8 +18,6 @@ from server.state.timed import TimedStateStore
 log = logging.getLogger("strictcall.state")
 STATE_SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
 LIMIT_SCHEMES = ("memory", "redis", "rediss")
-# What the shipped examples put where a secret goes: refused wherever a secret is read.
-PLACEHOLDERS = ("change-me", "changeme", "replace-me", "placeholder")
 
 
 def state_url(settings: Settings) -> str:
@@ -128,12 +127,6 @@ def _adopt_legacy_file(path: Path, settings: Settings) -> None:
         source.close()
         target.close()
     log.info("state: copied the idempotency keys of %s into %s", legacy, path)
-
-
-def is_placeholder(secret: str) -> bool:
-    """A value the shipped examples carry for the operator to replace ("change-me")."""
-    lowered = secret.lower().replace("_", "-")
-    return any(word in lowered for word in PLACEHOLDERS)
 
 
 def ephemeral_state_warning(settings: Settings) -> str | None:
