@@ -2,7 +2,8 @@
 127.0.0.1 and stopped after it: Postgres and Redis (Debian's `postgresql` and
 `redis-server`, `make setup-state`) and `vllm serve` from .venv-vllm (`make setup-vllm`).
 A server that is not installed skips the tests that need it, saying which target installs
-it. Postgres refuses to run as root: as root, it runs as the `postgres` user."""
+it, and fails them under CI=true (tests/tiers.py). Postgres refuses to run as root: as
+root, it runs as the `postgres` user."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.tiers import cannot_run
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
@@ -53,7 +56,7 @@ class Postgres:
     def __init__(self) -> None:
         found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
         if not found:
-            pytest.skip("needs Debian's postgresql (make setup-state)")
+            cannot_run("needs Debian's postgresql (make setup-state)")
         self.bin = Path(found[-1]).parent
         self.dir = Path(tempfile.mkdtemp(prefix="strictcall-pg-"))
         self.port = free_port()
@@ -96,7 +99,7 @@ class Redis:
     def __init__(self) -> None:
         self.binary = shutil.which("redis-server")
         if self.binary is None:
-            pytest.skip("needs Debian's redis-server (make setup-state)")
+            cannot_run("needs Debian's redis-server (make setup-state)")
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -126,7 +129,7 @@ class VllmServe:
 
     def __init__(self, model_dir: Path, *extra: str) -> None:
         if not VLLM_PYTHON.exists():
-            pytest.skip("needs .venv-vllm (make setup-vllm)")
+            cannot_run("needs .venv-vllm (make setup-vllm)")
         self.model_dir, self.extra = model_dir, extra
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
