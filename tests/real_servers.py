@@ -36,6 +36,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def children_of(parent: int) -> list[int]:
+    """The processes whose parent is `parent` (from /proc)."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent:
+                found.append(int(Path(stat).parent.name))
+    return found
+
+
 def _wait(ready, what: str, timeout_s: float, proc: subprocess.Popen | None = None,
           log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout_s
@@ -85,10 +96,34 @@ class Postgres:
         return self.url(name)
 
     def stop(self) -> None:
+        self.resume()  # a stopped (SIGSTOP) server cannot be shut down
         with contextlib.suppress(subprocess.CalledProcessError):
             self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m",
                       "immediate", "stop")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def processes(self) -> list[int]:
+        """The postmaster and every process it started (backends, writers)."""
+        head = int((self.dir / "data" / "postmaster.pid").read_text().split()[0])
+        return [head, *children_of(head)]
+
+    def pause(self) -> None:
+        """SIGSTOP every process of the server: its sockets stay open, nothing answers (a
+        database that hangs, not one that is down)."""
+        for pid in self.processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for pid in self.processes():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+    def restart(self) -> None:
+        """`pg_ctl restart` (fast: open connections are closed), as an operator does."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-l",
+                  str(self.dir / "log"), "-m", "fast", "-w", "restart")
 
     def _run(self, *command: str) -> None:
         subprocess.run([*self._as, *command], check=True, capture_output=True, cwd="/",
@@ -120,6 +155,13 @@ class Redis:
         if self._proc is not None:
             self._proc.terminate()
             self._proc.wait(timeout=10)
+            self._proc = None
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stopped (its buckets gone: nothing is persisted) and started on the same port."""
+        self.stop()
+        time.sleep(down_s)
+        self.start()
 
 
 class VllmServe:
