@@ -253,6 +253,13 @@ class Settings(BaseSettings):
     request_read_timeout_s: float = setting(30.0, "a request's headers not received whole in "
                                                   "this long close the connection; its body, "
                                                   "a 408", group=ACCESS, gt=0, le=3600)
+    # Bounds what one connection holds in buffers (memory), and lets a client that stopped
+    # reading be noticed once its share is full rather than after megabytes of autotuning.
+    send_buffer_bytes: int = setting(256 * 1024, "bytes a connection's answer may hold in "
+                                                  "the server's buffers (socket and "
+                                                  "transport) before a write waits for the "
+                                                  "client", group=ACCESS, ge=4096,
+                                     le=64 * 2**20)
     stream_write_timeout_s: float = setting(30.0, "a stream whose client has not taken the "
                                                   "next event in this long is ended and its "
                                                   "place freed", group=ACCESS, gt=0, le=3600)

@@ -77,11 +77,15 @@ class Gate:
             await self.app(scope, receive, send)
             return
         request_id = _request_id(scope)
-        scope.setdefault("state", {}).update(request_id=request_id, started=time.monotonic())
+        ends: list[Any] = []  # what stops the request's work when its response ends
+        scope.setdefault("state", {}).update(request_id=request_id, started=time.monotonic(),
+                                             on_end=ends)
         token = REQUEST_ID.set(request_id)
         try:
             await self._pass(scope, receive, _echoing(send, request_id))
         finally:
+            for stop in ends:
+                stop()
             REQUEST_ID.reset(token)
 
     async def _pass(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

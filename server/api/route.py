@@ -10,7 +10,14 @@ from typing import Any, Protocol, TypeVar
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
-from server.api.deps import ClientGone, caller_of, grammar_headers, overdue_check, until_disconnect
+from server.api.deps import (
+    ClientGone,
+    caller_of,
+    ended_with,
+    grammar_headers,
+    overdue_check,
+    until_disconnect,
+)
 from server.api.sse import FrameStream, write_sse
 from server.pipeline.answer import Answer, Event
 from server.pipeline.chat import ChatPipeline
@@ -42,7 +49,8 @@ async def serve(adapter: Adapter[B], body: B, pipeline: ChatPipeline, request: R
         headers = {**grammar_headers(prepared.decode.lookup, prepared.plan.enforcement),
                    **prepared.headers()}
         if adapter.streams(body):
-            events = pipeline.stream(prepared, overdue=overdue_check(request))
+            events = pipeline.stream(prepared, overdue=overdue_check(request),
+                                     on_end=ended_with(request))
             frames = adapter.stream(body, prepared, events, model=pipeline.model_name)
             return StreamingResponse(write_sse(frames, request.url.path),
                                      media_type="text/event-stream", headers=headers)

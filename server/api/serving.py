@@ -15,8 +15,10 @@ deadlines in the gate (server/api/gate.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+import socket
 import time
 from types import FrameType
 
@@ -45,12 +47,20 @@ class GracefulServer(uvicorn.Server):
 
 class HeaderDeadline(H11Protocol):
     """uvicorn's h11 protocol with a deadline for each request's headers, from the
-    connection's start and from each response's end."""
+    connection's start and from each response's end, and a bound on what one connection's
+    answer may hold in buffers: the kernel's send buffer (fixed, not autotuned to
+    megabytes) and the transport's, so a client that stops reading is noticed soon."""
 
     header_timeout_s = 30.0
+    send_buffer_bytes = 256 * 1024
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+        transport.set_write_buffer_limits(high=self.send_buffer_bytes)
         self._deadline: asyncio.TimerHandle | None = None
         self._arm()
 
@@ -80,7 +90,8 @@ class HeaderDeadline(H11Protocol):
 
 def serve(app: FastAPI, settings: Settings, *, log_level: str) -> None:
     protocol = type("BoundedH11", (HeaderDeadline,),
-                    {"header_timeout_s": settings.request_read_timeout_s})
+                    {"header_timeout_s": settings.request_read_timeout_s,
+                     "send_buffer_bytes": settings.send_buffer_bytes})
     # log_config=None: uvicorn's own lines go through the root logger, request id included.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                             log_config=None, http=protocol,
