@@ -97,10 +97,16 @@ class SlowProxy:
 
     async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter,
                     hold: asyncio.Event, *, watch: bool) -> None:
+        asked = bytearray()  # the request so far (its head and body may come apart)
         try:
             while chunk := await source.read(65536):
-                if watch and b"POST /v1/completions" in chunk and b'"stream": true' in chunk:
-                    hold.set()
+                if watch:
+                    asked += chunk
+                    if b"POST /v1/completions" in asked and (
+                            b'"stream":true' in asked or b'"stream": true' in asked):
+                        hold.set()
+                        asked.clear()
+                    del asked[:-4096]
                 if not watch and hold.is_set():
                     hold.clear()
                     self.delayed += 1

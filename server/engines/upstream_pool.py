@@ -226,7 +226,10 @@ class UpstreamPool:
             was_up, before = upstream.up, upstream.problem
             came_back = found.problem is None and not upstream.up
             if found.problem is None:
-                upstream.up, upstream.problem, upstream.consecutive = True, None, 0
+                if not upstream.up:  # back: its failures are behind it
+                    upstream.up, upstream.problem, upstream.consecutive = True, None, 0
+                # (In rotation, a passing probe does not clear a run of failed requests:
+                # a server slow on real requests can be quick on a probe.)
                 upstream.model = found.model
                 upstream.max_model_len = found.max_model_len or upstream.max_model_len
             else:
