@@ -213,8 +213,9 @@ def _deadlined(send: Any, timeout_s: float) -> Any:
     """`send` that gives up (ClientStalled) when the client takes nothing for `timeout_s`:
     the server's buffers toward it are full and it is not reading."""
     async def bounded(message: dict[str, Any]) -> None:
-        try:
-            await asyncio.wait_for(send(message), timeout_s)
+        try:  # a timeout scope, not a task: a cancellation reaches `send` as it always did
+            async with asyncio.timeout(timeout_s):
+                await send(message)
         except TimeoutError:
             raise ClientStalled from None
     return bounded

@@ -216,12 +216,18 @@ class UpstreamEngine(Engine):
             request_id=f"strictcall-{uuid.uuid4().hex}")
         got = _Streamed(time.perf_counter())
         try:
-            async with self._client.stream("POST", f"{upstream.url}/v1/completions",
-                                           json=body, headers=upstream.headers()) as response:
+            sent = self._client.build_request("POST", f"{upstream.url}/v1/completions",
+                                              json=body, headers=upstream.headers())
+            response = await self._client.send(sent, stream=True)
+            try:
                 if response.status_code != 200:
                     await _refused(response)
                 async for line in response.aiter_lines():
                     got.add(read_event(line), request.on_token)
+            finally:
+                # Closing the connection is what makes vLLM abort the request: shielded, so
+                # a second cancellation (the request's end, a client gone) cannot cut it.
+                await asyncio.shield(response.aclose())
             if got.finish is None:
                 raise UpstreamError("the stream ended without a finish reason")
         except asyncio.CancelledError:  # closing the stream makes vLLM abort the request

@@ -35,7 +35,7 @@ from server.pipeline.repair import Repairer
 from server.pipeline.request_options import RequestOptions
 from server.pipeline.runaway import Trip
 from server.pipeline.slotting import SlotFilling
-from server.pipeline.stream import EventStream, OnEnd, Overdue
+from server.pipeline.stream import EventStream, Overdue
 from server.pipeline.usage import usage_of
 from server.pipeline.validation import new_answer_id
 from server.ratelimit import Limiter
@@ -104,9 +104,9 @@ class ChatPipeline:
         checked = await self.finish(prepared, step, results[-1], trip)
         return self.answered(prepared, step, checked, results)
 
-    def stream(self, prepared: Prepared, *, overdue: Overdue | None = None,
-               on_end: OnEnd | None = None) -> AsyncIterator[Event]:
-        return EventStream(self, prepared, overdue=overdue, on_end=on_end).events()
+    def stream(self, prepared: Prepared, *, overdue: Overdue | None = None
+               ) -> AsyncIterator[Event]:
+        return EventStream(self, prepared, overdue=overdue).events()
 
     # -- stages ---------------------------------------------------------------------------
     async def prepare(self, task: Task, caller: Caller) -> Prepared:

@@ -34,10 +34,6 @@ from server.pipeline.validation import new_call_id
 
 # Says why a stream must stop now (its time limit passed, the server is shutting down).
 Overdue = Callable[[], ServiceError | None]
-# Registers what stops the stream's work when its response ends, however it ends: a
-# response whose client stopped reading is ended from outside the stream (the gate's
-# write deadline), while the stream's generator sits at a `yield` and would never learn.
-OnEnd = Callable[[Callable[[], object]], None]
 
 
 class Stages(Protocol):
@@ -59,10 +55,9 @@ class Stages(Protocol):
 
 class EventStream:
     def __init__(self, pipeline: Stages, prepared: Prepared, *,
-                 overdue: Overdue | None = None, on_end: OnEnd | None = None) -> None:
+                 overdue: Overdue | None = None) -> None:
         self.pipeline = pipeline
         self.prepared = prepared
-        self.on_end = on_end or (lambda stop: None)
         # Says why the stream must stop now (its time limit, a shutdown), checked between
         # tokens and at least every quarter second: the stream then raises that error.
         self.overdue = overdue or (lambda: None)
@@ -98,8 +93,8 @@ class EventStream:
 
         step = step.watched(watch)
         task = asyncio.ensure_future(self.pipeline.run(step, self.prepared))
-        self.on_end(task.cancel)  # the response ended: the decode stops with it
         text = IncrementalDetokenizer(self.pipeline.engine.decode)
+        getter: asyncio.Future[int] | None = None
         try:
             while not (task.done() and tokens.empty()):
                 getter = asyncio.ensure_future(tokens.get())
@@ -118,6 +113,8 @@ class EventStream:
                     yield event
             self._result, self._trip = task.result()
         finally:
+            if getter is not None and not getter.done():
+                getter.cancel()
             if not task.done():
                 task.cancel()  # the client went away: stop the decode
 
