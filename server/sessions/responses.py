@@ -101,21 +101,24 @@ class ResponseStore:
 def scrubbed(items: list[JsonObject], response: JsonObject,
              contract_of: Callable[[str], Contract | None]
              ) -> tuple[list[JsonObject], JsonObject]:
-    """The items and response with every Redact() value of their calls replaced, in the
-    calls' arguments and wherever the same text appears."""
+    """The items and response with every Redact() value replaced: in the calls'
+    arguments, in the `strictcall` extension (the session's slots, the contract reports),
+    and wherever the same text appears."""
     secrets: set[str] = set()
     output = [_redacted_call(item, contract_of, secrets) for item in response.get("output")
               or []]
     kept_items = [_redacted_call(item, contract_of, secrets) for item in items]
+    kept = {**response, "output": output}
+    if isinstance(response.get("strictcall"), dict):
+        kept["strictcall"] = _redacted_extension(response["strictcall"], contract_of, secrets)
     if not secrets:
-        return kept_items, {**response, "output": output}
-    return _without(kept_items, secrets), _without({**response, "output": output}, secrets)
+        return kept_items, kept
+    return _without(kept_items, secrets), _without(kept, secrets)
 
 
 def _redacted_call(item: JsonObject, contract_of: Callable[[str], Contract | None],
                    secrets: set[str]) -> JsonObject:
-    """A function_call item with its contract's Redact() fields replaced; the values
-    taken out are added to `secrets`."""
+    """A function_call item with its contract's Redact() fields replaced."""
     if item.get("type") != "function_call":
         return item
     contract = contract_of(str(item.get("name")))
@@ -125,12 +128,54 @@ def _redacted_call(item: JsonObject, contract_of: Callable[[str], Contract | Non
         arguments = json.loads(item.get("arguments") or "{}")
     except ValueError:
         return item
-    hidden = contract.redact(arguments)
+    hidden = _hidden(contract, arguments, "", secrets)
     if hidden == arguments:
         return item
-    _collect(arguments, hidden, secrets)
     return {**item, "arguments": json.dumps(hidden, ensure_ascii=False,
                                             separators=(",", ":"))}
+
+
+def _redacted_extension(extension: JsonObject, contract_of: Callable[[str], Contract | None],
+                        secrets: set[str]) -> JsonObject:
+    """`strictcall`'s slots (filled values, changes) and contract reports (arguments of
+    each attempt), each with its tool's Redact() fields replaced."""
+    out = dict(extension)
+    slots = extension.get("slots")
+    contract = contract_of(str(slots.get("tool"))) if isinstance(slots, dict) else None
+    if isinstance(slots, dict) and contract is not None and contract.redacted:
+        slots = {**slots, "filled": _hidden(contract, slots.get("filled") or {}, "", secrets)}
+        for name in ("changed", "confirm"):
+            slots[name] = [{**c, "old": _hidden(contract, c.get("old"), c["field"], secrets),
+                            "new": _hidden(contract, c.get("new"), c["field"], secrets)}
+                           if isinstance(c, dict) and "field" in c else c
+                           for c in slots.get(name) or ()]
+        out["slots"] = slots
+    reports = []
+    for report in extension.get("contracts") or ():
+        contract = contract_of(str(report.get("tool"))) if isinstance(report, dict) else None
+        if contract is None or not contract.redacted:
+            reports.append(report)
+            continue
+        report = {**report, "arguments": _hidden(contract, report.get("arguments"), "",
+                                                 secrets)}
+        report["attempts"] = [{**a, "arguments": _hidden(contract, a.get("arguments"), "",
+                                                         secrets)}
+                              if isinstance(a, dict) else a
+                              for a in report.get("attempts") or ()]
+        reports.append(report)
+    if "contracts" in extension:
+        out["contracts"] = reports
+    return out
+
+
+def _hidden(contract: Contract, value: Any, at: str, secrets: set[str]) -> Any:
+    """`value` (at pointer `at` of a call's arguments) redacted; what was taken out goes
+    to `secrets`."""
+    if value is None:
+        return value
+    hidden = contract.redact(value, at=at)
+    _collect(value, hidden, secrets)
+    return hidden
 
 
 def _collect(clear: Any, hidden: Any, secrets: set[str]) -> None:
@@ -145,14 +190,16 @@ def _collect(clear: Any, hidden: Any, secrets: set[str]) -> None:
             _collect(a, b, secrets)
 
 
-# Where people's and models' words are: ids and names are left as they are (a call id
-# that happens to hold the digits must still match its output).
-_TEXT_KEYS = frozenset({"text", "content", "arguments", "output", "output_text", "summary"})
+# Identifiers and names: left as they are (a call id that happens to hold the digits must
+# still match its output). Every other string (text, arguments, questions) is scrubbed.
+_NAME_KEYS = frozenset({"id", "call_id", "item_id", "previous_response_id", "session",
+                        "name", "tool", "type", "role", "status", "object", "model",
+                        "idempotency_key", "field", "pointer", "code"})
 
 
 def _without(value: Any, secrets: set[str], key: str | None = None) -> Any:
     if isinstance(value, str):
-        if key not in _TEXT_KEYS:
+        if key in _NAME_KEYS:
             return value
         for secret in sorted(secrets, key=len, reverse=True):
             value = value.replace(secret, REDACTED)

@@ -167,6 +167,15 @@ def test_redacted_values_are_stored_redacted_in_responses_and_sessions():
     kept = json.dumps(records._records[("responses", "t\x1fresp_1")].value)
     assert "4417" not in kept.replace("call_4417", "") and "12.50" in kept
     assert "call_4417" in kept  # ids are left as they are: the call's output still matches
+    # A question instead of a call: the value is only in the session's slots report.
+    question = {"id": "msg_2", "type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "Which operation?"}]}
+    responses.keep("t", StoredResponse({"id": "resp_2", "output": [question], "strictcall": {
+        "slots": {"session": "s", "tool": "open_dispute", "filled": {"card_last4": "4417"},
+                  "changed": [{"field": "/card_last4", "old": "4416", "new": "4417"}]}}},
+        [], [said], None))
+    kept = json.dumps(records._records[("responses", "t\x1fresp_2")].value)
+    assert "4417" not in kept and "4416" not in kept and "[redacted]" in kept
     slots = ToolSlots({"card_last4": "4417", "amount": "12.50"}, 1.0,
                       (Change("/card_last4", "4417", "4418"),))
     sessions = SessionStore(records, slot_ttl_s=60, contract_of=registry.get,
