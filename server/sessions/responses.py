@@ -158,10 +158,10 @@ def _redacted_extension(extension: JsonObject, contract_of: Callable[[str], Cont
             continue
         report = {**report, "arguments": _hidden(contract, report.get("arguments"), "",
                                                  secrets)}
-        report["attempts"] = [{**a, "arguments": _hidden(contract, a.get("arguments"), "",
-                                                         secrets)}
-                              if isinstance(a, dict) else a
-                              for a in report.get("attempts") or ()]
+        if isinstance(report.get("attempts"), list):  # (a count in answers, a list in audits)
+            report["attempts"] = [{**a, "arguments": _hidden(
+                contract, a.get("arguments"), "", secrets)} if isinstance(a, dict) else a
+                for a in report["attempts"]]
         reports.append(report)
     if "contracts" in extension:
         out["contracts"] = reports

@@ -172,7 +172,9 @@ def test_redacted_values_are_stored_redacted_in_responses_and_sessions():
                 "content": [{"type": "output_text", "text": "Which operation?"}]}
     responses.keep("t", StoredResponse({"id": "resp_2", "output": [question], "strictcall": {
         "slots": {"session": "s", "tool": "open_dispute", "filled": {"card_last4": "4417"},
-                  "changed": [{"field": "/card_last4", "old": "4416", "new": "4417"}]}}},
+                  "changed": [{"field": "/card_last4", "old": "4416", "new": "4417"}]},
+        "contracts": [{"tool": "open_dispute", "attempts": 1, "repaired": False,
+                       "arguments": {"card_last4": "4417"}}]}},
         [], [said], None))
     kept = json.dumps(records._records[("responses", "t\x1fresp_2")].value)
     assert "4417" not in kept and "4416" not in kept and "[redacted]" in kept
