@@ -93,13 +93,15 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from server.engines.factory import EngineConfigError, check_config, keep_torch_out
+    from server.state import StateError, check_urls
 
     try:
         settings = _settings(args)
+        check_urls(settings)  # --state-url, --rate-limit-url, --replicas: before any model
         check_config(settings)  # fail here with one line, not deep inside the lifespan
     except ValidationError as exc:
         return _invalid(exc)
-    except EngineConfigError as exc:
+    except (EngineConfigError, StateError) as exc:
         return _fail(str(exc))
     torch_out = keep_torch_out(settings)  # before the app's imports load xgrammar, tvm_ffi
 
@@ -113,13 +115,11 @@ def _serve(args: argparse.Namespace) -> int:
     from server.formats.detect import check_setting
     from server.identity import KeyFileError, KeyRing
     from server.records import configure_logging
-    from server.state import StateError, check_urls
 
     try:
         registry = load_contracts(settings.contracts)
         keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
         policy = load_policy(settings.policy, registry) if settings.policy else None
-        check_urls(settings)  # --state-url, --rate-limit-url
         check_setting(settings.model_format, grammar_backend=settings.grammar_backend)
     except ValidationError as exc:
         return _invalid(exc)
@@ -127,7 +127,7 @@ def _serve(args: argparse.Namespace) -> int:
         hint = ("; this llama.cpp server keeps torch out of its process: serve with "
                 "--no-torch-free" if torch_out and "import of torch halted" in str(exc) else "")
         return _fail(f"{exc}{hint}")
-    except (KeyFileError, PolicyFileError, UnsupportedFormat, StateError) as exc:
+    except (KeyFileError, PolicyFileError, UnsupportedFormat) as exc:
         return _fail(str(exc))
     try:
         audit = open_audit_log(settings) if settings.audit_log is not None else None
@@ -144,12 +144,28 @@ def _serve(args: argparse.Namespace) -> int:
         log.warning("rate limits are per API key: without --api-keys they do not apply")
     if audit is not None:
         log.info("audit log: %s", settings.audit_log)
+    _warn_about_state(settings, log)
     if policy is not None:
         log.info("tool policy: %s (%d rules, default %s)", settings.policy, len(policy.rules),
                  policy.default)
     serve(create_app(settings, build_engine, registry, keys=keys, audit=audit,
                      tool_policy=policy), settings, log_level=args.log_level)
     return 0
+
+
+def _warn_about_state(settings: Settings, log: logging.Logger) -> None:
+    """State a restart or a second replica would lose: said once, at start."""
+    from server.state.url import ephemeral_state_warning
+
+    ephemeral = ephemeral_state_warning(settings)
+    if ephemeral is not None:
+        log.warning("%s", ephemeral)
+    if settings.replicas > 1 and not settings.rate_limit_url:
+        log.warning("--replicas %d without --rate-limit-url: each replica counts a key's "
+                    "limits on its own (redis://... shares them)", settings.replicas)
+    if settings.replicas > 1 and not settings.state_secret:
+        log.warning("--replicas %d without --state-secret: a session's Redact() values "
+                    "sealed on one replica cannot be opened on another", settings.replicas)
 
 
 def _libraries_log_through_root() -> None:

@@ -165,6 +165,14 @@ class BodyTooLarge(ServiceError):
         "invalid_request_error"
 
 
+class BodyTimeout(ServiceError):
+    """The request body did not arrive whole within `--request-read-timeout-s`: a client
+    that sends slowly holds no place for ever. Send the body at once."""
+
+    status, slug, title, openai_type = 408, "body-timeout", "Request body too slow", \
+        "invalid_request_error"
+
+
 class Overloaded(ServiceError):
     """Every engine slot and queue place is taken: shed now, not an unbounded wait."""
 
@@ -189,6 +197,18 @@ class Unavailable(ServiceError):
     later) can answer."""
 
     status, slug, title, retryable = 503, "unavailable", "Service unavailable", True
+
+
+class StateUnavailable(Unavailable):
+    """The state store (`--state-url`: the database that keeps idempotency keys, sessions and
+    stored responses) did not answer in time, failed, or is full. Nothing that needed it was
+    done: retry after `Retry-After`, on this replica or another."""
+
+    slug, title = "state-unavailable", "State store unavailable"
+
+    def __init__(self, detail: str, **kwargs: Any) -> None:
+        super().__init__(detail, code="state_unavailable", **kwargs)
+        self.retry_after_s = 2
 
 
 class RequestTimeout(ServiceError):

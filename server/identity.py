@@ -11,14 +11,21 @@ The key file is YAML (JSON is YAML too):
         requests_per_minute: 60               # optional rate limits (server/ratelimit.py):
         tokens_per_minute: 20000              #   absent: the server's default; 0: none
 
+A key that is a placeholder of the shipped examples ("sk-change-me-...") is refused: a
+deployment that forgot to replace it would run on a key everyone can read. The file is
+read again on SIGHUP and when it changes (`WatchedKeyRing`): a revoked key stops working
+without a restart; a file that no longer loads keeps the keys in force and logs why.
+
 Only sha256 digests are kept in memory. A presented key is hashed and compared with every
 known digest by `hmac.compare_digest`, so neither a byte-by-byte nor an early-exit timing
 says how close a guess was. Keys never appear in a log line or a response."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +34,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+log = logging.getLogger("strictcall.api")
 Role = Literal["chat", "metrics", "admin"]
 # Other role names a key may carry for the tool policy (server/execution/policy.py), e.g.
 # "support-agent"; they give no route rights of their own.
@@ -37,6 +45,14 @@ ROLE_RIGHTS: dict[Role, frozenset[Right]] = {
     "chat": frozenset({"chat"}), "metrics": frozenset({"metrics"}),
     "admin": frozenset({"chat", "metrics"})}
 _HASHED = "sha256:"
+# What the shipped examples put where a secret goes: refused wherever a secret is read.
+PLACEHOLDERS = ("change-me", "changeme", "replace-me", "placeholder")
+
+
+def is_placeholder(secret: str) -> bool:
+    """A value the shipped examples carry for the operator to replace ("change-me")."""
+    lowered = secret.lower().replace("_", "-")
+    return any(word in lowered for word in PLACEHOLDERS)
 
 
 class KeyFileError(Exception):
@@ -104,6 +120,9 @@ class _KeyEntry(BaseModel):
                 raise ValueError("a 'sha256:' key must be followed by 64 hex digits")
         elif len(key) < 16:  # a short key is a guessable key
             raise ValueError("a plaintext key must have at least 16 characters")
+        elif is_placeholder(key):
+            raise ValueError("this key is the example's placeholder, which anyone can read: "
+                             "put a random key of your own (or its sha256:...) in its place")
         return key
 
 
@@ -168,3 +187,51 @@ def _digest_of(key: str) -> bytes:
     if key.startswith(_HASHED):
         return bytes.fromhex(key.removeprefix(_HASHED))
     return hashlib.sha256(key.encode()).digest()
+
+
+class WatchedKeyRing:
+    """The keys of `path`, loaded again when the file changes (checked every few seconds by
+    `watch`) or on `reload` (SIGHUP). A file that fails to load keeps the keys in force."""
+
+    def __init__(self, path: Path, ring: KeyRing | None = None) -> None:
+        self.path = path
+        self.ring = ring or KeyRing.load(path)
+        self._seen = _stamp(path)
+
+    def identify(self, presented: str) -> Identity | None:
+        return self.ring.identify(presented)
+
+    def __len__(self) -> int:
+        return len(self.ring)
+
+    def reload(self) -> bool:
+        """Load the file again; True when the new keys are in force."""
+        self._seen = _stamp(self.path)
+        try:
+            ring = KeyRing.load(self.path)
+        except KeyFileError as exc:
+            log.error("API keys not reloaded, the %d loaded before stay in force: %s",
+                      len(self.ring), exc)
+            return False
+        self.ring = ring
+        log.info("API keys reloaded from %s: %d key(s)", self.path, len(ring))
+        return True
+
+    def changed(self) -> bool:
+        return _stamp(self.path) != self._seen
+
+    async def watch(self, every_s: float = 2.0) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            if self.changed():
+                await asyncio.to_thread(self.reload)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a changed file: its inode (a Secret volume swaps a symlink), size and
+    modification time."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns

@@ -18,11 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class ServerProcess:
-    def __init__(self, *args: str, startup_s: float = 120) -> None:
+    def __init__(self, *args: str, startup_s: float = 120,
+                 ready: tuple[int, ...] = (200,)) -> None:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._args = args
         self._startup_s = startup_s
+        self._ready = ready  # the /health statuses that mean it started (503: degraded)
         self._proc: subprocess.Popen[bytes] | None = None
         self.log_path = Path(tempfile.mkstemp(prefix="strictcall-", suffix=".log")[1])
 
@@ -40,7 +42,7 @@ class ServerProcess:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self._proc.returncode}:\n{self.log()}")
             try:
-                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.base_url}/health", timeout=1).status_code in self._ready:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.3)

@@ -12,6 +12,7 @@ import json
 import logging
 import logging.handlers
 import threading
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -90,6 +91,18 @@ class AuditLog:
             self._handler.handle(entry)
             if self._backups == 0:
                 Path(f"{self.path}.1").unlink(missing_ok=True)
+
+    def prune(self, *, max_age_s: float) -> list[Path]:
+        """Delete rotated files (FILE.1 ... FILE.N) last written more than `max_age_s` ago;
+        the live file is never deleted. The deleted paths."""
+        cutoff = time.time() - max_age_s
+        gone = []
+        for old in sorted(self.path.parent.glob(self.path.name + ".*")):
+            suffix = old.name.removeprefix(self.path.name + ".")
+            if suffix.isdigit() and old.stat().st_mtime < cutoff:
+                old.unlink(missing_ok=True)
+                gone.append(old)
+        return gone
 
     def close(self) -> None:
         self._handler.close()

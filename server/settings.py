@@ -121,6 +121,22 @@ class Settings(BaseSettings):
                                               "long, then is probed back", group=UPSTREAM,
                                          gt=0, le=3600)
     # vLLM takes the JSON whitespace setting from its server config only (upstream_wire.py).
+    # Outlier ejection as load balancers do it (Envoy's consecutive_5xx): one slow request
+    # is not a broken upstream; a refused connection is.
+    upstream_eject_after: int = setting(3, "consecutive failures (no first token in time, a "
+                                           "5xx, a malformed stream, a failed probe) that "
+                                           "take one upstream out of rotation; a refused "
+                                           "connection takes it out at once",
+                                        group=UPSTREAM, ge=1, le=100)
+    upstream_probe: Literal["decode", "models"] = setting(
+        "decode", "how an upstream is probed: a one-token decode (catches a dead engine "
+                  "behind a live HTTP server) or GET /v1/models", group=UPSTREAM)
+    upstream_resolve: bool = setting(False, "resolve each --upstream host name to all its "
+                                            "addresses (a headless Service) and balance over "
+                                            "each, re-resolved every 30 s", group=UPSTREAM)
+    upstream_check_tokenizer: bool = setting(True, "keep an upstream whose tokenizer differs "
+                                                   "from --model's out of rotation (checked "
+                                                   "with its /tokenize)", group=UPSTREAM)
     upstream_json: Literal["bounded", "server"] = setting(
         "bounded", "JSON schemas as a structural tag with at most one whitespace in a row "
                    "(bounded), or as vLLM's json kind, for servers started with "
@@ -229,8 +245,9 @@ class Settings(BaseSettings):
     api_keys_file: Path | None = setting(
         None, "YAML/JSON file of API keys with identities; default: no keys, anyone who "
               "reaches the port may call", group=ACCESS, flag="--api-keys", metavar="FILE")
-    metrics_auth: bool = setting(False, "with --api-keys, /metrics needs a key with the "
-                                        "'metrics' or 'admin' role", group=ACCESS)
+    metrics_auth: bool = setting(True, "with --api-keys, /metrics needs a key with the "
+                                       "'metrics' or 'admin' role (--no-metrics-auth: open)",
+                                 group=ACCESS)
     max_body_bytes: int = setting(4 * 2**20, "larger request bodies are a 413", group=ACCESS,
                                   ge=1024)
     max_tokens_cap: int | None = setting(None, "max_tokens above this is a 400 (default: the "
@@ -239,6 +256,24 @@ class Settings(BaseSettings):
                                               group=ACCESS, gt=0)
     max_queued: int = setting(32, "generation requests waiting beyond --max-batch; more is a "
                                   "429", group=ACCESS, ge=0)
+    # Slow clients (server/api/serving.py, gate.py): none may hold a place for ever.
+    max_connections: int = setting(512, "open connections at most; more are answered 503",
+                                   group=ACCESS, ge=1)
+    keepalive_timeout_s: float = setting(5.0, "an idle kept-alive connection is closed after "
+                                              "this long", group=ACCESS, gt=0, le=600)
+    request_read_timeout_s: float = setting(30.0, "a request's headers not received whole in "
+                                                  "this long close the connection; its body, "
+                                                  "a 408", group=ACCESS, gt=0, le=3600)
+    # Bounds what one connection holds in buffers (memory), and lets a client that stopped
+    # reading be noticed once its share is full rather than after megabytes of autotuning.
+    send_buffer_bytes: int = setting(256 * 1024, "bytes a connection's answer may hold in "
+                                                  "the server's buffers (socket and "
+                                                  "transport) before a write waits for the "
+                                                  "client", group=ACCESS, ge=4096,
+                                     le=64 * 2**20)
+    stream_write_timeout_s: float = setting(30.0, "a stream whose client has not taken the "
+                                                  "next event in this long is ended and its "
+                                                  "place freed", group=ACCESS, gt=0, le=3600)
     shutdown_grace_s: float = setting(30.0, "after SIGTERM, in-flight requests get this long",
                                       group=ACCESS, ge=0, le=3600)
     # Only with API keys: without them there is no one to count against.
@@ -258,6 +293,21 @@ class Settings(BaseSettings):
         "bm25", "a request over --max-tools, or naming a catalog, gets its k most relevant "
                 "tools (bm25) or a 400 (off)", group=TOOLS)
     select_k: int = setting(5, "tools kept by selection", group=TOOLS, ge=1, le=64)
+    handler_workers: int = setting(8, "threads per tool owner for sync handlers; a call "
+                                      "finding all busy (earlier calls hung) fails at once, "
+                                      "retryable, without running", group=TOOLS, ge=1, le=256)
+    execution_lease_s: float = setting(15.0, "a running write renews its key's lease every "
+                                             "third of this; a key not renewed this long "
+                                             "lost its replica (side_effect_unknown) and may "
+                                             "be resolved", group=TOOLS, gt=0, le=3600)
+    # Stripe keeps idempotency keys 24 hours.
+    idempotency_ttl_s: float = setting(86400.0, "an idempotency key and its outcome are "
+                                                "kept this long after their last change",
+                                       group=TOOLS, gt=0)
+    outcome_journal: Path | None = setting(None, "the local file where outcomes the state "
+                                                 "store did not take wait for it (default "
+                                                 "<cache dir>/outcomes.journal)", group=TOOLS,
+                                           metavar="FILE")
     tools_db: Path | None = setting(None, "deprecated: --state-url sqlite:///FILE says the "
                                           "same", group=TOOLS, metavar="FILE")
     # server/state: idempotency keys, executions, and later sessions and stored responses.
@@ -272,6 +322,31 @@ class Settings(BaseSettings):
     response_ttl_s: float = setting(30 * 86400.0, "a stored Responses API response (store="
                                                   "true, the default) is kept this long",
                                     group=STATE, gt=0)
+    state_timeout_s: float = setting(5.0, "a state operation not answered in this long is a "
+                                          "503 with Retry-After (and, not started yet, never "
+                                          "runs); also the database's statement timeout",
+                                     group=STATE, gt=0, le=600)
+    state_workers: int = setting(8, "threads talking to the state store; 4 times as many "
+                                    "operations may wait, more are a 503 at once",
+                                 group=STATE, ge=1, le=256)
+    state_connect_timeout_s: float = setting(5.0, "a new database connection not made in "
+                                                  "this long fails", group=STATE, gt=0, le=600)
+    state_pool_size: int = setting(10, "database connections per replica at most",
+                                   group=STATE, ge=1, le=1000)
+    state_max_bytes: int | None = setting(None, "SQLite: the state file's size at most; full, "
+                                                "writes are a 503 (default: no bound)",
+                                          group=STATE, ge=65536)
+    sweep_every_s: float = setting(300.0, "delete expired state records (and audit files past "
+                                          "--audit-log-max-age-s) this often", group=STATE,
+                                   gt=0)
+    state_secret: str | None = setting(None, "seals contracts' Redact() values in stored "
+                                             "sessions; every replica needs the same (set it "
+                                             "as STRICTCALL_STATE_SECRET: a flag shows in the "
+                                             "process list). Default: one per process",
+                                       group=STATE, metavar="SECRET", min_length=16)
+    replicas: int = setting(1, "how many replicas serve this deployment: above 1, a state "
+                               "store of this process's own (SQLite, memory) is refused",
+                            group=STATE, ge=1)
     rate_limit_url: str | None = setting(None, "where rate-limit buckets live: in this "
                                                "process (default), or redis://... shared by "
                                                "replicas", group=STATE, metavar="URL")
@@ -285,6 +360,9 @@ class Settings(BaseSettings):
                                        group=RECORDS, ge=1024)
     audit_log_backups: int = setting(5, "rotated audit files kept: FILE.1 ... FILE.N",
                                      group=RECORDS, ge=0, le=1000)
+    audit_log_max_age_s: float | None = setting(90 * 86400.0, "rotated audit files older than "
+                                                              "this are deleted",
+                                                group=RECORDS, gt=0)
 
     @model_validator(mode="before")
     @classmethod

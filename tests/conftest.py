@@ -15,6 +15,7 @@ import pytest
 from tests.live import live_client, live_server  # noqa: F401 - fixtures, found by name
 from tests.real_servers import postgres, redis_server, vllm_upstream  # noqa: F401 - fixtures, found by name
 from tests.scripted import Replies, scripted_client
+from tests.tiers import in_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 EVALDATA = ROOT.parent / "shared" / "evaldata"
@@ -93,11 +94,6 @@ EVALDATA_SOURCES = {
     "json-schema-test-suite": "github.com/json-schema-org/JSON-Schema-Test-Suite, "
                               "tests/draft2020-12 and remotes at 44401e0",
 }
-
-
-def in_ci() -> bool:
-    """Whether this run is CI's (`CI=true`, as .ci/run and most CI services set it)."""
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
 def evaldata(relative: str) -> Path:

@@ -2,7 +2,8 @@
 127.0.0.1 and stopped after it: Postgres and Redis (Debian's `postgresql` and
 `redis-server`, `make setup-state`) and `vllm serve` from .venv-vllm (`make setup-vllm`).
 A server that is not installed skips the tests that need it, saying which target installs
-it. Postgres refuses to run as root: as root, it runs as the `postgres` user."""
+it, and fails them under CI=true (tests/tiers.py). Postgres refuses to run as root: as
+root, it runs as the `postgres` user."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.tiers import cannot_run
+
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 SERVED = "smollm2-135m-instruct"
@@ -31,6 +34,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def children_of(parent: int) -> list[int]:
+    """The processes whose parent is `parent` (from /proc)."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent:
+                found.append(int(Path(stat).parent.name))
+    return found
 
 
 def _wait(ready, what: str, timeout_s: float, proc: subprocess.Popen | None = None,
@@ -53,7 +67,7 @@ class Postgres:
     def __init__(self) -> None:
         found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
         if not found:
-            pytest.skip("needs Debian's postgresql (make setup-state)")
+            cannot_run("needs Debian's postgresql (make setup-state)")
         self.bin = Path(found[-1]).parent
         self.dir = Path(tempfile.mkdtemp(prefix="strictcall-pg-"))
         self.port = free_port()
@@ -82,10 +96,34 @@ class Postgres:
         return self.url(name)
 
     def stop(self) -> None:
+        self.resume()  # a stopped (SIGSTOP) server cannot be shut down
         with contextlib.suppress(subprocess.CalledProcessError):
             self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m",
                       "immediate", "stop")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def processes(self) -> list[int]:
+        """The postmaster and every process it started (backends, writers)."""
+        head = int((self.dir / "data" / "postmaster.pid").read_text().split()[0])
+        return [head, *children_of(head)]
+
+    def pause(self) -> None:
+        """SIGSTOP every process of the server: its sockets stay open, nothing answers (a
+        database that hangs, not one that is down)."""
+        for pid in self.processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for pid in self.processes():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+    def restart(self) -> None:
+        """`pg_ctl restart` (fast: open connections are closed), as an operator does."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-l",
+                  str(self.dir / "log"), "-m", "fast", "-w", "restart")
 
     def _run(self, *command: str) -> None:
         subprocess.run([*self._as, *command], check=True, capture_output=True, cwd="/",
@@ -96,7 +134,7 @@ class Redis:
     def __init__(self) -> None:
         self.binary = shutil.which("redis-server")
         if self.binary is None:
-            pytest.skip("needs Debian's redis-server (make setup-state)")
+            cannot_run("needs Debian's redis-server (make setup-state)")
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -117,6 +155,13 @@ class Redis:
         if self._proc is not None:
             self._proc.terminate()
             self._proc.wait(timeout=10)
+            self._proc = None
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stopped (its buckets gone: nothing is persisted) and started on the same port."""
+        self.stop()
+        time.sleep(down_s)
+        self.start()
 
 
 class VllmServe:
@@ -126,7 +171,7 @@ class VllmServe:
 
     def __init__(self, model_dir: Path, *extra: str) -> None:
         if not VLLM_PYTHON.exists():
-            pytest.skip("needs .venv-vllm (make setup-vllm)")
+            cannot_run("needs .venv-vllm (make setup-vllm)")
         self.model_dir, self.extra = model_dir, extra
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import httpx
 from fastapi import FastAPI, Request, Response
@@ -18,6 +20,7 @@ from contracts import ContractRegistry
 from grammars import CompiledGrammar, DiskStore, GrammarCache, GrammarPolicy, ToolCallsSpec
 from server.api import errors, tools
 from server.api.admission import Admission
+from server.api.background import Background, reload_on_hangup, replay_journal, sweep_forever
 from server.api.chat.route import chat_completions
 from server.api.deps import PipelineDep
 from server.api.gate import Gate
@@ -28,17 +31,21 @@ from server.api.responses.stored import delete_response, get_response, list_inpu
 from server.api.sessions import delete_session, get_session
 from server.engines.base import Engine
 from server.execution import Events, RecordStore, Runner, ToolPolicy, file_provider, load_policy
+from server.execution.journal import OutcomeJournal
+from server.execution.keyed import KeyedRuns
 from server.execution.service import ToolService
 from server.formats.detect import resolve as resolve_format
-from server.identity import KeyRing
+from server.identity import KeyRing, WatchedKeyRing
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import Metrics, RequestTimer
 from server.model_store import default_cache_dir
 from server.pipeline.chat import ChatPipeline, Parts
 from server.records import AuditLog
 from server.sessions import ResponseStore, SessionStore
+from server.sessions.sealing import Sealer
 from server.settings import Settings
-from server.state import open_rate_limits, open_state
+from server.state import open_rate_limits, open_state, state_url
+from server.state.url import sqlite_path
 
 log = logging.getLogger("strictcall.api")
 EngineFactory = Callable[[Settings], Engine]
@@ -75,6 +82,22 @@ def warm(cache: GrammarCache, registry: ContractRegistry, policy: GrammarPolicy,
     return grammars
 
 
+def journal_path(settings: Settings) -> Path | None:
+    """Where outcomes wait for the state store: beside a SQLite state file; for a shared
+    database, in the cache dir under this replica's host name and port (one file per
+    replica: replicas on one host must not share it); memory only when the state is."""
+    if settings.outcome_journal is not None:
+        return settings.outcome_journal
+    url = state_url(settings)
+    if url.startswith("memory:"):
+        return None
+    if url.startswith("sqlite:"):
+        path = sqlite_path(url)
+        return path.with_name(path.stem + ".outcomes.journal")
+    return (settings.cache_dir or default_cache_dir()) / \
+        f"outcomes-{socket.gethostname()}-{settings.port}.journal"
+
+
 def create_app(settings: Settings, engine_factory: EngineFactory,
                registry: ContractRegistry | None = None, *,
                keys: KeyRing | None = None, audit: AuditLog | None = None,
@@ -87,23 +110,29 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     allow-all. `tracer_provider`: where request spans go (default: settings.trace_file's,
     else OpenTelemetry's global provider)."""
     registry = registry or load_contracts(settings.contracts)
-    if keys is None and settings.api_keys_file is not None:
-        keys = KeyRing.load(settings.api_keys_file)
+    watched = None
+    if settings.api_keys_file is not None:  # read again on SIGHUP and when it changes
+        watched = WatchedKeyRing(settings.api_keys_file, keys)
+    ring: KeyRing | WatchedKeyRing | None = watched or keys
     if tool_policy is None:
         tool_policy = load_policy(settings.policy, registry) if settings.policy \
             else ToolPolicy()
     if audit is None and settings.audit_log is not None:
         audit = open_audit_log(settings)
     # Rate limits count per key: without keys there is no one to count against.
-    rate_limits = open_rate_limits(settings) if keys is not None else None  # --rate-limit-url
+    rate_limits = open_rate_limits(settings) if ring is not None else None  # --rate-limit-url
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # --state-url, before the model loads: an unreachable database fails fast. The
         # idempotency keys, sessions' slots and stored responses live there.
         state = app.state.state = open_state(settings)
-        sessions = app.state.sessions = SessionStore(state, slot_ttl_s=settings.slot_ttl_s)
-        app.state.responses = ResponseStore(state, ttl_s=settings.response_ttl_s)
+        secret = settings.state_secret.encode() if settings.state_secret else None
+        sessions = app.state.sessions = SessionStore(state, slot_ttl_s=settings.slot_ttl_s,
+                                                     contract_of=registry.get,
+                                                     sealer=Sealer(secret))
+        app.state.responses = ResponseStore(state, ttl_s=settings.response_ttl_s,
+                                            contract_of=registry.get)
         engine = engine_factory(settings)
         # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
         policy = GrammarPolicy.for_backend(engine.grammar_backend,
@@ -134,21 +163,35 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         # In the background: ready as soon as the model is; the first conversation finds
         # dateparser's and lingua's data loaded (about a second on this CPU).
         warming = asyncio.create_task(asyncio.to_thread(app.state.pipeline.dialogue.warm))
-        store = RecordStore(state)
+        runs = KeyedRuns(RecordStore(state, owned=False, ttl_s=settings.idempotency_ttl_s),
+                         state, OutcomeJournal(journal_path(settings)),
+                         lease_s=settings.execution_lease_s)
         http = httpx.AsyncClient(timeout=None)  # each attempt's limit is the contract's
-        app.state.tools = ToolService(registry, tool_policy, store=store, runner=Runner(http),
+        runner = Runner(http, workers_per_owner=settings.handler_workers)
+        app.state.tools = ToolService(registry, tool_policy, runs=runs, runner=runner,
                                       events=events, audit=audit)
         app.state.admission = Admission(settings.max_batch + settings.max_queued,
                                         engine=engine)
+        background = Background()
+        background.start(replay_journal(runs), "strictcall-journal")
+        background.start(sweep_forever(state, every_s=settings.sweep_every_s, audit=audit,
+                                       audit_max_age_s=settings.audit_log_max_age_s),
+                         "strictcall-sweeper")
+        if watched is not None:
+            background.start(watched.watch(), "strictcall-keys")
+            reload_on_hangup(watched)
         app.state.started = time.time()
         try:
             yield
         finally:
             await warming  # (a thread: it cannot be cancelled, only waited for)
+            await background.stop()
+            await runs.aclose()
+            runner.pools.shutdown()
             cache.close()
             await engine.aclose()
             await http.aclose()
-            store.close()  # and the state store under it
+            state.close()
             if rate_limits is not None:
                 await rate_limits.aclose()
             if trace_out is not None:
@@ -162,8 +205,10 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.state.shutdown_deadline = None  # set on SIGTERM (server/api/serving.py)
     app.state.rate_limits = rate_limits  # the gate admits, the pipeline charges tokens
     # Inside the timer, so refusals are counted and timed too.
-    app.add_middleware(Gate, keys=keys, metrics_auth=settings.metrics_auth,
-                       max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(Gate, keys=ring, metrics_auth=settings.metrics_auth,
+                       max_body_bytes=settings.max_body_bytes,
+                       read_timeout_s=settings.request_read_timeout_s,
+                       write_timeout_s=settings.stream_write_timeout_s)
     app.add_middleware(RequestTimer)
     errors.install(app)
     app.get("/health")(health)

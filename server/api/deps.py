@@ -96,5 +96,13 @@ async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
             raise why if why is not None else ClientGone
 
 
+def ended_with(request: Request) -> Callable[[Callable[[], object]], None]:
+    """Registers work to stop when the request's response ends, however it ends (the gate
+    runs them: server/api/gate.py)."""
+    def register(stop: Callable[[], object]) -> None:
+        getattr(request.state, "on_end", []).append(stop)
+    return register
+
+
 class ClientGone(Exception):
     """The client disconnected before the answer was ready."""

@@ -5,10 +5,15 @@ and put on every log line of the request; 503 while the server shuts down; the A
 (401 / 403) when keys are on, and the key's rate limit (429); the body, read up to its size
 limit (413) and checked for what no reader here takes: lone surrogates, NaN or Infinity,
 nesting past MAX_NESTING (400); a place among the generation requests (429, or 503 when the
-engine is down). Refusals are rendered by the one renderer (server/api/errors.py)."""
+engine is down). Refusals are rendered by the one renderer (server/api/errors.py).
+
+Slow clients: the body must arrive whole within `read_timeout_s` (408), and each write of
+the response must be taken within `write_timeout_s`: a stream whose client stopped reading
+is ended there, its decode stopped and its place freed for the next request."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import logging
@@ -22,6 +27,7 @@ from starlette.requests import Request
 
 from server.api.errors import render, speaks_anthropic
 from server.errors import (
+    BodyTimeout,
     BodyTooLarge,
     Forbidden,
     InvalidRequest,
@@ -29,8 +35,9 @@ from server.errors import (
     Unauthenticated,
     Unavailable,
 )
-from server.identity import Identity, KeyRing, Right
+from server.identity import Identity, KeyRing, Right, WatchedKeyRing
 
+log = logging.getLogger("strictcall.api")
 GENERATION_ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 # Echoed ids go into log lines and headers: printable, short, no spaces.
@@ -55,23 +62,30 @@ class RequestIdFilter(logging.Filter):
 
 
 class Gate:
-    def __init__(self, app: Any, *, keys: KeyRing | None, metrics_auth: bool,
-                 max_body_bytes: int) -> None:
+    def __init__(self, app: Any, *, keys: KeyRing | WatchedKeyRing | None, metrics_auth: bool,
+                 max_body_bytes: int, read_timeout_s: float = 30.0,
+                 write_timeout_s: float = 30.0) -> None:
         self.app = app
         self.keys = keys
         self.metrics_auth = metrics_auth
         self.max_body_bytes = max_body_bytes
+        self.read_timeout_s = read_timeout_s
+        self.write_timeout_s = write_timeout_s
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         request_id = _request_id(scope)
-        scope.setdefault("state", {}).update(request_id=request_id, started=time.monotonic())
+        ends: list[Any] = []  # what stops the request's work when its response ends
+        scope.setdefault("state", {}).update(request_id=request_id, started=time.monotonic(),
+                                             on_end=ends)
         token = REQUEST_ID.set(request_id)
         try:
             await self._pass(scope, receive, _echoing(send, request_id))
         finally:
+            for stop in ends:
+                stop()
             REQUEST_ID.reset(token)
 
     async def _pass(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -96,7 +110,10 @@ class Gate:
             await render(error, Request(scope))(scope, receive, send)
             return
         try:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, _replay(body, receive), _deadlined(send, self.write_timeout_s))
+        except ClientStalled:
+            log.warning("ended a response whose client took nothing for %g s (%s); its place "
+                        "is free", self.write_timeout_s, scope["path"])
         finally:
             if admission is not None:
                 admission.leave()
@@ -128,8 +145,13 @@ class Gate:
             raise BodyTooLarge(f"the request body is {int(declared)} bytes; this server takes "
                                f"at most {limit}")
         chunks, size = [], 0
+        deadline = time.monotonic() + self.read_timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+            except TimeoutError:
+                raise BodyTimeout(f"the request body did not arrive whole within "
+                                  f"{self.read_timeout_s:g} s; send it at once") from None
             if message["type"] == "http.disconnect":
                 return None
             chunk = message.get("body", b"")
@@ -181,6 +203,22 @@ def _echoing(send: Any, request_id: str) -> Any:
             message = {**message, "headers": [*headers, (b"x-request-id", request_id.encode())]}
         await send(message)
     return echo
+
+
+class ClientStalled(Exception):
+    """The client took no part of the response within the write deadline."""
+
+
+def _deadlined(send: Any, timeout_s: float) -> Any:
+    """`send` that gives up (ClientStalled) when the client takes nothing for `timeout_s`:
+    the server's buffers toward it are full and it is not reading."""
+    async def bounded(message: dict[str, Any]) -> None:
+        try:  # a timeout scope, not a task: a cancellation reaches `send` as it always did
+            async with asyncio.timeout(timeout_s):
+                await send(message)
+        except TimeoutError:
+            raise ClientStalled from None
+    return bounded
 
 
 def _replay(body: bytes, receive: Any) -> Any:

@@ -4,13 +4,22 @@ its events; the adapter renders both in its API's shape."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Protocol, TypeVar
 
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
-from server.api.deps import ClientGone, caller_of, grammar_headers, overdue_check, until_disconnect
+from server.api.deps import (
+    ClientGone,
+    caller_of,
+    ended_with,
+    grammar_headers,
+    overdue_check,
+    until_disconnect,
+)
 from server.api.sse import FrameStream, write_sse
 from server.pipeline.answer import Answer, Event
 from server.pipeline.chat import ChatPipeline
@@ -44,10 +53,27 @@ async def serve(adapter: Adapter[B], body: B, pipeline: ChatPipeline, request: R
         if adapter.streams(body):
             events = pipeline.stream(prepared, overdue=overdue_check(request))
             frames = adapter.stream(body, prepared, events, model=pipeline.model_name)
-            return StreamingResponse(write_sse(frames, request.url.path),
-                                     media_type="text/event-stream", headers=headers)
+            sse = write_sse(frames, request.url.path)
+            # Ended from outside (the gate's write deadline: its client stopped reading),
+            # the stream sits at a `yield` and would never learn: closed then, which stops
+            # its decode (server/pipeline/stream.py).
+            ended_with(request)(lambda: _close_later(sse))
+            return StreamingResponse(sse, media_type="text/event-stream", headers=headers)
         answer = await until_disconnect(request, pipeline.complete(prepared))
     except ClientGone:
         return Response(status_code=499)  # nobody is listening; the decode was stopped
     response.headers.update({**headers, **answer.headers})
     return adapter.render(body, answer)
+
+
+def _close_later(stream: AsyncGenerator[str, None]) -> None:
+    """Close `stream` once the loop is free (a finished one: nothing to do)."""
+    async def close() -> None:
+        with contextlib.suppress(Exception):
+            await stream.aclose()
+    task = asyncio.get_running_loop().create_task(close())
+    _CLOSING.add(task)  # held until done: a task nobody holds may be collected
+    task.add_done_callback(_CLOSING.discard)
+
+
+_CLOSING: set[asyncio.Task[None]] = set()

@@ -5,11 +5,11 @@ turn: per tool, the values filled, the changes waiting for the user's confirmati
 they expire. DELETE forgets the whole session, as `strictcall.reset_slots` does, but
 without a decode. A session is its tenant's: another tenant's id answers as an unknown one
 does (404). A Responses API chain's session id is in each response's
-`strictcall.slots.session`."""
+`strictcall.slots.session`. A contract's Redact() values show as "[redacted]": the store
+keeps them sealed, and they are never shown (server/sessions/store.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -25,7 +25,7 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
 
 async def get_session(session_id: str, request: Request) -> dict[str, Any]:
     store, scope = _store_and_scope(request, session_id)
-    loaded = await asyncio.to_thread(store.load, scope, session_id)
+    loaded = await request.app.state.state.run(store.load, scope, session_id)
     if loaded.version is None:
         raise _not_found(session_id)
     now, ttl = store.now(), store.slot_ttl_s
@@ -34,8 +34,9 @@ async def get_session(session_id: str, request: Request) -> dict[str, Any]:
         if slots.expired(now, ttl):
             expired.append(name)  # dropped by the next turn, and reported by it
             continue
-        tools[name] = {"filled": slots.values,
-                       "confirm": [c.as_dict() for c in slots.pending],
+        shown = store.shown(loaded.state).tools[name]
+        tools[name] = {"filled": shown.values,
+                       "confirm": [c.as_dict() for c in shown.pending],
                        "updated_at": round(slots.touched, 3),
                        "expires_at": round(slots.touched + ttl, 3)}
     intent = loaded.state.intent if loaded.state.intent in tools else None
@@ -45,7 +46,7 @@ async def get_session(session_id: str, request: Request) -> dict[str, Any]:
 
 async def delete_session(session_id: str, request: Request) -> dict[str, Any]:
     store, scope = _store_and_scope(request, session_id)
-    if not await asyncio.to_thread(store.delete, scope, session_id):
+    if not await request.app.state.state.run(store.delete, scope, session_id):
         raise _not_found(session_id)
     return {"id": session_id, "object": "session.deleted", "deleted": True}
 

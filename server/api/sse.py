@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,9 +38,10 @@ class FrameStream(Protocol):
         ...
 
 
-async def write_sse(stream: FrameStream, path: str) -> AsyncIterator[str]:
+async def write_sse(stream: FrameStream, path: str) -> AsyncGenerator[str, None]:
+    frames = stream.frames()
     try:
-        async for frame in stream.frames():
+        async for frame in frames:
             yield frame.encode()
     except ServiceError as exc:  # after the stream started: the API's error event ends it
         yield stream.error(exc, path).encode()
@@ -48,5 +49,9 @@ async def write_sse(stream: FrameStream, path: str) -> AsyncIterator[str]:
         log.exception("stream failed")
         error = ServiceError("internal error while streaming; the server log has the details")
         yield stream.error(error, path).encode()
+    finally:  # closed early (the client went, or stopped reading): the stream's work stops
+        close = getattr(frames, "aclose", None)
+        if close is not None:
+            await close()
     if stream.done is not None:
         yield f"data: {stream.done}\n\n"

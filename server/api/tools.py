@@ -64,7 +64,8 @@ def _header_key(header: str) -> str | None:
 
 async def resolve_execution(name: str, key: str, body: ResolveBody, tools: ToolsDep,
                             request: Request) -> dict:
-    return tools.resolve(name, key, body.outcome, body.result, body.note, caller_of(request))
+    return await tools.resolve(name, key, body.outcome, body.result, body.note,
+                               caller_of(request))
 
 
 async def list_contracts(pipeline: PipelineDep, tools: ToolsDep, request: Request) -> dict:

@@ -200,7 +200,9 @@ def _build_upstream(settings: Settings) -> Engine:
         model=settings.upstream_model, connect_timeout_s=settings.upstream_connect_timeout_s,
         read_timeout_s=settings.upstream_read_timeout_s,
         cooldown_s=settings.upstream_cooldown_s, whitespace=settings.upstream_json,
-        max_model_len=settings.max_model_len)
+        max_model_len=settings.max_model_len, eject_after=settings.upstream_eject_after,
+        probe=settings.upstream_probe, resolve=settings.upstream_resolve,
+        check_tokenizer=settings.upstream_check_tokenizer)
     return UpstreamEngine(model_dir, urls=settings.upstream, options=options,
                           model_name=settings.served_model_name or model_dir.name)
 

@@ -10,11 +10,14 @@ server cannot, jump-forward and the cold-compile bridge, is not in effect, and `
 says so. Only the tokenizer and chat template are needed here (`--model`), not vLLM, torch
 or llama.cpp.
 
-Failures: an upstream that refuses, times out or dies before the first token is taken out
-of rotation (server/engines/upstream_pool.py) and the request goes to another; after the
-first token the tokens are out (maybe streamed), so the request fails with a 503 and
-Retry-After. Cancelling the request (a runaway guard, a client gone) closes the stream,
-and vLLM aborts the request when its client goes."""
+Failures: a request whose upstream refuses, times out, answers 5xx, sends a malformed or
+error line, or dies before the first token goes to another upstream; each such failure
+counts against the upstream, which leaves rotation once they come several in a row (or at
+once when its connection is refused: server/engines/upstream_pool.py). StrictCall's own
+connection pool running dry is not the upstream's fault: the request moves, the upstream
+stays. After the first token the tokens are out (maybe streamed), so the request fails
+with a 503 and Retry-After. Cancelling the request (a runaway guard, a client gone)
+closes the stream, and vLLM aborts the request when its client goes."""
 
 from __future__ import annotations
 
@@ -42,7 +45,8 @@ from server.engines.base import (
     TokenCallback,
 )
 from server.engines.tokenizer_files import load_tokenizer
-from server.engines.upstream_pool import Upstream, UpstreamPool, describe
+from server.engines.upstream_pool import Health, Upstream, UpstreamPool
+from server.engines.upstream_probe import TOKENIZER_PROBE, ProbeSpec, describe
 from server.engines.upstream_wire import (
     Delta,
     UpstreamError,
@@ -66,6 +70,10 @@ class UpstreamOptions:
     cooldown_s: float = 5.0  # out of rotation at least this long after a failure
     whitespace: Whitespace = "bounded"
     max_model_len: int | None = None  # default: the smallest the upstreams report
+    eject_after: int = 3  # consecutive failures that take an upstream out of rotation
+    probe: str = "decode"  # "decode": a one-token decode; "models": GET /v1/models only
+    resolve: bool = False  # each URL's host name as all its addresses
+    check_tokenizer: bool = True
 
 
 class UpstreamLost(EngineFailure):
@@ -75,12 +83,12 @@ class UpstreamLost(EngineFailure):
 
 
 class _NotStarted(Exception):
-    """No token came: the request may go to another upstream. `at_fault`: the upstream
-    is down (out of rotation), not merely busy."""
+    """No token came: the request may go to another upstream. `at_fault`: a failure of the
+    upstream (counted), not merely busy; `down`: nothing listens there (out at once)."""
 
-    def __init__(self, why: str, *, at_fault: bool) -> None:
+    def __init__(self, why: str, *, at_fault: bool, down: bool = False) -> None:
         super().__init__(why)
-        self.why, self.at_fault = why, at_fault
+        self.why, self.at_fault, self.down = why, at_fault, down
 
 
 @dataclass
@@ -134,11 +142,15 @@ class UpstreamEngine(Engine):
         self.grammar_backend = UpstreamGrammarBackend(
             self.tokenizer, stop_token_ids=sorted(self.eos_token_ids),
             whitespace=options.whitespace)
-        self._client = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(
-            options.read_timeout_s, connect=options.connect_timeout_s))
+        # No bound on connections of its own: the admission bound is the server's, and a
+        # pool that runs dry must not look like a failing upstream.
+        self._client = httpx.AsyncClient(
+            transport=transport, limits=httpx.Limits(max_connections=None,
+                                                     max_keepalive_connections=64),
+            timeout=httpx.Timeout(options.read_timeout_s, connect=options.connect_timeout_s))
         self.pool = UpstreamPool(urls, model=options.model, cooldown_s=options.cooldown_s,
                                  connect_timeout_s=options.connect_timeout_s,
-                                 transport=probe_transport)
+                                 health=self._health(options), transport=probe_transport)
         self._config_context = _config_context(self.model_dir)
         self._warm_specs: list[GrammarSpec] = []
         self._counts = {"finished": 0, "cancelled": 0, "moved_to_another_upstream": 0,
@@ -155,6 +167,15 @@ class UpstreamEngine(Engine):
         log.info("jump-forward and the cold-compile bridge are not in effect: the upstream "
                  "decodes")
 
+    def _health(self, options: UpstreamOptions) -> Health:
+        decode = () if options.probe == "models" else tuple(
+            self.encode(self.render_chat([{"role": "user", "content": "hi"}])))
+        expected = tuple(self.tokenizer.encode(TOKENIZER_PROBE, add_special_tokens=False))
+        return Health(eject_after=options.eject_after, cooldown_s=options.cooldown_s,
+                      check_tokenizer=options.check_tokenizer,
+                      probe=ProbeSpec(decode, expected), resolve=options.resolve,
+                      decode_timeout_s=min(options.read_timeout_s, 10.0))
+
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         self._running += 1
         try:
@@ -170,9 +191,9 @@ class UpstreamEngine(Engine):
             try:
                 return await self._decode(upstream, request)
             except _NotStarted as exc:
-                reasons.append(f"{upstream.url}: {exc.why}")
+                reasons.append(f"{upstream.name}: {exc.why}")
                 if exc.at_fault:
-                    self.pool.fail(upstream, exc.why)
+                    self.pool.fail(upstream, exc.why, at_once=exc.down)
                 self._counts["moved_to_another_upstream"] += 1
             finally:
                 self.pool.release(upstream)
@@ -195,12 +216,18 @@ class UpstreamEngine(Engine):
             request_id=f"strictcall-{uuid.uuid4().hex}")
         got = _Streamed(time.perf_counter())
         try:
-            async with self._client.stream("POST", f"{upstream.url}/v1/completions",
-                                           json=body) as response:
+            sent = self._client.build_request("POST", f"{upstream.url}/v1/completions",
+                                              json=body, headers=upstream.headers())
+            response = await self._client.send(sent, stream=True)
+            try:
                 if response.status_code != 200:
                     await _refused(response)
                 async for line in response.aiter_lines():
                     got.add(read_event(line), request.on_token)
+            finally:
+                # Closing the connection is what makes vLLM abort the request: shielded, so
+                # a second cancellation (the request's end, a client gone) cannot cut it.
+                await asyncio.shield(response.aclose())
             if got.finish is None:
                 raise UpstreamError("the stream ended without a finish reason")
         except asyncio.CancelledError:  # closing the stream makes vLLM abort the request
@@ -208,6 +235,7 @@ class UpstreamEngine(Engine):
             raise
         except (httpx.HTTPError, UpstreamError, ValueError) as exc:
             self._lost(upstream, exc, len(got.tokens))
+        self.pool.succeeded(upstream)
         self._counts["finished"] += 1
         return got.result(request, constrained=grammar is not None)
 
@@ -215,12 +243,15 @@ class UpstreamEngine(Engine):
         """Before the first token the request may move; after it, a 503."""
         why = describe(exc) if isinstance(exc, httpx.HTTPError) else str(exc)[:300]
         if produced == 0:
-            raise _NotStarted(why, at_fault=True) from exc
+            raise _NotStarted(why, at_fault=not isinstance(exc, httpx.PoolTimeout),
+                              down=isinstance(exc, (httpx.ConnectError,
+                                                    httpx.ConnectTimeout))) from exc
         self.pool.fail(upstream, why)
         self._counts["failed_after_first_token"] += 1
         log.warning("upstream %s failed after %d tokens: %s", upstream.url, produced, why)
-        raise UpstreamLost(f"the upstream vLLM server failed after the first token ({why}); "
-                           "retry the request", code="upstream_failed") from exc
+        raise UpstreamLost(f"the upstream vLLM server ({upstream.name}) failed after the "
+                           f"first token ({why}); retry the request",
+                           code="upstream_failed") from exc
 
     async def warm(self, grammars: list[CompiledGrammar]) -> None:
         """Have every upstream in rotation compile each grammar now (a one-token decode
@@ -228,7 +259,7 @@ class UpstreamEngine(Engine):
         self._warm_specs = [g.spec for g in grammars]
         for upstream in [u for u in self.pool.upstreams if u.up]:
             results = await asyncio.gather(*(
-                self._client.post(f"{upstream.url}/v1/completions",
+                self._client.post(f"{upstream.url}/v1/completions", headers=upstream.headers(),
                                   json=self._warm_body(upstream, spec), timeout=WARM_TIMEOUT_S)
                 for spec in self._warm_specs), return_exceptions=True)
             self._warmed(upstream, results)

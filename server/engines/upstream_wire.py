@@ -83,13 +83,25 @@ class UpstreamError(Exception):
 
 def read_event(line: str) -> Delta | None:
     """One SSE line of the stream: a `Delta`, or None (a blank line, a comment, [DONE]).
-    Raises UpstreamError for an error event, ValueError for a line that is not vLLM's."""
+    Raises UpstreamError for an error event or a line that is not vLLM's (before the first
+    token the request then moves to another upstream; after it, a 503: never a 500)."""
     if not line.startswith("data:"):
         return None
     data = line[len("data:"):].strip()
     if data == "[DONE]":
         return None
-    chunk = json.loads(data)
+    try:
+        return _delta(json.loads(data))
+    except UpstreamError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        raise UpstreamError(f"a malformed stream line ({type(exc).__name__}: "
+                            f"{str(exc)[:120]}): {data[:80]!r}") from None
+
+
+def _delta(chunk: Any) -> Delta:
+    if not isinstance(chunk, dict):
+        raise ValueError("the event is not a JSON object")
     if "error" in chunk:
         error = chunk["error"]
         message = error.get("message") if isinstance(error, dict) else error
@@ -102,8 +114,10 @@ def read_event(line: str) -> Delta | None:
     if ids is None:
         raise ValueError("the stream carries no token_ids: the upstream is not a vLLM "
                          "server that takes return_token_ids (vLLM >= 0.10.2)")
-    return Delta(tuple(int(t) for t in ids), choice.get("text") or "",
-                 choice.get("finish_reason"), choice.get("stop_reason"))
+    text, finish = choice.get("text") or "", choice.get("finish_reason")
+    if not isinstance(text, str) or not (finish is None or isinstance(finish, str)):
+        raise ValueError("text or finish_reason is not a string")
+    return Delta(tuple(int(t) for t in ids), text, finish, choice.get("stop_reason"))
 
 
 def ended_on_eos(finish_reason: str | None, stop_reason: int | str | None) -> bool:

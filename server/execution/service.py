@@ -7,15 +7,16 @@ In order: the policy (hidden or retired: 404 as an unknown tool; deny: 403, outc
 validation against the contract (a 422, the handler never called), approval (the policy
 says `approval_required`: 202, outcome `approval_required`, nothing run), then for writes
 the idempotency key (required; a key seen before returns its first outcome, `replayed`),
-and the run itself (server/execution/runner.py). Every step is a trace event, and the
-outcome an audit record."""
+and the run itself (server/execution/runner.py), once per key (server/execution/keyed.py).
+Every step is a trace event, and the outcome an audit record."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import hashlib
 import json
+import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +32,15 @@ from server.errors import (
     ServiceError,
 )
 from server.execution.events import Events, RequestTrace
+from server.execution.journal import Entry
+from server.execution.keyed import Claim, KeyedRuns
 from server.execution.policy import Principal, ToolPolicy, Verdict
 from server.execution.runner import Execution, Runner, unknown_outcome
 from server.execution.runtime import contract_runtime, with_call_key
-from server.execution.stale import settle_if_stale
-from server.execution.store import IdempotencyStore, Scope
+from server.execution.store import Scope, Stored
 from server.identity import Caller
+
+log = logging.getLogger("strictcall.execution")
 
 
 @dataclass(frozen=True)
@@ -47,10 +51,11 @@ class Invoked:
 
 class ToolService:
     def __init__(self, registry: ContractRegistry, policy: ToolPolicy, *,
-                 store: IdempotencyStore, runner: Runner, events: Events,
+                 runs: KeyedRuns, runner: Runner, events: Events,
                  audit: Any = None) -> None:
-        self.registry, self.policy, self.store = registry, policy, store
+        self.registry, self.policy, self.runs = registry, policy, runs
         self.runner, self.events, self.audit = runner, events, audit
+        runs.on_refused = self._late_refused
 
     async def invoke(self, name: str, arguments: dict[str, Any], key: str | None,
                      caller: Caller) -> Invoked:
@@ -98,27 +103,50 @@ class ToolService:
     async def _execute(self, contract: Contract, valid: dict[str, Any], key: str | None,
                        caller: Caller, principal: Principal) -> Invoked:
         """Run it: once per key for writes (a key seen before replays its outcome)."""
-        scope = Scope(principal.tenant, contract.name, key) if key else None
-        if scope is not None:  # off the event loop: the store may be a database away
-            replay = await asyncio.to_thread(self._replay, scope, _fingerprint(valid, contract),
-                                             contract)
-            if replay is not None:
+        claim = None
+        if key is not None:
+            scope = Scope(owner_of(principal, caller), contract.name, key)
+            found = await self.runs.claim(scope, _fingerprint(valid, contract))
+            if isinstance(found, Stored):
+                replay = self._replayed(scope, found, _fingerprint(valid, contract))
                 self._record(caller, contract, valid, replay, key, replayed=True)
                 return Invoked(200, self._body(contract.name, replay, key, replayed=True))
-        assert contract.execution is not None
-        context = ToolContext(contract.name, key, principal.tenant, principal.roles, 1)
-        try:
-            done = await self.runner.run(contract.execution, valid, kind=contract.catalog.kind,
-                                         context=context, output=contract.output)
-        except BaseException:  # cancelled mid-run: it may have acted
-            if scope is not None:
-                self.store.finish(scope, unknown_outcome(
-                    contract.name, "was cancelled mid-run").as_dict())
-            raise
-        if scope is not None:
-            await asyncio.to_thread(self.store.finish, scope, done.as_dict())
+            claim = found
+        done = await self._run(contract, valid, key, principal, claim)
+        if claim is not None and done.still_running is not None:
+            self._keep_when_done(claim, contract, valid, done, caller)
+        elif claim is not None:
+            await self.runs.keep(claim, done)
         self._record(caller, contract, valid, done, key, replayed=False)
         return Invoked(200, self._body(contract.name, done, key, replayed=False))
+
+    async def _run(self, contract: Contract, valid: dict[str, Any], key: str | None,
+                   principal: Principal, claim: Claim | None) -> Execution:
+        """The handler's outcome; the claim's lease renewed meanwhile."""
+        assert contract.execution is not None
+        context = ToolContext(contract.name, key, principal.tenant, principal.roles, 1)
+        lease = self.runs.lease(claim) if claim is not None else None
+        try:
+            return await self.runner.run(contract.execution, valid,
+                                         kind=contract.catalog.kind, context=context,
+                                         output=contract.output, owner=contract.catalog.owner)
+        except BaseException:  # cancelled mid-run: it may have acted
+            if claim is not None:
+                self.runs.keep_later(claim, _unknown(contract.name), lambda done: None)
+            raise
+        finally:
+            if lease is not None:
+                lease.cancel()
+
+    def _keep_when_done(self, claim: Claim, contract: Contract, valid: dict[str, Any],
+                        done: Execution, caller: Caller) -> None:
+        """A handler thread still running past its time limit: its real outcome is kept,
+        and audited, when it ends."""
+        assert done.still_running is not None
+        late = self.runner.late(done.still_running, kind=contract.catalog.kind,
+                                tool=contract.name, output=contract.output)
+        self.runs.keep_later(claim, late, lambda real: self._record(
+            caller, contract, valid, real, claim.scope.key, replayed=False, late=True))
 
     def known(self, name: str, principal: Principal) -> tuple[Contract, Verdict]:
         """The contract and this caller's verdict; hidden and retired tools are unknown."""
@@ -153,16 +181,12 @@ class ToolService:
                 extensions={"violations": [v.as_dict() for v in outcome.violations]})
         return outcome.arguments
 
-    def _replay(self, scope: Scope, fingerprint: str, contract: Contract) -> Execution | None:
-        found = self.store.claim(scope, fingerprint)
-        if found is None:
-            return None
+    def _replayed(self, scope: Scope, found: Stored, fingerprint: str) -> Execution:
+        """The first outcome of a key seen before, or why there is none to give yet."""
         if found.fingerprint != fingerprint:
             raise Conflict(f"idempotency key {scope.key!r} was used for {scope.tool!r} with "
                            "other arguments; use a new key for a new call",
                            param="idempotency_key", code="idempotency_key_reused")
-        if found.state == "running":  # its replica may have died mid-call (execution/stale.py)
-            found = settle_if_stale(self.store, scope, contract) or found
         if found.state == "running" or found.outcome is None:
             raise InProgress(f"a call to {scope.tool!r} with idempotency key {scope.key!r} is "
                              "running; ask again for its outcome later")
@@ -170,31 +194,62 @@ class ToolService:
         return Execution(o["outcome"], o.get("result"), o.get("problem"), o.get("attempts", 0),
                          o.get("seconds", 0.0))
 
-    def resolve(self, name: str, key: str, outcome: str, result: Any, note: str,
-                caller: Caller) -> dict[str, Any]:
-        """Settle a key left `side_effect_unknown` (or `running`) once someone checked the
-        system: `failed` (it never acted: the key may run again) or `succeeded`."""
+    async def resolve(self, name: str, key: str, outcome: str, result: Any, note: str,
+                      caller: Caller) -> dict[str, Any]:
+        """Settle a key left `side_effect_unknown` (or `running` past its lease) once someone
+        checked the system: `failed` (it never acted: the key may run again) or
+        `succeeded`. A run still holding its lease is refused (409): its own outcome is
+        coming, and settling it would let a retry run beside it."""
         principal = self.policy.principal(caller)
         if caller.identity is not None and "admin" not in caller.identity.roles:
             raise Forbidden("resolving an execution needs a key with the 'admin' role")
         contract, _ = self.known(name, principal)
-        scope = Scope(principal.tenant, name, key)
-        found = self.store.get(scope)
-        if found is None or (found.state == "done" and (found.outcome or {}).get(
-                "outcome") != "side_effect_unknown"):
-            state = "unknown" if found is None else (found.outcome or {}).get("outcome")
-            raise Conflict(f"nothing to resolve for {name!r} key {key!r} ({state}); only a "
-                           "side_effect_unknown or running call can be resolved",
-                           code="nothing_to_resolve")
-        if outcome == "failed":
-            self.store.forget(scope)
-        else:
-            self.store.finish(scope, {**Execution("succeeded", result).as_dict(),
-                                      "resolved": note})
+        scope = Scope(owner_of(principal, caller), name, key)
+        settled = None if outcome == "failed" else {
+            **Execution("succeeded", result).as_dict(), "resolved": note}
+        await self.runs.state.run(self._settle, scope, settled)
         self._write({"event": "resolved", "tool": contract.name, "idempotency_key": key,
                      "outcome": outcome, "note": note}, caller)
         return {"object": "tool.resolution", "tool": name, "idempotency_key": key,
                 "outcome": outcome}
+
+    def _settle(self, scope: Scope, settled: dict[str, Any] | None) -> None:
+        """On the state pool: the resolution, if the record may take one."""
+        store = self.runs.store
+        found = store.get(scope)
+        if found is None or (found.state == "done" and (found.outcome or {}).get(
+                "outcome") != "side_effect_unknown"):
+            state = "unknown" if found is None else (found.outcome or {}).get("outcome")
+            raise Conflict(f"nothing to resolve for {scope.tool!r} key {scope.key!r} "
+                           f"({state}); only a side_effect_unknown call, or a running one "
+                           "whose lease ran out, can be resolved", code="nothing_to_resolve")
+        if found.state == "running":
+            left = self.runs.lease_s - (store.now() - found.updated)
+            if left > 0:
+                error = InProgress(
+                    f"the call to {scope.tool!r} with key {scope.key!r} is running and its "
+                    f"server renews its lease: its own outcome is coming. Resolve it only if "
+                    f"it stays running past its lease ({self.runs.lease_s:g} s without a "
+                    "renewal)", code="execution_running")
+                error.retry_after_s = max(1, math.ceil(left))
+                raise error
+        if not store.resolve(scope, settled, version=found.version):
+            raise Conflict(f"the record of {scope.tool!r} key {scope.key!r} changed while it "
+                           "was resolved; read it again and resolve again if it still needs",
+                           code="resolve_conflict")
+
+    def _late_refused(self, entry: Entry, found: Stored | None) -> None:
+        """A run's outcome the store refused: its key was resolved (and maybe run again)
+        while it ran. Recorded, never stored over the newer record."""
+        log.warning("a late outcome of %r key %r was refused: the key was resolved meanwhile",
+                    entry.scope.tool, entry.scope.key)
+        self._write({"event": "late_finish_refused", "tool": entry.scope.tool,
+                     "idempotency_key": entry.scope.key,
+                     "outcome": (entry.outcome or {}).get("outcome"),
+                     "record": None if found is None else {
+                         "state": found.state, "resolved": found.resolved,
+                         "outcome": (found.outcome or {}).get("outcome")}},
+                    Caller({}, None, None))
 
     def _body(self, name: str, done: Execution, key: str | None, *,
               replayed: bool) -> dict[str, Any]:
@@ -202,8 +257,9 @@ class ToolService:
                 "idempotency_key": key, "replayed": replayed}
 
     def _record(self, caller: Caller, contract: Contract, arguments: dict[str, Any] | None,
-                done: Execution, key: str | None, *, replayed: bool) -> None:
-        self._write({"event": "executed", "tool": contract.name,
+                done: Execution, key: str | None, *, replayed: bool,
+                late: bool = False) -> None:
+        self._write({"event": "executed_late" if late else "executed", "tool": contract.name,
                      "kind": contract.catalog.kind, "outcome": done.outcome,
                      "idempotency_key": key, "replayed": replayed, "attempts": done.attempts,
                      "arguments": None if arguments is None else contract.redact(arguments),
@@ -221,6 +277,20 @@ class ToolService:
             "identity": None if identity is None else {
                 "name": identity.name, "tenant": identity.tenant,
                 "roles": list(identity.roles)}, **record})
+
+
+def owner_of(principal: Principal, caller: Caller) -> str | None:
+    """Whose idempotency keys these are: the API key's tenant, else the API key itself (two
+    keys without a tenant never see each other's outcomes); without API keys, the tenant
+    the trusted headers name."""
+    identity = caller.identity
+    if identity is not None and identity.tenant is None:
+        return f"key:{identity.name}"
+    return principal.tenant
+
+
+async def _unknown(tool: str) -> Execution:
+    return unknown_outcome(tool, "was cancelled mid-run")
 
 
 def _fingerprint(arguments: dict[str, Any], contract: Contract) -> str:

@@ -6,6 +6,8 @@ events of a streamed one (server/pipeline/stream.py)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -39,6 +41,8 @@ from server.ratelimit import Limiter
 from server.sessions import SessionStore
 from server.settings import Settings
 from server.task import Task
+
+PLAN_WORKERS = 4  # planning is short CPU work; a few threads keep requests from queueing
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ class ChatPipeline:
         # The conversation: grounding, slots across turns, questions (server/dialogue).
         self.dialogue = Dialogue(parts.sessions, self.registry,
                                  from_system=settings.ground_from_system)
+        self._planning = concurrent.futures.ThreadPoolExecutor(
+            max_workers=PLAN_WORKERS, thread_name_prefix="strictcall-plan")
 
     # -- the two ways an answer comes back ------------------------------------------------
     async def answer(self, task: Task, caller: Caller) -> Answer:
@@ -118,8 +124,11 @@ class ChatPipeline:
             task = offer.task
             turn = await self.dialogue.begin(task, caller)
             task = turn.task  # a confirmed change: its call named
-            # Off the event loop: checking a large client schema takes a while.
-            plan = await asyncio.to_thread(self.planner.plan, task, options, turn)
+            # Off the event loop: checking a large client schema takes a while. On the
+            # planner's own threads: never behind hung tool handlers or a stalled store.
+            plan = await asyncio.get_running_loop().run_in_executor(
+                self._planning, contextvars.copy_context().run, self.planner.plan, task,
+                options, turn)
             messages = with_instructions(self.format.messages(task.turns),
                                          plan.rendering.instructions)
             step = await self._decode(task, plan, messages, options)

@@ -94,6 +94,7 @@ class EventStream:
         step = step.watched(watch)
         task = asyncio.ensure_future(self.pipeline.run(step, self.prepared))
         text = IncrementalDetokenizer(self.pipeline.engine.decode)
+        getter: asyncio.Future[int] | None = None
         try:
             while not (task.done() and tokens.empty()):
                 getter = asyncio.ensure_future(tokens.get())
@@ -112,6 +113,8 @@ class EventStream:
                     yield event
             self._result, self._trip = task.result()
         finally:
+            if getter is not None and not getter.done():
+                getter.cancel()
             if not task.done():
                 task.cancel()  # the client went away: stop the decode
 

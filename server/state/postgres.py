@@ -5,11 +5,21 @@ replicas claiming one key at once exactly one inserts and the others read its re
 Times are the database's clock, one for all replicas.
 
 Migrations run at startup under an advisory lock, so replicas starting together apply each
-one once."""
+one once.
+
+Nothing waits without a bound: a connection is made within `connect_timeout_s`, a
+statement runs at most `statement_timeout_s` on the server, a free connection is waited
+for at most `pool_timeout_s`, and TCP keepalives notice a peer that went away. Every
+failure of the database is a `StateError` (503 to a client, server/state/timed.py); a
+database that stops answering without closing its sockets (paused) is bounded by the
+caller's deadline instead, since no server-side timeout can fire then."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from server.state.migrations import VERSION_TABLE, pending
@@ -23,12 +33,15 @@ _MIGRATION_LOCK = 0x5354_4341_4C4C  # "STCALL": one advisory lock id for the mig
 
 class PostgresStateStore(StateStore):
     def __init__(self, url: str, *, shown: str, min_size: int = 1, max_size: int = 10,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0, statement_timeout_s: float = 5.0,
+                 pool_timeout_s: float = 5.0) -> None:
         from psycopg_pool import ConnectionPool, PoolTimeout
 
         self.shown = shown  # the URL without its password, for messages
-        self._pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=False,
-                                    kwargs={"autocommit": True}, name="strictcall-state")
+        self._pool = ConnectionPool(
+            url, min_size=min_size, max_size=max_size, open=False, name="strictcall-state",
+            timeout=pool_timeout_s, check=ConnectionPool.check_connection,
+            kwargs=connection_options(connect_timeout_s, statement_timeout_s))
         try:
             self._pool.open(wait=True, timeout=connect_timeout_s)
         except PoolTimeout:
@@ -39,7 +52,9 @@ class PostgresStateStore(StateStore):
         self._migrate()
 
     def _migrate(self) -> None:
-        with self._pool.connection() as db, db.transaction():
+        with self._failures(), self._pool.connection() as db, db.transaction():
+            # A migration (or waiting for another replica's) may take longer than a request.
+            db.execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0")
             db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             db.execute(VERSION_TABLE)
             applied = {row[0] for row in db.execute("SELECT version FROM strictcall_migrations")}
@@ -100,22 +115,76 @@ class PostgresStateStore(StateStore):
             raise VersionConflict(f"{namespace}/{key} is not at version {version}")
         return record
 
-    def delete(self, namespace: str, key: str) -> bool:
-        with self._pool.connection() as db:
-            return db.execute("DELETE FROM records WHERE namespace = %s AND key = %s",
-                              (namespace, key)).rowcount > 0
+    def delete(self, namespace: str, key: str, *, version: int | None = None) -> bool:
+        if version is None:
+            return self._count("DELETE FROM records WHERE namespace = %s AND key = %s AND "
+                               f"(expires IS NULL OR expires > {_NOW})", (namespace, key)) > 0
+        return self._count("DELETE FROM records WHERE namespace = %s AND key = %s AND "
+                           f"version = %s AND (expires IS NULL OR expires > {_NOW})",
+                           (namespace, key, version)) > 0
+
+    def get_many(self, namespace: str, keys: list[str]) -> list[Record | None]:
+        with self._failures(), self._pool.connection() as db:
+            rows = db.execute(
+                f"SELECT key, {_COLUMNS} FROM records WHERE namespace = %s AND key = ANY(%s) "
+                f"AND (expires IS NULL OR expires > {_NOW})".encode(),
+                (namespace, keys)).fetchall()
+        found = {row[0]: _record(row[1:]) for row in rows}
+        return [found.get(key) for key in keys]
+
+    def touch(self, namespace: str, keys: list[str], *, ttl_s: float) -> None:
+        self._count(f"UPDATE records SET expires = {_EXPIRES} WHERE namespace = %s AND "
+                    f"key = ANY(%s) AND expires IS NOT NULL AND expires > {_NOW} AND "
+                    f"expires < {_EXPIRES}", (ttl_s, namespace, keys, ttl_s))
+
+    def sweep(self, *, limit: int) -> int:
+        # ctid: one batch, however many have expired, so a sweep never holds locks long.
+        return self._count(
+            "DELETE FROM records WHERE ctid = ANY(ARRAY(SELECT ctid FROM records WHERE "
+            f"expires IS NOT NULL AND expires <= {_NOW} LIMIT %s))", (limit,))
 
     def close(self) -> None:
         self._pool.close()
 
     def _row(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        with self._pool.connection() as db:
+        with self._failures(), self._pool.connection() as db:
             return db.execute(sql.encode(), params).fetchone()
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
         row = self._row(sql, params)
         assert row is not None
         return row
+
+    def _count(self, sql: str, params: tuple[Any, ...]) -> int:
+        with self._failures(), self._pool.connection() as db:
+            return db.execute(sql.encode(), params).rowcount
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """The database's failures (gone, restarting, a statement past its time, no free
+        connection) as one StateError naming the store."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            yield
+        except PoolTimeout:
+            raise StateError(f"the state database {self.shown}: no free connection in "
+                             "time (it is slow or unreachable)") from None
+        except psycopg.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StateError(f"the state database {self.shown}: {first[:200]}") from None
+
+
+def connection_options(connect_timeout_s: float, statement_timeout_s: float
+                       ) -> dict[str, Any]:
+    """libpq options of every connection: bounded connects and statements, and keepalives
+    so a peer that vanished (a lost node) is noticed in seconds, not hours."""
+    return {"autocommit": True, "connect_timeout": max(1, math.ceil(connect_timeout_s)),
+            "options": f"-c statement_timeout={int(statement_timeout_s * 1000)} "
+                       f"-c lock_timeout={int(statement_timeout_s * 1000)}",
+            "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+            "keepalives_count": 3, "tcp_user_timeout": int(statement_timeout_s * 2000)}
 
 
 def _record(row: tuple[Any, ...] | None) -> Record | None:

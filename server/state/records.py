@@ -10,8 +10,12 @@ Five operations, each one atomic in every store:
 - `put`: write; with `version`, only if the record still has that version (else
   `VersionConflict`): a read-modify-write another replica cannot interleave (a session's
   next turn appended on whichever replica gets it).
-- `delete`; and `now`, the store's clock: replicas compare a record's age with the store's
-  clock, never their own.
+- `delete`, with `version` only if the record still has it (a claim released by the run
+  that made it, never one another run made since); `now`, the store's clock: replicas
+  compare a record's age with the store's clock, never their own.
+
+And `sweep`, which deletes records that have expired (they are absent to `get` already,
+but would otherwise stay on disk for ever): the sweeper (server/state/sweeper.py) calls it.
 
 `MemoryStateStore` keeps them in a dict (tests; servers that need no memory); SQLite
 (server/state/sqlite.py) is the default; Postgres (server/state/postgres.py) is for
@@ -64,8 +68,30 @@ class StateStore(ABC):
         that version; otherwise (or when there is none) raise VersionConflict."""
 
     @abstractmethod
-    def delete(self, namespace: str, key: str) -> bool:
-        """Drop the record; False when there was none."""
+    def delete(self, namespace: str, key: str, *, version: int | None = None) -> bool:
+        """Drop the record; False when there was none (or, with `version`, when it is at
+        another version: someone changed it since it was read)."""
+
+    @abstractmethod
+    def sweep(self, *, limit: int) -> int:
+        """Delete up to `limit` expired records; how many went."""
+
+    def get_many(self, namespace: str, keys: list[str]) -> list[Record | None]:
+        """The records of `keys`, in order (None where there is none); one round trip
+        where the store can."""
+        return [self.get(namespace, key) for key in keys]
+
+    def touch(self, namespace: str, keys: list[str], *, ttl_s: float) -> None:
+        """Push the expiry of the live records of `keys` on to now + `ttl_s` (never
+        sooner than it was); their values and versions are left as they are."""
+        for key in keys:
+            found = self.get(namespace, key)
+            if found is not None and found.expires is not None \
+                    and found.expires < self.now() + ttl_s:
+                self._extend(namespace, key, self.now() + ttl_s)
+
+    def _extend(self, namespace: str, key: str, expires: float) -> None:
+        raise NotImplementedError
 
     @abstractmethod
     def now(self) -> float:
@@ -106,9 +132,29 @@ class MemoryStateStore(StateStore):
             self._records[(namespace, key)] = record
             return record
 
-    def delete(self, namespace: str, key: str) -> bool:
+    def delete(self, namespace: str, key: str, *, version: int | None = None) -> bool:
         with self._lock:
-            return self._records.pop((namespace, key), None) is not None
+            found = self._live(namespace, key)
+            if found is None or (version is not None and found.version != version):
+                return False
+            del self._records[(namespace, key)]
+            return True
+
+    def _extend(self, namespace: str, key: str, expires: float) -> None:
+        with self._lock:
+            found = self._live(namespace, key)
+            if found is not None:
+                self._records[(namespace, key)] = Record(found.value, found.version,
+                                                         found.updated, expires)
+
+    def sweep(self, *, limit: int) -> int:
+        with self._lock:
+            now = self._clock()
+            gone = [k for k, r in self._records.items()
+                    if r.expires is not None and r.expires <= now][:limit]
+            for k in gone:
+                del self._records[k]
+            return len(gone)
 
     def _live(self, namespace: str, key: str) -> Record | None:
         found = self._records.get((namespace, key))

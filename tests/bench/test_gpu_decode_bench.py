@@ -9,12 +9,13 @@ import pytest
 
 from bench import gpu_decode
 from server.model_store import embedded_model_dir
+from tests.tiers import cannot_run
 
 
 @pytest.mark.slow
 def test_tiny_run_on_the_cpu_reports_every_setting(tmp_path, capsys):
     if not (embedded_model_dir() / "tokenizer.json").is_file():
-        pytest.skip("the embedded model is not fetched (strictcall fetch-model)")
+        cannot_run("the embedded model is not fetched (strictcall fetch-model)")
     assert gpu_decode.main(["--tiny", "--rounds", "1", "--tokens", "16", "--batches", "1,4",
                             "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "gpu_decode.json").read_text())

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import cannot_run
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16}},
           "required": ["city"], "additionalProperties": False}
@@ -49,7 +51,7 @@ def servers(tmp_path_factory):
                               scratch=tmp_path_factory.mktemp("llamacpp")) as peer:
             yield ours.base_url, peer.base_url
     except Skipped as skip:
-        pytest.skip(f"llama.cpp's server cannot run here: {skip.reason} ({skip.install})")
+        cannot_run(f"llama.cpp's server cannot run here: {skip.reason} ({skip.install})")
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,13 @@
-"""deploy/ is checked here, since no Docker or Kubernetes runs in the tests: every flag and
-STRICTCALL_ variable the Compose file and the manifests pass is one `strictcall serve`
-takes, the example keys and policy load, StrictCall's readiness is /health, and the
-upstream image's requirements pin what pyproject.toml pins."""
+"""deploy/ is checked here, since no Docker or Kubernetes runs in the tests: the manifests,
+rendered as kustomize renders them (its namespace on each), validate against Kubernetes'
+own schemas (kubernetes-validate, strict: no field Kubernetes would not know); every flag
+and STRICTCALL_ variable the Compose file and the manifests pass is one `strictcall serve`
+takes; the shipped keys and secrets are placeholders StrictCall refuses to start with;
+every container runs without root or privilege escalation; StrictCall's readiness is
+/health and its warm-up has a startupProbe; the image keeps its state on a volume; and the
+upstream image's requirements pin what pyproject.toml pins. The Compose service is started
+with its own command and environment in the replicas tier (tests/server/state/
+test_faults.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 from server.cli_flags import flag_of, setting_fields
@@ -49,21 +56,91 @@ def test_compose_and_manifests_pass_only_flags_and_variables_strictcall_takes():
     assert parsed.rate_limit_url == "redis://redis:6379/0"
 
 
-def test_the_example_keys_and_policy_load(tmp_path):
+def test_the_policies_load_and_the_shipped_secrets_are_refused(tmp_path):
+    """The example keys and the Secrets' values are public placeholders: StrictCall refuses
+    each of them, so a deployment cannot run on them by mistake."""
     from server.api.app import load_contracts
     from server.execution import load_policy
-    from server.identity import KeyRing
+    from server.identity import KeyFileError, KeyRing
+    from server.state import StateError, check_urls
 
     registry = load_contracts(["contracts.examples"])
     load_policy(DEPLOY / "policy.example.yaml", registry)
-    assert len(KeyRing.load(DEPLOY / "api-keys.example.yaml")) == 2
     by_kind = {(d["kind"], d["metadata"]["name"]): d for d in manifests()}
     policy = tmp_path / "policy.yaml"
     policy.write_text(by_kind[("ConfigMap", "strictcall-policy")]["data"]["policy.yaml"])
     load_policy(policy, registry)
     keys = tmp_path / "keys.yaml"
     keys.write_text(by_kind[("Secret", "strictcall-api-keys")]["stringData"]["api-keys.yaml"])
-    assert len(KeyRing.load(keys)) == 2
+    for path in (DEPLOY / "api-keys.example.yaml", keys):
+        with pytest.raises(KeyFileError, match="placeholder"):
+            KeyRing.load(path)
+    state = by_kind[("Secret", "strictcall-state")]["stringData"]
+    with pytest.raises(StateError, match="placeholder password"):
+        check_urls(Settings(state_url=state["STRICTCALL_STATE_URL"]))
+    with pytest.raises(StateError, match="--state-secret is a placeholder"):
+        check_urls(Settings(state_url="memory://",
+                            state_secret=state["STRICTCALL_STATE_SECRET"]))
+
+
+def rendered() -> list[dict]:
+    """The manifests as `kubectl apply -k deploy/k8s` sends them: kustomization.yaml's
+    resources, each in its namespace."""
+    kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
+    out = []
+    for name in kustomization["resources"]:
+        for doc in yaml.safe_load_all((DEPLOY / "k8s" / name).read_text()):
+            if doc and doc["kind"] != "Namespace":
+                doc.setdefault("metadata", {})["namespace"] = kustomization["namespace"]
+            if doc:
+                out.append(doc)
+    return out
+
+
+def test_the_rendered_manifests_validate_against_kubernetes_schemas():
+    import kubernetes_validate
+
+    docs = rendered()
+    assert {d["kind"] for d in docs} >= {"Deployment", "StatefulSet", "Service", "Secret",
+                                         "ConfigMap", "PodDisruptionBudget", "Namespace"}
+    for doc in docs:  # raises ValidationError naming the field
+        kubernetes_validate.validate(doc, "1.30", strict=True)
+    broken = {**docs[-1], "spec": {**docs[-1].get("spec", {}), "replicaz": 2}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.30", strict=True)  # the check bites
+
+
+def test_every_container_runs_without_root_or_privilege_escalation():
+    workloads = [d for d in rendered() if d["kind"] in ("Deployment", "StatefulSet")]
+    assert len(workloads) == 4
+    for workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, container["name"]
+            assert context["capabilities"]["drop"] == ["ALL"], container["name"]
+            if container["name"] != "vllm":  # vLLM's image needs its root home
+                assert pod["securityContext"]["runAsNonRoot"] is True, container["name"]
+
+
+def test_strictcall_warms_up_under_a_startup_probe_and_refuses_embedded_state():
+    container = strictcall_container()
+    assert container["startupProbe"]["tcpSocket"]["port"] == "http"
+    assert container["startupProbe"]["failureThreshold"] * \
+        container["startupProbe"]["periodSeconds"] >= 300  # five minutes of warm-up
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["STRICTCALL_REPLICAS"] == "2" and env["STRICTCALL_UPSTREAM_RESOLVE"] == "true"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/var/cache/strictcall" in mounts  # the journal is writable there
+
+
+def test_the_image_keeps_its_state_on_a_volume():
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    cache = re.search(r"STRICTCALL_CACHE_DIR=(\S+)", dockerfile).group(1)
+    assert f'VOLUME ["{cache}"]' in dockerfile
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    assert cache in compose["services"]["strictcall"]["volumes"]
 
 
 def test_strictcall_is_ready_only_while_health_says_ok():
@@ -98,3 +175,5 @@ def test_the_image_runs_the_upstream_engine_and_the_gateway_streams():
     nginx = (DEPLOY / "nginx.conf").read_text()
     assert "proxy_buffering off;" in nginx  # server-sent events pass as they come
     assert "non_idempotent" not in nginx  # a POST is never retried by the gateway
+    # A 503 replica (upstream down, shutting down) is skipped, as the comment says.
+    assert re.search(r"proxy_next_upstream [^;]*http_503", nginx)

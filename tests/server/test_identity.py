@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -153,3 +154,39 @@ def test_json_key_file_and_constant_time_lookup(tmp_path):
     assert ring.identify(ACME_KEY).claims() == {"subject": "a", "roles": "chat", "tenant": "t"}
     assert ring.identify(ACME_KEY[:-1]) is None
     assert ring.identify("a\ud800") is None  # any string a header can carry
+
+
+def test_a_revoked_key_stops_working_when_the_file_changes(client, tmp_path):
+    """The key file is read again when it changes (and on SIGHUP): no restart needed. A
+    file that no longer loads keeps the keys in force."""
+    assert client.get("/v1/models", headers=bearer(ACME_KEY)).status_code == 200
+    path = tmp_path / "keys.yaml"
+    path.write_text(KEY_FILE.replace(f"  - key: {ACME_KEY}\n    name: acme-agent\n"
+                                     "    tenant: acme\n    roles: [chat]\n", ""))
+    deadline = time.monotonic() + 10  # the watch looks every 2 s
+    while client.get("/v1/models", headers=bearer(ACME_KEY)).status_code != 401:
+        assert time.monotonic() < deadline, "the revoked key still works"
+        time.sleep(0.2)
+    assert client.get("/v1/models", headers=bearer(GLOBEX_KEY)).status_code == 200
+    path.write_text("keys: [{key: short, name: x}]")  # broken: the last good keys stay
+    time.sleep(2.5)
+    assert client.get("/v1/models", headers=bearer(GLOBEX_KEY)).status_code == 200
+
+
+@pytest.mark.parametrize("key", ["sk-change-me-agent-0000000000000000", "CHANGEME-0123456789ab"])
+def test_a_placeholder_key_is_refused(tmp_path, key):
+    path = tmp_path / "keys.yaml"
+    path.write_text(f"keys: [{{key: {key}, name: agent}}]")
+    with pytest.raises(KeyFileError, match="placeholder") as refused:
+        KeyRing.load(path)
+    assert key not in str(refused.value)  # a key is never repeated
+
+
+def test_metrics_need_the_metrics_role_by_default_when_keys_are_on(model_dir, tmp_path):
+    path = tmp_path / "keys.yaml"
+    path.write_text(KEY_FILE)
+    settings = Settings(served_model_name="scripted", api_keys_file=path)
+    with TestClient(create_app(settings, lambda s: ScriptedEngine(model_dir, lambda p: ""))) as c:
+        assert c.get("/metrics").status_code == 401
+        assert c.get("/metrics", headers=bearer(ACME_KEY)).status_code == 403
+        assert c.get("/metrics", headers=bearer(OPS_KEY)).status_code == 200

@@ -4,7 +4,8 @@
 store: SQLite by default, Postgres for replicas).
 
 A chained request's earlier turns are the previous response's items: what it saw and what
-it answered. As with OpenAI, `instructions` and `tools` are not carried over: send them
+it answered (stored by reference: server/sessions/responses.py). As with OpenAI,
+`instructions` and `tools` are not carried over: send them
 with each request. A chain is one session (server/sessions): its slots carry each tool's
 arguments from turn to turn. `store=false` keeps nothing: no stored response, and its turn
 reads and writes no slots (a response not stored cannot be continued), unless the request
@@ -16,7 +17,6 @@ answered as OpenAI answers an unknown one (404 on GET and DELETE; 400
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -36,6 +36,7 @@ from server.api.responses.request import (
 from server.api.sse import Frame, FrameStream
 from server.errors import InvalidRequest, RouteNotFound, ServiceError
 from server.sessions import ResponseStore, StoredResponse, scope_of
+from server.state.timed import TimedStateStore
 
 _ITEMS: TypeAdapter[list[InputItem]] = TypeAdapter(list[InputItem])
 _FINAL = ("response.completed", "response.incomplete")
@@ -48,27 +49,36 @@ class Earlier:
     items: list[InputItem] = field(default_factory=list)
     raw: list[dict[str, Any]] = field(default_factory=list)  # the same, as stored
     session: str | None = None
+    chain: list[str] = field(default_factory=list)  # the stored responses it continues
+    reserved: str | None = None  # the write made before the decode (ResponseStore.reserve)
 
 
 class ResponseLog:
-    """One request's view of the stored responses: its tenant's only."""
+    """One request's view of the stored responses: its tenant's only. Every store call
+    runs on the state store's own threads with its deadline (a 503 past it)."""
 
-    def __init__(self, store: ResponseStore, scope: str) -> None:
+    def __init__(self, store: ResponseStore, scope: str, state: TimedStateStore) -> None:
         self.store = store
         self.scope = scope
+        self.state = state
 
     @classmethod
     def of(cls, request: Request) -> ResponseLog:
-        return cls(request.app.state.responses, scope_of(caller_of(request).identity))
+        return cls(request.app.state.responses, scope_of(caller_of(request).identity),
+                   request.app.state.state)
 
     async def find(self, response_id: str) -> StoredResponse | None:
-        return await asyncio.to_thread(self.store.get, self.scope, response_id)
+        return await self.state.run(self.store.get, self.scope, response_id)
 
     async def earlier(self, body: ResponsesRequest) -> Earlier:
-        """The chain `body` continues, and the session its slots live in."""
+        """The chain `body` continues, and the session its slots live in. A response to be
+        stored first makes one write: a store that cannot take it (full, down) is a 503
+        now, before the decode, not after it."""
         kept = body.store is not False
+        reserved = await self.state.run(self.store.reserve, self.scope) if kept else None
         if body.previous_response_id is None:
-            return Earlier(session=f"sess_{uuid.uuid4().hex}" if kept else None)
+            return Earlier(session=f"sess_{uuid.uuid4().hex}" if kept else None,
+                           reserved=reserved)
         found = await self.find(body.previous_response_id)
         if found is None:
             raise InvalidRequest(
@@ -77,15 +87,18 @@ class ResponseLog:
                 "tenant's; send the earlier turns in `input` instead",
                 param="previous_response_id", code="previous_response_not_found")
         raw = found.conversation()
-        return Earlier(_ITEMS.validate_python(raw), raw, found.session if kept else None)
+        return Earlier(_ITEMS.validate_python(raw), raw, found.session if kept else None,
+                       [*found.chain, body.previous_response_id], reserved)
 
     async def keep(self, body: ResponsesRequest, response: dict[str, Any],
                    earlier: Earlier) -> None:
-        """Store the response (unless store=false) with what it saw."""
+        """Store the response (unless store=false) with its own input and the ids of the
+        responses it continues."""
         if body.store is False:
             return
-        stored = StoredResponse(response, earlier.raw, input_items(body), earlier.session)
-        await asyncio.to_thread(self.store.keep, self.scope, stored)
+        stored = StoredResponse(response, [], input_items(body), earlier.session,
+                                earlier.chain)
+        await self.state.run(self.store.keep, self.scope, stored, reserved=earlier.reserved)
 
 
 def input_items(body: ResponsesRequest) -> list[dict[str, Any]]:
@@ -147,7 +160,7 @@ async def get_response(response_id: str, log: LogDep,
 
 
 async def delete_response(response_id: str, log: LogDep) -> dict[str, Any]:
-    deleted = await asyncio.to_thread(log.store.delete, log.scope, response_id)
+    deleted = await log.state.run(log.store.delete, log.scope, response_id)
     if not deleted:
         raise _not_found(response_id)
     return {"id": response_id, "object": "response.deleted", "deleted": True}

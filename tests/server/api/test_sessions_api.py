@@ -54,7 +54,10 @@ def test_a_session_shows_its_slots_without_a_turn(app_client):
     assert body["id"] == "seen" and body["object"] == "session"
     assert body["intent"] == "open_dispute" and body["expired"] == []
     (tool,) = body["tools"].items()
-    assert tool[0] == "open_dispute" and tool[1]["filled"] == KNOWN
+    # The card's digits are a Redact() field: kept sealed, never shown.
+    assert tool[0] == "open_dispute" and tool[1]["filled"] == {**KNOWN,
+                                                               "card_last4": "[redacted]"}
+    assert "4417" not in got.text
     assert tool[1]["confirm"] == [] and tool[1]["expires_at"] == slots["expires_at"]
 
 

@@ -1,8 +1,9 @@
-"""FakeVllm: a scripted stand-in for `vllm serve`'s `GET /v1/models` and streamed
-`POST /v1/completions`, as an httpx transport (the engine's sync prober and its async
-client both take one), for fast tests of the upstream engine's wire and failure handling.
-It tokenizes its reply with the real tokenizer and streams one token per chunk, the way
-vLLM does with `return_token_ids`. The real server is tested in the `replicas` tier."""
+"""FakeVllm: a scripted stand-in for `vllm serve`'s `GET /v1/models`, `POST /tokenize`,
+streamed `POST /v1/completions` and the prober's one-token decode, as an httpx transport
+(the engine's sync prober and its async client both take one), for fast tests of the
+upstream engine's wire and failure handling. It tokenizes its reply with the real
+tokenizer and streams one token per chunk, the way vLLM does with `return_token_ids`.
+The real server is tested in the `replicas` tier."""
 
 from __future__ import annotations
 
@@ -24,12 +25,16 @@ class FakeVllm:
     model: str = "fake-model"
     max_model_len: int = 2048
     # "ok", "refuse" (no connection), "status:<code>", "die_after:<n>" (n tokens, then the
-    # connection breaks), "error_event" (an error chunk before any token).
+    # connection breaks), "error_event" (an error chunk before any token), "garbage" (a
+    # line that is no vLLM event before any token), "slow" (no first token within the
+    # read timeout: httpx's ReadTimeout, as its network transport raises it).
     mode: str = "ok"
+    other_tokenizer: Any = None  # /tokenize answers with this one (another model served)
     delay_s: float = 0.0  # between chunks
     bodies: list[dict[str, Any]] = field(default_factory=list)
     streams_closed_early: int = 0
     probes: int = 0
+    decode_probes: int = 0
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self._handle)
@@ -41,10 +46,19 @@ class FakeVllm:
             self.probes += 1
             return httpx.Response(200, json={"object": "list", "data": [
                 {"id": self.model, "object": "model", "max_model_len": self.max_model_len}]})
+        if request.url.path == "/tokenize":
+            tokenizer = self.other_tokenizer or self.tokenizer
+            text = json.loads(request.content)["prompt"]
+            return httpx.Response(200, json={"tokens": tokenizer.encode(
+                text, add_special_tokens=False)})
         if self.mode.startswith("status:"):
             code = int(self.mode.split(":")[1])
             return httpx.Response(code, json={"error": {"message": f"fake {code}"}})
         body = json.loads(request.content)
+        if not body.get("stream") and "structured_outputs" not in body:  # the prober's
+            self.decode_probes += 1
+            return httpx.Response(200, json={"choices": [
+                {"index": 0, "text": "!", "finish_reason": "length"}]})
         self.bodies.append(body)
         ids = list(self.tokenizer.encode(self.reply(body), add_special_tokens=False))
         ids = ids[:body["max_tokens"]]
@@ -65,6 +79,11 @@ class _Chunks(httpx.AsyncByteStream):
         fake = self.fake
         if fake.mode == "error_event":
             yield _event({"error": {"message": "fake engine error", "code": 500}})
+            return
+        if fake.mode == "slow":
+            raise httpx.ReadTimeout("no first token in time")
+        if fake.mode == "garbage":
+            yield b'data: {"choices": "not a list of choices"}\n\n'
             return
         limit = int(fake.mode.split(":")[1]) if fake.mode.startswith("die_after:") else None
         eos = fake.tokenizer.eos_token_id

@@ -11,7 +11,6 @@ surely holds a space, and JSON for an object with a string property always holds
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import threading
 import time
@@ -23,6 +22,7 @@ import pytest
 
 from grammars import CompiledGrammar, GrammarCache, JsonSchemaSpec
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
+from tests.tiers import needs_module
 
 NAMED = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}},
          "required": ["name"]}
@@ -51,7 +51,7 @@ def build_engine(kind: str, model_dir: Any, cache_dir: Any, *,
         return TorchEngine(model_dir, device="cpu", threads=1, max_batch=2,
                            grammar_backend=grammar_backend)
     if kind == "llamacpp":
-        pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make setup)")
+        needs_module("llama_cpp", "make setup")
         from server.engines.llamacpp_engine import LlamaCppEngine
 
         return LlamaCppEngine(model_dir, threads=1, max_batch=2,
@@ -60,8 +60,7 @@ def build_engine(kind: str, model_dir: Any, cache_dir: Any, *,
         from server.engines.upstream import UpstreamEngine, UpstreamOptions
 
         return UpstreamEngine(model_dir, urls=[upstream_url], options=UpstreamOptions())
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("needs .venv-vllm (make setup-vllm)")
+    needs_module("vllm", "make setup-vllm")
     from server.engines.vllm_engine import VllmEngine, VllmOptions
 
     return VllmEngine(model_dir, options=VllmOptions(device="cpu", threads=1),

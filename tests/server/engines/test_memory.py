@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from server.engines.memory import describe, process_memory
+from tests.tiers import needs_module
 
 
 def test_the_process_memory_is_read_from_proc():
@@ -57,7 +58,7 @@ def test_health_shows_the_memory(client):
 
 @pytest.mark.slow
 def test_llamacpp_sizes_its_kv_cells_from_batch_and_prefix_budget(model_dir):
-    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make setup)")
+    needs_module("llama_cpp", "make setup")
     from server.engines.llamacpp_engine import LlamaCppEngine
 
     sizes = {}
@@ -81,7 +82,7 @@ def test_llamacpp_parked_prompts_give_their_cells_up_to_a_longer_prompt(model_di
     """Parked prompts hold the rows' free cells, not cells of their own: a prompt that needs
     those cells gets them (the oldest parked prompts are dropped) and is answered as by an
     engine that parks nothing."""
-    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make setup)")
+    needs_module("llama_cpp", "make setup")
     import asyncio
 
     from server.engines.base import GenerationRequest, SamplingParams

@@ -13,6 +13,7 @@ from grammars import GrammarCache, JsonSchemaSpec
 from grammars.keywords import XGRAMMAR_KEYWORDS
 from server.engines.base import GenerationRequest, SamplingParams
 from server.engines.torch_engine import TorchEngine
+from tests.tiers import needs_module
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +39,7 @@ def stepped_engine(kind, model_dir, **options):
         from server.engines.torch_engine import TorchEngine
 
         return TorchEngine(model_dir, device="cpu", threads=1, **options)
-    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make setup)")
+    needs_module("llama_cpp", "make setup")
     from server.engines.llamacpp_engine import LlamaCppEngine
 
     return LlamaCppEngine(model_dir, threads=1, **options)

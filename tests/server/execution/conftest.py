@@ -60,13 +60,13 @@ def app_client(model_dir, script, spans, tmp_path, audit_path):
     exec_contracts.LEDGER.clear()
     exec_contracts.FLAKY["fail_first"] = 1
 
-    def make(**overrides):
+    def make(keys=None, **overrides):
         settings = Settings(**{"served_model_name": "scripted", "contracts": CONTRACTS,
                                "policy": HERE / "exec_policy.yaml", "warm_grammars": False,
                                "audit_log": audit_path, "tools_db": tmp_path / "t.sqlite3",
                                **overrides})
         return TestClient(create_app(settings, lambda s: ScriptedEngine(model_dir, script),
-                                     tracer_provider=spans[0]))
+                                     tracer_provider=spans[0], keys=keys))
     return make
 
 

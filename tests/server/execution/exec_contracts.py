@@ -6,12 +6,13 @@ write act once however often it is asked."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts import FromHeader, Generated, Partial, ToolContext, ToolFailed, tool
+from contracts import FromHeader, Generated, HttpHandler, Partial, ToolContext, ToolFailed, tool
 
 LEDGER: Counter[str] = Counter()  # handler name -> times it ran (acted or tried)
 FLAKY = {"fail_first": 1}  # lookup_order fails this many times before it answers
@@ -138,3 +139,29 @@ class GetBalance(_Model):
 class SendTransfer(_Model):
     account: Annotated[str, Field(pattern=r"^AC-[0-9]{3}$")]
     amount: Annotated[int, Field(ge=1, le=1000)]
+
+
+# A sync write that blocks until the test opens STUCK (a handler stuck on a backend): past
+# its time limit its thread runs on.
+STUCK = threading.Event()
+
+
+def _stuck(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    LEDGER["stuck_started"] += 1
+    STUCK.wait(30)
+    LEDGER["stuck_done"] += 1
+    return {"entry": arguments["entry"], "key": context.idempotency_key}
+
+
+@tool(name="stuck_write", description="Write to a ledger that answers late.", owner="ledger",
+      kind="write", risk="high", handler=_stuck, timeout_s=0.2)
+class StuckWrite(_Model):
+    entry: Annotated[str, Field(max_length=40)]
+
+
+# Port 9 (discard) on the loopback: nothing listens there, the connection is refused.
+@tool(name="notify_partner", description="Tell the partner's system about an order.",
+      owner="partners", kind="write", risk="medium",
+      handler=HttpHandler("http://127.0.0.1:9/notify"), timeout_s=2)
+class NotifyPartner(_Model):
+    order_id: Annotated[str, Field(pattern=r"^ORD-[0-9]{3}$")]

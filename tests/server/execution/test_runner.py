@@ -49,3 +49,27 @@ def test_4xx_failed_without_acting():
 def test_5xx_retries_reads_only(kind, outcome, tries):
     done, seen = run(lambda r: httpx.Response(502), kind=kind)
     assert (done.outcome, len(seen), done.attempts) == (outcome, tries, tries)
+
+
+def _raises(error):
+    def answer(request):
+        raise error("boom", request=request)
+    return answer
+
+
+@pytest.mark.parametrize("error", [httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout])
+def test_a_write_that_sent_nothing_failed_and_may_run_again(error):
+    done, seen = run(_raises(error), kind="write")
+    assert done.outcome == "failed" and done.problem["retryable"] and len(seen) == 1
+    assert "nothing was sent" in done.problem["detail"]
+
+
+def test_a_429_did_not_act_and_says_when_to_come_back():
+    done, _ = run(lambda r: httpx.Response(429, headers={"Retry-After": "7"}), kind="write")
+    assert done.outcome == "failed" and done.problem["retryable"]
+    assert done.problem["retry_after"] == 7
+
+
+def test_a_read_timeout_after_sending_may_have_acted():
+    done, _ = run(_raises(httpx.ReadTimeout), kind="write")
+    assert done.outcome == "side_effect_unknown" and not done.problem["retryable"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
@@ -34,29 +35,53 @@ def registry():
     return reg
 
 
-@pytest.mark.parametrize(("tool", "prompt"), PROMPTS)
-def test_every_returned_contract_call_satisfies_its_validators(live_client, registry, tool, prompt):
-    contract = registry.get(tool)
-    try:
-        resp = live_client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=200,
-            tools=[{"type": "function", "function": {"name": tool}}], tool_choice="required",
-            extra_headers={"X-Tenant-Id": "acme"})
-    except openai.UnprocessableEntityError as exc:  # out of repair attempts: a problem
-        body = exc.body if isinstance(exc.body, dict) else {}
-        assert exc.response.headers["content-type"].startswith("application/problem+json")
-        problem = exc.response.json()
-        assert problem["owner_action_required"] is True and problem["attempts"]
-        assert problem["violations"], body
-        assert tool not in GRAMMAR_DECIDES, f"a call the grammar makes valid was refused: {body}"
-        return
-    choice = resp.choices[0]
+@pytest.fixture(scope="module")
+def answers(live_client) -> dict[int, object]:
+    """Each prompt's answer (or the 422 it got), asked once for the module's tests."""
+    def ask(prompt: tuple[str, str]) -> object:
+        tool, text = prompt
+        try:
+            return live_client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": text}], max_tokens=200,
+                tools=[{"type": "function", "function": {"name": tool}}],
+                tool_choice="required", extra_headers={"X-Tenant-Id": "acme"})
+        except openai.UnprocessableEntityError as exc:  # out of repair attempts: a problem
+            return exc
+
+    with ThreadPoolExecutor(4) as pool:
+        return dict(enumerate(pool.map(ask, PROMPTS)))
+
+
+def _kind(answer: object) -> str:
+    if isinstance(answer, openai.UnprocessableEntityError):
+        return "refused"
+    choice = answer.choices[0]  # type: ignore[attr-defined]
     if choice.finish_reason == "length":
+        return "cut_off"
+    if (answer.model_extra.get("strictcall") or {}).get("needs_input"):  # type: ignore[attr-defined]
+        return "question"
+    return "call"
+
+
+@pytest.mark.parametrize("index", range(len(PROMPTS)), ids=[t for t, _ in PROMPTS])
+def test_every_returned_contract_call_satisfies_its_validators(answers, registry, index):
+    tool, _ = PROMPTS[index]
+    contract, answer = registry.get(tool), answers[index]
+    kind = _kind(answer)
+    if kind == "refused":
+        problem = answer.response.json()
+        assert answer.response.headers["content-type"].startswith("application/problem+json")
+        assert problem["owner_action_required"] is True and problem["attempts"]
+        assert problem["violations"], problem
+        assert tool not in GRAMMAR_DECIDES, f"a call the grammar makes valid was refused: {problem}"
+        return
+    choice = answer.choices[0]
+    if kind == "cut_off":
         assert not choice.message.tool_calls
         assert tool not in GRAMMAR_DECIDES, "a bounded call was cut off"
         return
-    needs = (resp.model_extra.get("strictcall") or {}).get("needs_input")
-    if needs is not None:  # a question about a value the prompt does not give
+    if kind == "question":  # a question about a value the prompt does not give
+        needs = answer.model_extra["strictcall"]["needs_input"]
         assert choice.finish_reason == "stop" and not choice.message.tool_calls
         assert needs["tool"] == tool and needs["missing"] and choice.message.content
         return
@@ -68,8 +93,18 @@ def test_every_returned_contract_call_satisfies_its_validators(live_client, regi
         assert field in arguments
     if "tenant_id" in contract.runtime:
         assert arguments["tenant_id"] == "acme"
-    extension = resp.model_extra["strictcall"]
-    assert extension["contracts"][0]["tool"] == tool
+    assert answer.model_extra["strictcall"]["contracts"][0]["tool"] == tool
+
+
+def test_the_prompts_were_answered_not_only_refused(answers):
+    """The per-prompt checks pass on a refusal or a cut-off too: so many answers must be
+    calls or questions that a server refusing (or cutting off) everything fails here."""
+    kinds = [_kind(answers[i]) for i in range(len(PROMPTS))]
+    print(f"\ncontract prompts: {kinds}")
+    assert len(kinds) == len(PROMPTS)
+    # Observed (llama.cpp engine, greedy, 2026-12-02): 5 calls, 1 question and 1 refusal
+    # (the Kazan branch, the rule only the validator holds) of 7.
+    assert kinds.count("call") + kinds.count("question") >= 5, kinds
 
 
 def test_branch_outside_the_city_is_repaired_or_refused(live_client):

@@ -5,6 +5,8 @@ overwriting each other unseen."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from server.identity import Identity
@@ -17,6 +19,7 @@ from server.sessions import (
     ToolSlots,
     scope_of,
 )
+from server.sessions.sealing import Sealer
 from server.state import MemoryStateStore
 
 
@@ -98,29 +101,93 @@ def test_a_save_applies_its_change_to_what_another_turn_wrote_meanwhile():
 
 def test_the_session_clock_is_the_stores_unless_injected():
     clock = Clock(42.0)
-    assert SessionStore(MemoryStateStore(clock), slot_ttl_s=1).now() == 42.0
+    # The store's clock, read off the event loop and kept as an offset: no round trip.
+    assert SessionStore(MemoryStateStore(clock), slot_ttl_s=1).now() == pytest.approx(42.0,
+                                                                                      abs=1)
     assert SessionStore(MemoryStateStore(), slot_ttl_s=1, clock=clock).now() == 42.0
 
 
-def _stored(id: str) -> StoredResponse:
+def _stored(id: str, n: int, chain: list[str] | None = None) -> StoredResponse:
     return StoredResponse({"id": id, "object": "response", "output": [
-        {"id": "msg_2", "type": "message", "role": "assistant", "content": []}]},
-        context=[{"id": "msg_0"}], input=[{"id": "msg_1"}], session="sess_1")
+        {"id": f"msg_{n + 1}", "type": "message", "role": "assistant", "content": []}]},
+        context=[], input=[{"id": f"msg_{n}"}], session="sess_1", chain=chain or [])
 
 
 def test_stored_responses_are_scoped_kept_for_their_ttl_and_deleted():
     clock = Clock()
     store = ResponseStore(MemoryStateStore(clock), ttl_s=3600)
-    store.keep("tenant:acme", _stored("resp_1"))
+    store.keep("tenant:acme", _stored("resp_1", 1))
     found = store.get("tenant:acme", "resp_1")
     assert found is not None and found.session == "sess_1"
-    assert [i["id"] for i in found.conversation()] == ["msg_0", "msg_1", "msg_2"]
-    assert [i["id"] for i in found.input_items()] == ["msg_0", "msg_1"]
+    assert [i["id"] for i in found.conversation()] == ["msg_1", "msg_2"]
+    assert [i["id"] for i in found.input_items()] == ["msg_1"]
     assert store.get("tenant:globex", "resp_1") is None  # another tenant's: unknown
     assert not store.delete("tenant:globex", "resp_1")
     clock.now += 3599
     assert store.get("tenant:acme", "resp_1") is not None
     clock.now += 1
     assert store.get("tenant:acme", "resp_1") is None  # expired
-    store.keep("tenant:acme", _stored("resp_2"))
+    store.keep("tenant:acme", _stored("resp_2", 1))
     assert store.delete("tenant:acme", "resp_2") and store.get("tenant:acme", "resp_2") is None
+
+
+def test_a_chain_references_its_earlier_turns_and_a_deleted_one_is_gone_from_it():
+    clock = Clock()
+    records = MemoryStateStore(clock)
+    store = ResponseStore(records, ttl_s=3600)
+    store.keep("t", _stored("resp_1", 1))
+    clock.now += 3000
+    store.keep("t", _stored("resp_2", 3, ["resp_1"]))
+    store.keep("t", _stored("resp_3", 5, ["resp_1", "resp_2"]))
+    third = store.get("t", "resp_3")
+    assert [i["id"] for i in third.conversation()] == [f"msg_{i}" for i in range(1, 7)]
+    stored = [r.value for (ns, _), r in records._records.items() if ns == "responses"]
+    # Each item is stored once, however long the chain: referenced, never copied.
+    assert sorted(len(v["input"]) + len(v["response"]["output"]) for v in stored) == [2, 2, 2]
+    clock.now += 3000  # resp_1 would have expired by now; the later turns pushed it on
+    assert [i["id"] for i in store.get("t", "resp_3").input_items()][:2] == ["msg_1", "msg_2"]
+    assert store.delete("t", "resp_1")
+    assert [i["id"] for i in store.get("t", "resp_3").conversation()] == [
+        f"msg_{i}" for i in range(3, 7)]  # deleted: in no later response either
+
+
+def test_redacted_values_are_stored_redacted_in_responses_and_sessions():
+    from contracts import ContractRegistry
+
+    registry = ContractRegistry()
+    registry.load("contracts.examples")
+    records = MemoryStateStore()
+    responses = ResponseStore(records, ttl_s=60, contract_of=registry.get)
+    call = {"id": "fc_1", "call_id": "call_4417", "type": "function_call",
+            "name": "open_dispute",
+            "arguments": '{"card_last4":"4417","amount":"12.50","reason":"duplicate"}'}
+    said = {"id": "msg_1", "type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "card 4417 was charged 12.50"}]}
+    responses.keep("t", StoredResponse({"id": "resp_1", "output": [call]}, [], [said], None))
+    kept = json.dumps(records._records[("responses", "t\x1fresp_1")].value)
+    assert "4417" not in kept.replace("call_4417", "") and "12.50" in kept
+    assert "call_4417" in kept  # ids are left as they are: the call's output still matches
+    # A question instead of a call: the value is only in the session's slots report.
+    question = {"id": "msg_2", "type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "Which operation?"}]}
+    responses.keep("t", StoredResponse({"id": "resp_2", "output": [question], "strictcall": {
+        "slots": {"session": "s", "tool": "open_dispute", "filled": {"card_last4": "4417"},
+                  "changed": [{"field": "/card_last4", "old": "4416", "new": "4417"}]},
+        "contracts": [{"tool": "open_dispute", "attempts": 1, "repaired": False,
+                       "arguments": {"card_last4": "4417"}}]}},
+        [], [said], None))
+    kept = json.dumps(records._records[("responses", "t\x1fresp_2")].value)
+    assert "4417" not in kept and "4416" not in kept and "[redacted]" in kept
+    slots = ToolSlots({"card_last4": "4417", "amount": "12.50"}, 1.0,
+                      (Change("/card_last4", "4417", "4418"),))
+    sessions = SessionStore(records, slot_ttl_s=60, contract_of=registry.get,
+                            sealer=Sealer(b"shared by the replicas"))
+    sessions.save("t", "s", lambda s: s.with_tool("open_dispute", slots))
+    stored = json.dumps(records._records[("sessions", "t\x1fs")].value)
+    assert "4417" not in stored and "4418" not in stored and "12.50" in stored
+    assert sessions.load("t", "s").state.tools["open_dispute"] == slots  # opened for a turn
+    shown = sessions.shown(sessions.load("t", "s").state).tools["open_dispute"]
+    assert shown.values["card_last4"] == "[redacted]" and "4418" not in str(shown.pending)
+    other = SessionStore(records, slot_ttl_s=60, contract_of=registry.get,
+                         sealer=Sealer(b"another secret"))
+    assert other.load("t", "s").state.tools["open_dispute"].values == {"amount": "12.50"}

@@ -1,7 +1,8 @@
 """The idempotency store on each state backend (memory, SQLite; Postgres in the replicas
-tier): a key is claimed once however many callers race, its outcome replayed; a key left
-running past its call's time is settled as side_effect_unknown once, by whoever looks
-first; a late finish and a settle never overwrite each other unseen."""
+tier): a key is claimed once however many callers race, its outcome replayed; a key whose
+lease ran out is settled as side_effect_unknown once, by whoever looks first; and fencing:
+a finish, renewal or release names its claim's token, so a run whose key was resolved and
+claimed again never overwrites the newer run's record."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import concurrent.futures
 import time
 
 from server.execution import RecordStore, Scope
-from server.execution.stale import STALE_GRACE_S, settle_if_stale, stale_after_s
+from server.execution.journal import OutcomeJournal
+from server.execution.keyed import KeyedRuns
 from server.state import MemoryStateStore
-from tests.server.execution.exec_contracts import LookupOrder  # noqa: F401 - registers contracts
+from server.state.timed import TimedStateStore
 from tests.server.state.conftest import Clock
 
 SCOPE = Scope("acme", "refund_order", "idem_1")
@@ -20,48 +22,90 @@ SCOPE = Scope("acme", "refund_order", "idem_1")
 def test_forty_racing_claims_have_one_winner_and_then_replay(records):
     store = RecordStore(records, owned=False)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        claims = list(pool.map(lambda _: store.claim(SCOPE, "fp"), range(40)))
+        claims = list(pool.map(lambda i: store.claim(SCOPE, "fp", token=f"t{i}"), range(40)))
     assert claims.count(None) == 1
-    assert all(c.state == "running" for c in claims if c is not None)
-    store.finish(SCOPE, {"outcome": "succeeded", "result": 1})
-    done = store.claim(SCOPE, "fp")
+    winner = f"t{claims.index(None)}"
+    assert all(c.state == "running" and c.token == winner for c in claims if c is not None)
+    assert not store.finish(SCOPE, {"outcome": "succeeded", "result": 2}, token="t-other")
+    assert store.finish(SCOPE, {"outcome": "succeeded", "result": 1}, token=winner)
+    done = store.claim(SCOPE, "fp", token="late")
     assert (done.state, done.outcome["result"]) == ("done", 1)
 
 
 def test_a_running_key_is_settled_only_once_it_is_stale(records):
     store = RecordStore(records, owned=False)
-    assert store.claim(SCOPE, "fp") is None
+    assert store.claim(SCOPE, "fp", token="a") is None
     lost = {"outcome": "side_effect_unknown"}
     assert store.settle_stale(SCOPE, older_than_s=60, outcome=lost) is None  # still young
     assert store.get(SCOPE).state == "running"
     time.sleep(0.3)
+    assert store.renew(SCOPE, token="a")  # a renewed lease is young again
+    assert store.settle_stale(SCOPE, older_than_s=0.2, outcome=lost) is None
+    time.sleep(0.3)
     settled = store.settle_stale(SCOPE, older_than_s=0.2, outcome=lost)
-    assert settled.state == "done" and settled.outcome == lost
+    assert settled.state == "done" and settled.outcome == lost and settled.stale
     assert store.settle_stale(SCOPE, older_than_s=0.2, outcome={"outcome": "x"}) is None
     assert store.get(SCOPE).outcome == lost  # a done key is never settled again
 
 
-def test_the_settled_outcome_names_the_fix_and_waits_for_the_call_time():
-    from contracts import ContractRegistry
-
-    registry = ContractRegistry()
-    registry.load("tests.server.execution.exec_contracts")
-    contract = registry.get("refund_order")
-    assert stale_after_s(contract) == contract.execution.timeout_s + STALE_GRACE_S
-    clock = Clock()
-    store = RecordStore(MemoryStateStore(clock))
-    store.claim(SCOPE, "fp")
-    clock.now += stale_after_s(contract) - 0.1
-    assert settle_if_stale(store, SCOPE, contract) is None
-    clock.now += 0.2
-    settled = settle_if_stale(store, SCOPE, contract)
-    assert settled.outcome["outcome"] == "side_effect_unknown"
-    assert "resolve" in settled.outcome["problem"]["detail"]
-
-
-def test_finish_after_forget_does_not_bring_the_key_back(records):
+def test_the_runs_own_late_outcome_replaces_a_stale_settlement(records):
     store = RecordStore(records, owned=False)
-    store.claim(SCOPE, "fp")
-    assert store.forget(SCOPE)
-    store.finish(SCOPE, {"outcome": "succeeded"})
-    assert store.get(SCOPE) is None
+    store.claim(SCOPE, "fp", token="a")
+    time.sleep(0.2)
+    store.settle_stale(SCOPE, older_than_s=0.1, outcome={"outcome": "side_effect_unknown"})
+    assert store.finish(SCOPE, {"outcome": "succeeded", "result": 9}, token="a")
+    assert store.get(SCOPE).outcome == {"outcome": "succeeded", "result": 9}
+    assert not store.finish(SCOPE, {"outcome": "succeeded", "result": 10}, token="a")
+
+
+def test_a_late_finish_of_a_resolved_then_rerun_key_is_refused(records):
+    """Run A hangs, the key is resolved as never done, run B claims and finishes it:
+    A's late finish names A's token and changes nothing."""
+    store = RecordStore(records, owned=False)
+    store.claim(SCOPE, "fp", token="a")
+    time.sleep(0.2)
+    store.settle_stale(SCOPE, older_than_s=0.1, outcome={"outcome": "side_effect_unknown"})
+    assert store.resolve(SCOPE, None, version=store.get(SCOPE).version)
+    assert store.claim(SCOPE, "fp", token="b") is None
+    assert store.finish(SCOPE, {"outcome": "succeeded", "result": "B"}, token="b")
+    assert not store.finish(SCOPE, {"outcome": "succeeded", "result": "A"}, token="a")
+    assert not store.release(SCOPE, token="a") and not store.renew(SCOPE, token="a")
+    assert store.get(SCOPE).outcome["result"] == "B"
+
+
+def test_a_resolution_as_succeeded_refuses_the_runs_late_outcome(records):
+    store = RecordStore(records, owned=False)
+    store.claim(SCOPE, "fp", token="a")
+    time.sleep(0.2)
+    store.settle_stale(SCOPE, older_than_s=0.1, outcome={"outcome": "side_effect_unknown"})
+    seen = store.get(SCOPE)
+    assert store.resolve(SCOPE, {"outcome": "succeeded", "result": "ops"}, version=seen.version)
+    assert not store.resolve(SCOPE, None, version=seen.version)  # it changed since
+    assert not store.finish(SCOPE, {"outcome": "succeeded", "result": "A"}, token="a")
+    found = store.get(SCOPE)
+    assert found.resolved and found.outcome["result"] == "ops"
+
+
+def test_release_drops_only_the_runs_own_running_claim(records):
+    store = RecordStore(records, owned=False)
+    store.claim(SCOPE, "fp", token="a")
+    assert not store.release(SCOPE, token="b")
+    assert store.release(SCOPE, token="a") and store.get(SCOPE) is None
+    store.claim(SCOPE, "fp", token="c")
+    store.finish(SCOPE, {"outcome": "succeeded"}, token="c")
+    assert not store.release(SCOPE, token="c")  # done: an outcome is never dropped
+
+
+def test_a_claim_whose_lease_ran_out_is_settled_with_the_fix():
+    clock = Clock()
+    state = TimedStateStore(MemoryStateStore(clock), workers=2, timeout_s=5, shown="memory")
+    store = RecordStore(state)
+    runs = KeyedRuns(store, state, OutcomeJournal(None), lease_s=15)
+    store.claim(SCOPE, "fp", token="a")
+    clock.now += 14.9
+    assert runs._settled_if_stale(SCOPE, store.get(SCOPE)).state == "running"
+    clock.now += 0.2
+    settled = runs._settled_if_stale(SCOPE, store.get(SCOPE))
+    assert settled.outcome["outcome"] == "side_effect_unknown" and settled.stale
+    assert "resolve" in settled.outcome["problem"]["detail"]
+    store.close()
