@@ -128,11 +128,12 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
         # idempotency keys, sessions' slots and stored responses live there.
         state = app.state.state = open_state(settings)
         secret = settings.state_secret.encode() if settings.state_secret else None
+        sealer = Sealer(secret)
         sessions = app.state.sessions = SessionStore(state, slot_ttl_s=settings.slot_ttl_s,
                                                      contract_of=registry.get,
-                                                     sealer=Sealer(secret))
+                                                     sealer=sealer)
         app.state.responses = ResponseStore(state, ttl_s=settings.response_ttl_s,
-                                            contract_of=registry.get)
+                                            contract_of=registry.get, sealer=sealer)
         engine = engine_factory(settings)
         # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
         policy = GrammarPolicy.for_backend(engine.grammar_backend,

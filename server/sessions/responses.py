@@ -9,8 +9,13 @@ in one round trip; storing one pushes its chain's expiry on with its own, so an 
 turn does not expire under a later one. A deleted response is gone from every chain:
 later responses no longer carry its items.
 
-A contract's `Redact()` values are never stored: in a call's arguments they are
-"[redacted]", and wherever the same value appears in the stored items' text it is too.
+A contract's `Redact()` values are never stored in clear: in a call's arguments they are
+"[redacted]", and wherever the same value appears in the stored items' text it is too. The
+items as they were are kept sealed beside them (AES-GCM, the sessions' `Sealer`): a
+response chained onto this one starts from them, so a later turn still finds "the same
+card" in the conversation, while every read of the store (GET, input_items) shows the
+scrubbed items. A sealed copy no process can open (no shared `--state-secret`) is left
+aside: the chain then continues from the scrubbed items.
 
 Records from before `chain` (a `context` list, copied) are read as they are."""
 
@@ -24,6 +29,7 @@ from typing import Any
 
 from contracts import Contract
 from contracts.redaction import REDACTED
+from server.sessions.sealing import Sealer
 from server.state import StateStore
 
 NAMESPACE = "responses"
@@ -54,10 +60,12 @@ class StoredResponse:
 
 class ResponseStore:
     def __init__(self, records: StateStore, *, ttl_s: float,
-                 contract_of: Callable[[str], Contract | None] = lambda name: None) -> None:
+                 contract_of: Callable[[str], Contract | None] = lambda name: None,
+                 sealer: Sealer | None = None) -> None:
         self.records = records
         self.ttl_s = ttl_s
         self._contract = contract_of  # a tool's contract, for its Redact() fields
+        self._sealer = sealer
 
     def reserve(self, scope: str) -> str:
         """A write before the decode, so a store that is full or down is a 503 before the
@@ -68,31 +76,48 @@ class ResponseStore:
 
     def keep(self, scope: str, stored: StoredResponse, *, reserved: str | None = None) -> None:
         items, response = scrubbed(stored.input, stored.response, self._contract)
-        self.records.put(NAMESPACE, _key(scope, str(stored.response["id"])), {
-            "response": response, "input": items, "session": stored.session,
-            "chain": stored.chain}, ttl_s=self.ttl_s)
+        record: JsonObject = {"response": response, "input": items, "session": stored.session,
+                              "chain": stored.chain}
+        if self._sealer is not None and (items != stored.input or response != stored.response):
+            record["sealed"] = self._sealer.seal({"input": stored.input,
+                                                  "output": stored.output})
+        self.records.put(NAMESPACE, _key(scope, str(stored.response["id"])), record,
+                         ttl_s=self.ttl_s)
         if stored.chain:
             self.records.touch(NAMESPACE, [_key(scope, i) for i in stored.chain],
                                ttl_s=self.ttl_s)
         if reserved is not None:
             self.records.delete(RESERVATIONS, _key(scope, reserved))
 
-    def get(self, scope: str, response_id: str) -> StoredResponse | None:
+    def get(self, scope: str, response_id: str, *, opened: bool = False
+            ) -> StoredResponse | None:
+        """`opened`: the items as they were (for the response chained onto it), where a
+        sealed copy opens; else as stored, Redact() values scrubbed (what reads show)."""
         found = self.records.get(NAMESPACE, _key(scope, response_id))
         if found is None:
             return None
-        value = found.value
+        value = self._opened(found.value) if opened else found.value
         chain = [str(i) for i in value.get("chain") or ()]
         context = list(value.get("context") or [])  # a record from before `chain`
         if chain:
             earlier = self.records.get_many(NAMESPACE, [_key(scope, i) for i in chain])
             for record in earlier:  # a deleted or expired one is left out
                 if record is not None:
-                    v = record.value
+                    v = self._opened(record.value) if opened else record.value
                     context += [*(v.get("context") or []), *(v.get("input") or []),
                                 *(v["response"].get("output") or [])]
         return StoredResponse(value["response"], context, list(value.get("input") or []),
                               value.get("session"), chain)
+
+    def _opened(self, value: JsonObject) -> JsonObject:
+        sealed = value.get("sealed")
+        if sealed is None or self._sealer is None:
+            return value
+        ok, clear = self._sealer.open(sealed)
+        if not ok:
+            return value
+        return {**value, "input": clear["input"],
+                "response": {**value["response"], "output": clear["output"]}}
 
     def delete(self, scope: str, response_id: str) -> bool:
         return self.records.delete(NAMESPACE, _key(scope, response_id))

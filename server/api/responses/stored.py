@@ -17,6 +17,7 @@ answered as OpenAI answers an unknown one (404 on GET and DELETE; 400
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -67,8 +68,10 @@ class ResponseLog:
         return cls(request.app.state.responses, scope_of(caller_of(request).identity),
                    request.app.state.state)
 
-    async def find(self, response_id: str) -> StoredResponse | None:
-        return await self.state.run(self.store.get, self.scope, response_id)
+    async def find(self, response_id: str, *, opened: bool = False) -> StoredResponse | None:
+        """`opened`: for a response chained onto it (Redact() values as they were)."""
+        return await self.state.run(
+            functools.partial(self.store.get, opened=opened), self.scope, response_id)
 
     async def earlier(self, body: ResponsesRequest) -> Earlier:
         """The chain `body` continues, and the session its slots live in. A response to be
@@ -79,7 +82,7 @@ class ResponseLog:
         if body.previous_response_id is None:
             return Earlier(session=f"sess_{uuid.uuid4().hex}" if kept else None,
                            reserved=reserved)
-        found = await self.find(body.previous_response_id)
+        found = await self.find(body.previous_response_id, opened=True)
         if found is None:
             raise InvalidRequest(
                 f"Previous response with id {body.previous_response_id!r} not found: it was "

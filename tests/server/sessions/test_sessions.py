@@ -191,3 +191,28 @@ def test_redacted_values_are_stored_redacted_in_responses_and_sessions():
     other = SessionStore(records, slot_ttl_s=60, contract_of=registry.get,
                          sealer=Sealer(b"another secret"))
     assert other.load("t", "s").state.tools["open_dispute"].values == {"amount": "12.50"}
+
+
+def test_a_chained_response_starts_from_the_sealed_items_and_reads_show_them_scrubbed():
+    """The card is "[redacted]" in the store and in every read, but a response chained onto
+    the turn that said it still finds it (a second dispute with "the same card"); a store
+    that cannot open the sealed copy continues from the scrubbed items."""
+    from contracts import ContractRegistry
+
+    registry = ContractRegistry()
+    registry.load("contracts.examples")
+    records = MemoryStateStore()
+    responses = ResponseStore(records, ttl_s=60, contract_of=registry.get,
+                              sealer=Sealer(b"shared by the replicas"))
+    said = {"id": "msg_1", "type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "card 4417 was charged 12.50"}]}
+    call = {"id": "fc_1", "call_id": "call_1", "type": "function_call",
+            "name": "open_dispute", "arguments": '{"card_last4":"4417"}'}
+    responses.keep("t", StoredResponse({"id": "resp_1", "output": [call]}, [], [said], None))
+    kept = json.dumps(records._records[("responses", "t\x1fresp_1")].value)
+    assert "4417" not in kept
+    assert "4417" not in json.dumps(responses.get("t", "resp_1").input_items())
+    assert "4417" in json.dumps(responses.get("t", "resp_1", opened=True).conversation())
+    stranger = ResponseStore(records, ttl_s=60, contract_of=registry.get,
+                             sealer=Sealer(b"another secret"))
+    assert "4417" not in json.dumps(stranger.get("t", "resp_1", opened=True).conversation())
