@@ -255,6 +255,20 @@ def bfcl(results: dict[str, Any]) -> Rendered:
         headline=f"constrained AST accuracy: {head}" if head else "")
 
 
+def bfcl_multi_turn(results: dict[str, Any]) -> Rendered:
+    from bench.bfcl_multi_turn import table as multi_turn_table
+
+    args, rows = results["args"], results["rows"]
+    head = ", ".join(f"{r['setting']} {r['dialogues_correct']} of {r['dialogues']} "
+                     f"({r['turns_correct']} of {r['turns']} turns)" for r in rows)
+    return Rendered(
+        sections=[f"BFCL v4 multi_turn_base from dialogue {args['offset']}, scored by state "
+                  f"as BFCL scores it; at most {args['max_steps']} requests with calls per "
+                  f"turn, max_tokens {args['max_tokens']}, model {args['model']}.", "",
+                  multi_turn_table(rows), ""],
+        headline=f"dialogues correct: {head}")
+
+
 def gpu_decode(results: dict[str, Any]) -> Rendered:
     from bench.gpu_decode import table as gpu_table
 
@@ -333,6 +347,7 @@ RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
     "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
+    "bfcl-multi-turn": bfcl_multi_turn,
     "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
     "load": load, "serve": serve, "vllm-engine": vllm_engine, "memory": memory,
 }
