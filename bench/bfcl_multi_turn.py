@@ -38,15 +38,15 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import openai
 
 from bench.bfcl_multi_turn_data import call_string, functions, load, tools
-from bench.bfcl_multi_turn_exec import DialogueBackends, score_turn
+from bench.bfcl_multi_turn_exec import DialogueBackends, TurnChecks, score_turn
 from bench.results_file import add_save_flag, save
 from server.process import ServerProcess
 
@@ -74,14 +74,19 @@ def main(argv: list[str] | None = None) -> int:
     settings = [s for s in args.settings.split(",") if s]
     if unknown := [s for s in settings if s not in SETTINGS]:
         raise SystemExit(f"unknown setting {unknown[0]!r}: use {', '.join(SETTINGS)}")
-    records = run(args, settings)
-    rows = [summary(s, [r for r in records if r["setting"] == s]) for s in settings]
     shown = {"limit": args.limit, "offset": args.offset, "max_steps": args.max_steps,
              "max_tokens": args.max_tokens, "model": args.model or "embedded",
              "url": args.url, "server_args": args.server_args}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"args": shown, "rows": rows, "dialogues": records},
-                                   indent=1))
+
+    def report(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rows = [summary(s, [r for r in records if r["setting"] == s]) for s in settings]
+        args.out.write_text(json.dumps({"args": shown, "rows": rows, "dialogues": records},
+                                       indent=1))
+        return rows
+
+    records = run(args, settings, after_each=report)  # a stopped run keeps what it has
+    rows = report(records)
     print(table(rows))
     print(f"report: {args.out}", file=sys.stderr)
     if args.save:
@@ -90,8 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(args: argparse.Namespace, settings: list[str]) -> list[dict[str, Any]]:
-    """Every dialogue of the slice in every setting (alternating), against one server."""
+def run(args: argparse.Namespace, settings: list[str],
+        after_each: Callable[[list[dict[str, Any]]], object] = lambda records: None
+        ) -> list[dict[str, Any]]:
+    """Every dialogue of the slice in every setting (alternating), against one server;
+    `after_each` sees the records so far after each dialogue."""
     from tqdm import tqdm
 
     pairs = load(args.limit, args.offset)
@@ -104,6 +112,7 @@ def run(args: argparse.Namespace, settings: list[str]) -> list[dict[str, Any]]:
         for entry, truth in tqdm(pairs, desc="dialogues", file=sys.stderr):
             for setting in settings:
                 records.append(replay.dialogue(entry, truth, setting))
+            after_each(records)
     return records
 
 
@@ -140,13 +149,13 @@ class DialogueReplay:
             messages.extend(asked)
             steps, forced = self._turn(messages, offered, backends, grounded)
             model_results += [r for s in steps for r in s["results"]]
-            truth_results = backends.run("truth", truth_calls)
+            checks = TurnChecks.after_turn(backends, model_results=model_results,
+                                           truth_results=backends.run("truth", truth_calls))
             verdict = score_turn(
                 truth_calls=truth_calls, model_calls=sum(len(s["results"]) for s in steps),
-                forced_quit=forced, model=backends.instances("model"),
-                truth=backends.instances("truth"), model_results=model_results,
-                truth_results=truth_results)
-            turns.append({"verdict": verdict, "truth": truth_calls, "steps": steps})
+                forced_quit=forced, checks=checks)
+            turns.append({"verdict": verdict, "truth": truth_calls, "steps": steps,
+                          **asdict(checks)})
         return {"id": entry["id"], "setting": setting, "turns": turns,
                 "correct": all(t["verdict"] == "correct" for t in turns)}
 

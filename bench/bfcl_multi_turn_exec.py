@@ -22,6 +22,7 @@ import itertools
 import sys
 import types
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -85,22 +86,37 @@ class DialogueBackends:
             calls, entry["initial_config"], entry["involved_classes"], side, entry["id"])
 
 
+@dataclass(frozen=True)
+class TurnChecks:
+    """BFCL's two checks after a turn: the classes whose instances' state differs from the
+    ground truth's, and the ground truth's results of the turn missing from the model's."""
+
+    state_differs: list[str]
+    results_missing: list[str]
+
+    @classmethod
+    def after_turn(cls, backends: DialogueBackends, *, model_results: list[str],
+                   truth_results: list[str]) -> TurnChecks:
+        """`model_results`: every result of the model's calls in the dialogue so far;
+        `truth_results`: the ground truth's in this turn."""
+        model, truth = backends.instances("model"), backends.instances("truth")
+        return cls([name for name in truth if state_differences(model[name], truth[name])],
+                   missing_results(model_results, truth_results))
+
+
 def score_turn(*, truth_calls: list[str], model_calls: int, forced_quit: bool,
-               model: dict[str, Any], truth: dict[str, Any], model_results: list[str],
-               truth_results: list[str]) -> str:
+               checks: TurnChecks) -> str:
     """"correct", or why not: "no call", "call not expected", "step limit",
-    "state: <class>" or "results missing". `model_results`: every result of the model's
-    calls in this dialogue so far; `truth_results`: the ground truth's in this turn."""
+    "state: <class>" or "results missing"."""
     if not truth_calls:
         return "correct" if model_calls == 0 else "call not expected"
     if model_calls == 0:
         return "no call"
     if forced_quit:
         return "step limit"
-    for name in truth:
-        if state_differences(model[name], truth[name]):
-            return f"state: {name}"
-    return "results missing" if missing_results(model_results, truth_results) else "correct"
+    if checks.state_differs:
+        return f"state: {checks.state_differs[0]}"
+    return "results missing" if checks.results_missing else "correct"
 
 
 def state_differences(model: Any, truth: Any) -> dict[str, tuple[Any, Any]]:

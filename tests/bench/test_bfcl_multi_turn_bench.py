@@ -13,6 +13,7 @@ from bench.bfcl_multi_turn import main, summary, table
 from bench.bfcl_multi_turn_data import GROUNDED, call_string, functions, load, tools
 from bench.bfcl_multi_turn_exec import (
     DialogueBackends,
+    TurnChecks,
     missing_results,
     score_turn,
     state_differences,
@@ -31,18 +32,25 @@ def dialogues() -> dict[str, tuple[dict, list[list[str]]]]:
     return {entry["id"]: (entry, truth) for entry, truth in load()}
 
 
-def _scored(entry: dict, truth: list[list[str]], model_turns: list[list[str]]) -> list[str]:
-    """Each turn's verdict when the model's calls per turn are `model_turns`."""
+def _checked(entry: dict, truth: list[list[str]], model_turns: list[list[str]]
+             ) -> list[TurnChecks]:
+    """Each turn's checks when the model's calls per turn are `model_turns`."""
     backends = DialogueBackends(entry)
     model_results: list[str] = []
     out = []
     for calls, truth_calls in zip(model_turns, truth, strict=False):
         model_results += backends.run("model", calls)
-        out.append(score_turn(
-            truth_calls=truth_calls, model_calls=len(calls), forced_quit=False,
-            model=backends.instances("model"), truth=backends.instances("truth"),
-            model_results=model_results, truth_results=backends.run("truth", truth_calls)))
+        out.append(TurnChecks.after_turn(backends, model_results=model_results,
+                                         truth_results=backends.run("truth", truth_calls)))
     return out
+
+
+def _scored(entry: dict, truth: list[list[str]], model_turns: list[list[str]]) -> list[str]:
+    """Each turn's verdict when the model's calls per turn are `model_turns`."""
+    return [score_turn(truth_calls=truth_calls, model_calls=len(calls), forced_quit=False,
+                       checks=checks)
+            for calls, truth_calls, checks in zip(
+                model_turns, truth, _checked(entry, truth, model_turns), strict=False)]
 
 
 def test_the_functions_become_json_schema_tools(dialogues):
@@ -141,14 +149,18 @@ def test_a_result_from_an_earlier_turn_counts_and_extra_calls_do_no_harm(dialogu
 
 
 def test_the_turn_verdicts_by_bfcls_rules():
-    calls = ["f()"]
-    base = {"model": {}, "truth": {}, "model_results": ["1"], "truth_results": ["1"]}
-    assert score_turn(truth_calls=calls, model_calls=1, forced_quit=False, **base) == "correct"
-    assert score_turn(truth_calls=calls, model_calls=2, forced_quit=True, **base) \
-        == "step limit"
-    assert score_turn(truth_calls=[], model_calls=0, forced_quit=False, **base) == "correct"
-    assert score_turn(truth_calls=[], model_calls=1, forced_quit=False, **base) \
-        == "call not expected"
+    passed, differs, missing = (TurnChecks([], []), TurnChecks(["TicketAPI"], ["1"]),
+                                TurnChecks([], ["1"]))
+    verdicts = [score_turn(truth_calls=calls, model_calls=made, forced_quit=forced,
+                           checks=checks)
+                for calls, made, forced, checks in [
+                    (["f()"], 1, False, passed), (["f()"], 1, False, differs),
+                    (["f()"], 1, False, missing), (["f()"], 0, False, passed),
+                    (["f()"], 5, True, passed), ([], 0, False, differs),
+                    ([], 1, False, passed)]]
+    assert verdicts == ["correct", "state: TicketAPI", "results missing",
+                                       "no call", "step limit", "correct",
+                                       "call not expected"]
     assert missing_results(["a", "b", "a"], ["a", "a", "a", "c"]) == ["a", "c"]
     assert missing_results(["b", "a"], ["a", "b"]) == []  # in any order
 
@@ -202,9 +214,9 @@ def test_an_unknown_setting_is_refused():
 @pytest.mark.slow
 def test_a_real_run_scores_every_turn_in_both_settings(dialogues, tmp_path):
     """For real: a server on the embedded model, the openai client, BFCL's classes; one
-    two-turn dialogue, at most 2 requests with calls per turn. Each turn's verdict is the one
-    a replay of the model's recorded calls on fresh instances gives (as BFCL's checker
-    re-executes them)."""
+    two-turn dialogue, at most 2 requests with calls per turn. Each turn's checks (state and
+    results) are the ones a replay of the model's recorded calls on fresh instances gives, as
+    BFCL's checker re-executes them."""
     out = tmp_path / "report.json"
     assert main(["--offset", "3", "--limit", "1", "--max-steps", "2", "--max-tokens", "96",
                  "--out", str(out)]) == 0
@@ -224,9 +236,9 @@ def test_a_real_run_scores_every_turn_in_both_settings(dialogues, tmp_path):
         assert all(s["prompt_tokens"] > 0 and s["seconds"] > 0 for s in answered)
         assert len(answered) + sum(row["failed"].values()) == row["requests"]
         model_turns = [[c for s in t["steps"] for c in s["calls"]] for t in record["turns"]]
-        replayed = _scored(entry, truth, model_turns)
-        assert [v if not f else "step limit" for v, f in zip(
-            replayed, [t["verdict"] == "step limit" for t in record["turns"]], strict=True)
-                ] == [t["verdict"] for t in record["turns"]]
+        replayed = _checked(entry, truth, model_turns)
+        assert [{"state_differs": c.state_differs, "results_missing": c.results_missing}
+                for c in replayed] == [{k: t[k] for k in ("state_differs", "results_missing")}
+                                       for t in record["turns"]]
         assert row["turns_correct"] == sum(t["verdict"] == "correct" for t in record["turns"])
         assert row["dialogues_correct"] == int(row["turns_correct"] == 2)
