@@ -1,7 +1,7 @@
 """BFCL v4 multi-turn (multi_turn_base) replayed turn by turn against a StrictCall server,
 scored by state as BFCL scores it, with grounding off and on.
 
-    strictcall-bench bfcl-multi-turn [--limit 10] [--offset 0] [--max-steps 5]
+    strictcall-bench bfcl-multi-turn [--limit 10] [--offset 0] [--every 1] [--max-steps 5]
         [--settings grounding-off,grounding-on] [--max-tokens 256] [--url URL]
         [--model DIR] [--server-args "..."] [--out bench/results/scratch/bfcl-multi-turn.json]
         [--save]
@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--limit", type=int, default=10, help="dialogues (of 200)")
     p.add_argument("--offset", type=int, default=0, help="dialogues skipped first")
+    p.add_argument("--every", type=int, default=1,
+                   help="every k-th dialogue from the offset (the file is grouped by API "
+                        "class; e.g. 8 spreads 25 dialogues over all 200)")
     p.add_argument("--max-steps", type=int, default=5,
                    help="requests with calls per turn before it is cut off (BFCL: 20)")
     p.add_argument("--settings", default=",".join(SETTINGS))
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = [s for s in args.settings.split(",") if s]
     if unknown := [s for s in settings if s not in SETTINGS]:
         raise SystemExit(f"unknown setting {unknown[0]!r}: use {', '.join(SETTINGS)}")
-    shown = {"limit": args.limit, "offset": args.offset, "max_steps": args.max_steps,
+    shown = {"limit": args.limit, "offset": args.offset, "every": args.every,
+             "max_steps": args.max_steps,
              "max_tokens": args.max_tokens, "model": args.model or "embedded",
              "url": args.url, "server_args": args.server_args}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace, settings: list[str],
     `after_each` sees the records so far after each dialogue."""
     from tqdm import tqdm
 
-    pairs = load(args.limit, args.offset)
+    pairs = load(args.limit, args.offset, args.every)
     records = []
     with _server(args) as base_url, openai.OpenAI(base_url=f"{base_url}/v1", api_key="-",
                                                   max_retries=0, timeout=900) as client:

@@ -24,14 +24,14 @@ CLASS_FILES = {
 }
 
 
-def load(limit: int | None = None, offset: int = 0, *, root: Path = MULTI_TURN
-         ) -> list[tuple[dict[str, Any], list[list[str]]]]:
-    """(dialogue, ground truth: call strings per turn) pairs, `offset` first, at most
-    `limit`."""
+def load(limit: int | None = None, offset: int = 0, every: int = 1, *,
+         root: Path = MULTI_TURN) -> list[tuple[dict[str, Any], list[list[str]]]]:
+    """(dialogue, ground truth: call strings per turn) pairs: every `every`-th from `offset`
+    (the file is grouped by API class: a stride mixes them), at most `limit`."""
     entries = _lines(root / f"BFCL_v4_{CATEGORY}.json")
     truths = {a["id"]: a["ground_truth"]
               for a in _lines(root / "possible_answer" / f"BFCL_v4_{CATEGORY}.json")}
-    pairs = [(e, truths[e["id"]]) for e in entries if e["id"] in truths][offset:]
+    pairs = [(e, truths[e["id"]]) for e in entries if e["id"] in truths][offset::every]
     return pairs[:limit] if limit is not None else pairs
 
 

@@ -262,9 +262,10 @@ def bfcl_multi_turn(results: dict[str, Any]) -> Rendered:
     head = ", ".join(f"{r['setting']} {r['dialogues_correct']} of {r['dialogues']} "
                      f"({r['turns_correct']} of {r['turns']} turns)" for r in rows)
     return Rendered(
-        sections=[f"BFCL v4 multi_turn_base from dialogue {args['offset']}, scored by state "
-                  f"as BFCL scores it; at most {args['max_steps']} requests with calls per "
-                  f"turn, max_tokens {args['max_tokens']}, model {args['model']}.", "",
+        sections=[f"BFCL v4 multi_turn_base: {rows[0]['dialogues'] if rows else 0} "
+                  f"dialogues from index {args['offset']}, one in {args.get('every', 1)}; "
+                  f"at most {args['max_steps']} requests with calls per turn, max_tokens "
+                  f"{args['max_tokens']}, model {args['model']}.", "",
                   multi_turn_table(rows), ""],
         headline=f"dialogues correct: {head}")
 

@@ -53,6 +53,14 @@ def _scored(entry: dict, truth: list[list[str]], model_turns: list[list[str]]) -
                 model_turns, truth, _checked(entry, truth, model_turns), strict=False)]
 
 
+def test_a_stride_mixes_the_api_classes(dialogues):
+    picked = load(25, 0, 8)
+    assert [e["id"] for e, _ in picked][:3] == [f"multi_turn_base_{i}" for i in (0, 8, 16)]
+    assert len(picked) == 25 and {"TravelAPI", "TradingBot", "VehicleControlAPI"} <= {
+        c for e, _ in picked for c in e["involved_classes"]}
+    assert load(2, 199) == [dialogues["multi_turn_base_199"]]
+
+
 def test_the_functions_become_json_schema_tools(dialogues):
     entry, _ = dialogues["multi_turn_base_31"]  # GorillaFileSystem and MathAPI
     docs = functions(entry["involved_classes"])
