@@ -23,7 +23,8 @@ Settings (alternating per dialogue, one server):
 
 Per setting: dialogues and turns correct, requests, calls made, questions (responses with
 `strictcall.needs_input`: a call the server turned into a question), answers cut off at
-`--max-tokens` (finish_reason "length": no call), turns cut at the step limit, failed
+`--max-tokens` (finish_reason "length": no call), turns cut at the step limit (and of those,
+the ones whose state and results were right all the same), failed
 requests by status and error code, median prompt tokens and latency per request, and why
 turns failed.
 """
@@ -34,6 +35,7 @@ import argparse
 import contextlib
 import json
 import shlex
+import signal
 import statistics
 import sys
 import time
@@ -54,7 +56,7 @@ SETTINGS = {"grounding-off": False, "grounding-on": True}  # name -> grounded
 MODEL = "m"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="strictcall-bench bfcl-multi-turn", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--limit", type=int, default=10, help="dialogues (of 200)")
@@ -73,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path,
                    default=Path("bench/results/scratch/bfcl-multi-turn.json"))
     add_save_flag(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     settings = [s for s in args.settings.split(",") if s]
     if unknown := [s for s in settings if s not in SETTINGS]:
         raise SystemExit(f"unknown setting {unknown[0]!r}: use {', '.join(SETTINGS)}")
@@ -89,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
                                        indent=1))
         return rows
 
-    records = run(args, settings, after_each=report)  # a stopped run keeps what it has
+    # SIGTERM (timeout, kill) leaves through the `with` blocks: the server child goes too
+    before = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        records = run(args, settings, after_each=report)  # a stopped run keeps what it has
+    finally:
+        signal.signal(signal.SIGTERM, before)
     rows = report(records)
     print(table(rows))
     print(f"report: {args.out}", file=sys.stderr)
@@ -242,6 +253,10 @@ def summary(setting: str, records: list[dict[str, Any]]) -> dict[str, Any]:
             "questions": sum(s["question"] for s in answered),
             "cut_off": sum(s["finish"] == "length" for s in answered),
             "step_limit": sum(t["verdict"] == "step limit" for t in turns),
+            # BFCL fails a forced quit; this says how many of those had done the work
+            "checks_pass_at_step_limit": sum(
+                t["verdict"] == "step limit" and not t["state_differs"]
+                and not t["results_missing"] for t in turns),
             "failed": dict(Counter(s["error"] for s in steps if "error" in s)),
             "verdicts": dict(Counter(t["verdict"] for t in turns)),
             "prompt_tokens_median": statistics.median(prompts) if prompts else None,
@@ -266,7 +281,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         "requests": lambda r: r["requests"], "calls": lambda r: r["calls"],
         "questions (needs_input)": lambda r: r["questions"],
         "cut off (max tokens)": lambda r: r["cut_off"],
-        "turns cut at the step limit": lambda r: r["step_limit"],
+        "turns cut at the step limit (state and results right)":
+            lambda r: f"{r['step_limit']} ({r['checks_pass_at_step_limit']})",
         "failed requests": _failed_cell,
         "prompt tokens (median)": lambda r: _num(r["prompt_tokens_median"], ".0f"),
         "latency s (median)": lambda r: _num(r["latency_s_median"], ".2f")}

@@ -180,21 +180,25 @@ def test_the_report_counts_what_the_records_hold():
              "prompt_tokens": 300, "seconds": 3.0}
     failed = {"error": "400 context_length_exceeded", "calls": [], "results": [],
               "not_run": []}
+    checks = {"state_differs": [], "results_missing": []}
     records = [{"id": "a", "setting": "grounding-on", "correct": False, "turns": [
-        {"verdict": "correct", "steps": [step, asked]},
-        {"verdict": "no call", "steps": [failed]}]}]
+        {"verdict": "correct", "steps": [step, asked], **checks},
+        {"verdict": "no call", "steps": [failed], **checks},
+        {"verdict": "step limit", "steps": [step], **checks},
+        {"verdict": "step limit", "steps": [step], **checks, "state_differs": ["X"]}]}]
     row = summary("grounding-on", records)
     assert {k: row[k] for k in ("dialogues", "dialogues_correct", "turns", "turns_correct",
-                                "requests", "calls", "questions", "cut_off", "failed",
+                                "requests", "calls", "questions", "cut_off", "step_limit",
+                                "checks_pass_at_step_limit", "failed",
                                 "prompt_tokens_median", "latency_s_median")} == {
-        "dialogues": 1, "dialogues_correct": 0, "turns": 2, "turns_correct": 1,
-        "requests": 3, "calls": 1, "questions": 1, "cut_off": 0,
-        "failed": {"400 context_length_exceeded": 1}, "prompt_tokens_median": 200,
-        "latency_s_median": 2.0}
+        "dialogues": 1, "dialogues_correct": 0, "turns": 4, "turns_correct": 1,
+        "requests": 5, "calls": 3, "questions": 1, "cut_off": 0, "step_limit": 2,
+        "checks_pass_at_step_limit": 1, "failed": {"400 context_length_exceeded": 1},
+        "prompt_tokens_median": 100, "latency_s_median": 1.0}
     rendered = table([row])
-    assert "| grounding-on | 0 of 1 | 1 of 2 | 3 | 1 | 1 | 0 | 0 | " \
-           "1 (1 400 context_length_exceeded) | 200 | 2.00 |" in rendered
-    assert "| grounding-on | no call 1 |" in rendered
+    assert "| grounding-on | 0 of 1 | 1 of 4 | 5 | 3 | 1 | 0 | 2 (1) | " \
+           "1 (1 400 context_length_exceeded) | 100 | 1.00 |" in rendered
+    assert "| grounding-on | step limit 2, no call 1 |" in rendered
 
 
 def test_a_saved_run_renders_its_page(tmp_path):
@@ -202,7 +206,8 @@ def test_a_saved_run_renders_its_page(tmp_path):
     from bench.results_file import save
 
     row = summary("grounding-off", [{"id": "a", "setting": "grounding-off", "correct": True,
-                                     "turns": [{"verdict": "correct", "steps": []}]}])
+                                     "turns": [{"verdict": "correct", "steps": [],
+                                                "state_differs": [], "results_missing": []}]}])
     save("bfcl-multi-turn", {"args": {"offset": 0, "max_steps": 5, "max_tokens": 256,
                                       "model": "embedded"}, "rows": [row], "dialogues": []},
          ["--limit", "1"], directory=tmp_path)
