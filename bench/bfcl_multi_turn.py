@@ -25,8 +25,10 @@ Per setting: dialogues and turns correct, requests, calls made, questions (respo
 `strictcall.needs_input`: a call the server turned into a question), answers cut off at
 `--max-tokens` (finish_reason "length": no call), turns cut at the step limit (and of those,
 the ones whose state and results were right all the same), failed
-requests by status and error code, median prompt tokens and latency per request, and why
-turns failed.
+requests by status and error code, median prompt tokens and latency per request, why turns
+failed, and the server's deaths: a server this run started is killed past
+`--max-server-gib` resident memory (rather than the machine's OOM killer choosing among
+everyone's processes) and the next dialogue gets a new one (bench/server_guard.py).
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +52,7 @@ import openai
 from bench.bfcl_multi_turn_data import call_string, functions, load, tools
 from bench.bfcl_multi_turn_exec import DialogueBackends, TurnChecks, score_turn
 from bench.results_file import add_save_flag, save
-from server.process import ServerProcess
+from bench.server_guard import GuardedServer
 
 SETTINGS = {"grounding-off": False, "grounding-on": True}  # name -> grounded
 MODEL = "m"
@@ -72,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
                                  "model)")
     p.add_argument("--model", help="model directory (default: the embedded model)")
     p.add_argument("--server-args", default="", help="extra `strictcall serve` flags")
+    p.add_argument("--max-server-gib", type=float, default=6.0,
+                   help="the started server is killed past this resident memory (a death "
+                        "in the report; the next dialogue gets a new server)")
     p.add_argument("--out", type=Path,
                    default=Path("bench/results/scratch/bfcl-multi-turn.json"))
     add_save_flag(p)
@@ -84,62 +89,84 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [s for s in settings if s not in SETTINGS]:
         raise SystemExit(f"unknown setting {unknown[0]!r}: use {', '.join(SETTINGS)}")
     shown = {"limit": args.limit, "offset": args.offset, "every": args.every,
-             "max_steps": args.max_steps,
-             "max_tokens": args.max_tokens, "model": args.model or "embedded",
+             "max_steps": args.max_steps, "max_tokens": args.max_tokens,
+             "max_server_gib": args.max_server_gib, "model": args.model or "embedded",
              "url": args.url, "server_args": args.server_args}
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
-    def report(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        rows = [summary(s, [r for r in records if r["setting"] == s]) for s in settings]
-        args.out.write_text(json.dumps({"args": shown, "rows": rows, "dialogues": records},
-                                       indent=1))
+    def report(records: list[dict[str, Any]], deaths: list[dict[str, Any]]
+               ) -> list[dict[str, Any]]:
+        rows = [summary(s, [r for r in records if r["setting"] == s],
+                        [d for d in deaths if d["during"].endswith(f" {s}")])
+                for s in settings]
+        args.out.write_text(json.dumps({"args": shown, "rows": rows, "server_deaths": deaths,
+                                        "dialogues": records}, indent=1))
         return rows
 
     # SIGTERM (timeout, kill) leaves through the `with` blocks: the server child goes too
     before = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        records = run(args, settings, after_each=report)  # a stopped run keeps what it has
+        records, deaths = run(args, settings, after_each=report)  # a stop keeps what ran
     finally:
         signal.signal(signal.SIGTERM, before)
-    rows = report(records)
+    rows = report(records, deaths)
     print(table(rows))
     print(f"report: {args.out}", file=sys.stderr)
     if args.save:
-        save("bfcl-multi-turn", {"args": shown, "rows": rows,
-                                 "dialogues": [verdicts(r) for r in records]}, argv)
+        save("bfcl-multi-turn", {"args": shown, "rows": rows, "server_deaths": [
+            {k: d[k] for k in ("during", "why")} for d in deaths],
+            "dialogues": [verdicts(r) for r in records]}, argv)
     return 0
 
 
 def run(args: argparse.Namespace, settings: list[str],
-        after_each: Callable[[list[dict[str, Any]]], object] = lambda records: None
-        ) -> list[dict[str, Any]]:
-    """Every dialogue of the slice in every setting (alternating), against one server;
-    `after_each` sees the records so far after each dialogue."""
+        after_each: Callable[[list[dict[str, Any]], list[dict[str, Any]]], object]
+        = lambda records, deaths: None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every dialogue of the slice in every setting (alternating), against one server (a
+    new one after a death); the records and the server's deaths. `after_each` sees them
+    after each dialogue."""
     from tqdm import tqdm
 
-    pairs = load(args.limit, args.offset, args.every)
-    records = []
-    with _server(args) as base_url, openai.OpenAI(base_url=f"{base_url}/v1", api_key="-",
-                                                  max_retries=0, timeout=900) as client:
-        model = MODEL if args.url is None else client.models.list().data[0].id
-        replay = DialogueReplay(client, model, max_steps=args.max_steps,
-                                max_tokens=args.max_tokens)
-        for entry, truth in tqdm(pairs, desc="dialogues", file=sys.stderr):
+    records: list[dict[str, Any]] = []
+    with _server(args) as server, contextlib.ExitStack() as clients:
+        replay = None
+        for entry, truth in tqdm(load(args.limit, args.offset, args.every), desc="dialogues",
+                                 file=sys.stderr):
             for setting in settings:
+                server.during = f"{entry['id']} {setting}"
+                if replay is None or not server.alive():
+                    client = clients.enter_context(openai.OpenAI(
+                        base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
+                        timeout=900))
+                    model = MODEL if args.url is None else client.models.list().data[0].id
+                    replay = DialogueReplay(client, model, max_steps=args.max_steps,
+                                            max_tokens=args.max_tokens)
                 records.append(replay.dialogue(entry, truth, setting))
-            after_each(records)
-    return records
+            after_each(records, server.deaths)
+    return records, server.deaths
+
+
+@dataclass
+class _RunningServer:
+    """A server this run did not start (`--url`): never restarted."""
+
+    base_url: str
+    during: str = ""
+    deaths: list[dict[str, Any]] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        return True
 
 
 @contextlib.contextmanager
-def _server(args: argparse.Namespace) -> Iterator[str]:
+def _server(args: argparse.Namespace) -> Iterator[GuardedServer | _RunningServer]:
     if args.url:
-        yield args.url.rstrip("/").removesuffix("/v1")
+        yield _RunningServer(args.url.rstrip("/").removesuffix("/v1"))
         return
     server_args = ["--served-model-name", MODEL, *shlex.split(args.server_args)] + (
         ["--model", args.model] if args.model else [])
-    with ServerProcess(*server_args, startup_s=600) as server:
-        yield server.base_url
+    with GuardedServer(*server_args, max_rss_gib=args.max_server_gib) as server:
+        yield server
 
 
 @dataclass(frozen=True)
@@ -239,8 +266,9 @@ def failure(exc: openai.APIStatusError) -> str:
     return f"{exc.status_code} {exc.code or exc.type or 'error'}"
 
 
-def summary(setting: str, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """One setting's counts over its dialogues."""
+def summary(setting: str, records: list[dict[str, Any]],
+            deaths: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """One setting's counts over its dialogues, and the server's deaths during them."""
     turns = [t for r in records for t in r["turns"]]
     steps = [s for t in turns for s in t["steps"]]
     answered = [s for s in steps if "error" not in s]
@@ -259,6 +287,7 @@ def summary(setting: str, records: list[dict[str, Any]]) -> dict[str, Any]:
                 and not t["results_missing"] for t in turns),
             "failed": dict(Counter(s["error"] for s in steps if "error" in s)),
             "verdicts": dict(Counter(t["verdict"] for t in turns)),
+            "server_deaths": [f"{d['during'].rsplit(' ', 1)[0]}: {d['why']}" for d in deaths],
             "prompt_tokens_median": statistics.median(prompts) if prompts else None,
             "latency_s_median": statistics.median(s["seconds"] for s in answered)
             if answered else None}
@@ -289,11 +318,12 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
     lines += ["| " + " | ".join(str(cell(r)) for cell in columns.values()) + " |"
               for r in rows]
-    lines += ["", "| setting | why turns failed |", "|---|---|"]
+    lines += ["", "| setting | why turns failed | the server died during |", "|---|---|---|"]
     for r in rows:
         wrong = sorted(((n, v) for v, n in r["verdicts"].items() if v != "correct"),
                        reverse=True)
-        lines.append(f"| {r['setting']} | {', '.join(f'{v} {n}' for n, v in wrong) or '-'} |")
+        lines.append(f"| {r['setting']} | {', '.join(f'{v} {n}' for n, v in wrong) or '-'} | "
+                     f"{'; '.join(r.get('server_deaths', [])) or '-'} |")
     return "\n".join(lines)
 
 

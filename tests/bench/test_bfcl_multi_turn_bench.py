@@ -186,7 +186,8 @@ def test_the_report_counts_what_the_records_hold():
         {"verdict": "no call", "steps": [failed], **checks},
         {"verdict": "step limit", "steps": [step], **checks},
         {"verdict": "step limit", "steps": [step], **checks, "state_differs": ["X"]}]}]
-    row = summary("grounding-on", records)
+    row = summary("grounding-on", records, [{"during": "multi_turn_base_150 grounding-on",
+                                             "why": "exited with -9"}])
     assert {k: row[k] for k in ("dialogues", "dialogues_correct", "turns", "turns_correct",
                                 "requests", "calls", "questions", "cut_off", "step_limit",
                                 "checks_pass_at_step_limit", "failed",
@@ -198,7 +199,8 @@ def test_the_report_counts_what_the_records_hold():
     rendered = table([row])
     assert "| grounding-on | 0 of 1 | 1 of 4 | 5 | 3 | 1 | 0 | 2 (1) | " \
            "1 (1 400 context_length_exceeded) | 100 | 1.00 |" in rendered
-    assert "| grounding-on | step limit 2, no call 1 |" in rendered
+    assert "| grounding-on | step limit 2, no call 1 | multi_turn_base_150: exited with -9 |" \
+        in rendered
 
 
 def test_a_saved_run_renders_its_page(tmp_path):
