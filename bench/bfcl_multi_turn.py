@@ -195,7 +195,7 @@ class DialogueReplay:
                                            truth_results=backends.run("truth", truth_calls))
             verdict = score_turn(
                 truth_calls=truth_calls, model_calls=sum(len(s["results"]) for s in steps),
-                forced_quit=forced, checks=checks)
+                forced_quit=forced, checks=checks, request_failed="error" in steps[-1])
             turns.append({"verdict": verdict, "truth": truth_calls, "steps": steps,
                           **asdict(checks)})
         return {"id": entry["id"], "setting": setting, "turns": turns,

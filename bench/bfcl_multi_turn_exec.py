@@ -105,9 +105,12 @@ class TurnChecks:
 
 
 def score_turn(*, truth_calls: list[str], model_calls: int, forced_quit: bool,
-               checks: TurnChecks) -> str:
-    """"correct", or why not: "no call", "call not expected", "step limit",
-    "state: <class>" or "results missing"."""
+               checks: TurnChecks, request_failed: bool = False) -> str:
+    """"correct", or why not: "request failed" (the turn ended on a request the server did
+    not answer: what the model would have done is unknown), "no call", "call not expected",
+    "step limit", "state: <class>" or "results missing"."""
+    if request_failed:
+        return "request failed"
     if not truth_calls:
         return "correct" if model_calls == 0 else "call not expected"
     if model_calls == 0:

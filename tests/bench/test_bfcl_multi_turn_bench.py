@@ -20,7 +20,8 @@ from bench.bfcl_multi_turn_exec import (
 )
 from tests.conftest import evaldata
 
-VERDICTS = {"correct", "no call", "call not expected", "step limit", "results missing"}
+VERDICTS = {"correct", "no call", "call not expected", "step limit", "results missing",
+            "request failed"}
 
 
 @pytest.fixture(scope="module")
@@ -166,9 +167,11 @@ def test_the_turn_verdicts_by_bfcls_rules():
                     (["f()"], 1, False, missing), (["f()"], 0, False, passed),
                     (["f()"], 5, True, passed), ([], 0, False, differs),
                     ([], 1, False, passed)]]
-    assert verdicts == ["correct", "state: TicketAPI", "results missing",
-                                       "no call", "step limit", "correct",
-                                       "call not expected"]
+    assert verdicts == ["correct", "state: TicketAPI", "results missing", "no call",
+                        "step limit", "correct", "call not expected"]
+    for truth_calls in ([], ["f()"]):  # a dead server's silence is no answer
+        assert score_turn(truth_calls=truth_calls, model_calls=0, forced_quit=False,
+                          checks=passed, request_failed=True) == "request failed"
     assert missing_results(["a", "b", "a"], ["a", "a", "a", "c"]) == ["a", "c"]
     assert missing_results(["b", "a"], ["a", "b"]) == []  # in any order
 
@@ -183,7 +186,7 @@ def test_the_report_counts_what_the_records_hold():
     checks = {"state_differs": [], "results_missing": []}
     records = [{"id": "a", "setting": "grounding-on", "correct": False, "turns": [
         {"verdict": "correct", "steps": [step, asked], **checks},
-        {"verdict": "no call", "steps": [failed], **checks},
+        {"verdict": "request failed", "steps": [failed], **checks},
         {"verdict": "step limit", "steps": [step], **checks},
         {"verdict": "step limit", "steps": [step], **checks, "state_differs": ["X"]}]}]
     row = summary("grounding-on", records, [{"during": "multi_turn_base_150 grounding-on",
@@ -199,7 +202,8 @@ def test_the_report_counts_what_the_records_hold():
     rendered = table([row])
     assert "| grounding-on | 0 of 1 | 1 of 4 | 5 | 3 | 1 | 0 | 2 (1) | " \
            "1 (1 400 context_length_exceeded) | 100 | 1.00 |" in rendered
-    assert "| grounding-on | step limit 2, no call 1 | multi_turn_base_150: exited with -9 |" \
+    assert "| grounding-on | step limit 2, request failed 1 | " \
+           "multi_turn_base_150: exited with -9 |" \
         in rendered
 
 
