@@ -255,6 +255,21 @@ def bfcl(results: dict[str, Any]) -> Rendered:
         headline=f"constrained AST accuracy: {head}" if head else "")
 
 
+def bfcl_multi_turn(results: dict[str, Any]) -> Rendered:
+    from bench.bfcl_multi_turn import table as multi_turn_table
+
+    args, rows = results["args"], results["rows"]
+    head = ", ".join(f"{r['setting']} {r['dialogues_correct']} of {r['dialogues']} "
+                     f"({r['turns_correct']} of {r['turns']} turns)" for r in rows)
+    return Rendered(
+        sections=[f"BFCL v4 multi_turn_base: {rows[0]['dialogues'] if rows else 0} "
+                  f"dialogues from index {args['offset']}, one in {args.get('every', 1)}; "
+                  f"at most {args['max_steps']} requests with calls per turn, max_tokens "
+                  f"{args['max_tokens']}, model {args['model']}.", "",
+                  multi_turn_table(rows), ""],
+        headline=f"dialogues correct: {head}")
+
+
 def gpu_decode(results: dict[str, Any]) -> Rendered:
     from bench.gpu_decode import table as gpu_table
 
@@ -349,6 +364,7 @@ RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
     "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
+    "bfcl-multi-turn": bfcl_multi_turn,
     "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
     "agent-loop": agent_loop,
     "load": load, "serve": serve, "vllm-engine": vllm_engine, "memory": memory,

@@ -10,6 +10,7 @@ TITLES = {
     "contract-repair": "Contract validity and repair",
     "runaway": "Runaway guards",
     "bfcl": "Tool-call accuracy (BFCL AST) and the reasoning pass",
+    "bfcl-multi-turn": "BFCL multi-turn: dialogues scored by state, grounding off and on",
     "auto-mode": "tool_choice=auto: call or answer",
     "agent-loop": "Agent loops: a text answer after the tool result",
     "load": "Load: nothing lost, nothing duplicated",
@@ -70,6 +71,15 @@ ABOUT = {
         "multiple and parallel, one server on the embedded model, greedy. *unconstrained* "
         "sends the same tool prompt with no grammar and parses calls from the text; "
         "*reasoning-N* thinks freely for up to N tokens first."),
+    "bfcl-multi-turn": (
+        "BFCL v4 `multi_turn_base` replayed turn by turn through the `openai` client, "
+        "tool_choice auto, greedy: each call the model makes runs on BFCL's own classes and "
+        "its result goes back as a tool message until the model answers without a call or "
+        "reaches the step limit. A turn is correct when the model's instances end in the "
+        "ground truth's state and the ground truth's results are among the model's, as "
+        "BFCL's checker scores it (`bench/bfcl_multi_turn_exec.py`). *grounding-on* marks "
+        "every free string parameter `x-strictcall-grounded`, so its value must be copied "
+        "from the conversation or asked for; *grounding-off* sends the schemas as given."),
     "auto-mode": (
         "`tool_choice=\"auto\"`: how often the model calls a tool when one fits (BFCL "
         "simple_python) and when none does (prompts written for it), and whether every "
