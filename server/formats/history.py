@@ -13,12 +13,16 @@ from server.task import EarlierCall, Turn
 CallWriter = Callable[[Sequence[EarlierCall]], str]
 
 
-def flattened(turns: Sequence[Turn], write_calls: CallWriter) -> list[dict[str, Any]]:
+def flattened(turns: Sequence[Turn], write_calls: CallWriter, *,
+              opening: str = "") -> list[dict[str, Any]]:
+    """`opening`: what the model writes before the text of an answer that holds calls
+    (Kimi K3's response block, which its generation prompt opens), so an earlier turn reads
+    as the model writes one."""
     out: list[dict[str, Any]] = []
     for turn in turns:
         text = turn.text
         if turn.calls:
-            text = f"{text}{write_calls(turn.calls)}"
+            text = f"{opening}{text}{write_calls(turn.calls)}"
         if turn.role == "tool":
             text = f"[result of call {turn.call_id}] {text}"
         out.append({"role": turn.role, "content": text})
