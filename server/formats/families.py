@@ -6,12 +6,11 @@ own `smollm2` among them) is at the end."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from grammars import StructuralTagSpec, iter_schema_nodes
+from grammars import StructuralTagSpec
 from server.formats.base import Ask, ModelFormat, Rendering, UnsupportedFormat
 from server.formats.history import flattened, structured
 from server.formats.instructions import tool_lines
@@ -28,6 +27,7 @@ from server.formats.reasoning import (
 from server.formats.rewrites import MESSAGE_LISTS, calls_only, tight
 from server.formats.smollm2 import NAME as GENERIC
 from server.formats.smollm2 import SmolLM2Format
+from server.formats.string_bounds import left_late
 from server.formats.syntax import (
     READ_STYLES,
     CallSyntax,
@@ -100,8 +100,8 @@ def _example_value(schema: Any) -> Any:
 
 def write_calls(syntax: FamilySyntax, calls: Sequence[tuple[CallSyntax, Any]]) -> str:
     """An answer of these calls (each call's syntax and arguments) in the family's syntax,
-    as its grammar writes it: after the block a generation prompt opens (`answer_open`),
-    which a whole message, as the model sees one, starts with."""
+    as its grammar writes it: after what the prompt opens (`answer_open`, with which an
+    earlier turn in the history starts)."""
     written = syntax.separator.join(write_call(call, arguments, index)
                                     for index, (call, arguments) in enumerate(calls))
     return f"{syntax.calls_begin}{written}{syntax.calls_end}{syntax.tail}"
@@ -126,8 +126,8 @@ class FamilyFormat:
         own_think = think and self.thinks
         parallel = ask.max_calls is None or ask.max_calls > 1
         tag = tight(structural_tag(self.name, [function_tool(n, s) for n, s in tools],
-                                    tool_choice="auto" if auto else "required",
-                                    reasoning=own_think, parallel=parallel))
+                                   tool_choice="auto" if auto else "required",
+                                   reasoning=own_think, parallel=parallel))
         syntax = self.syntax(tools)
         if not auto:
             if own_think and tag["format"]["type"] in MESSAGE_LISTS:
@@ -166,14 +166,7 @@ class FamilyFormat:
                                             tuple[tuple[str, str], ...]]:
         """The tools' schemas as this family's grammar can hold them, and the keywords
         taken out for the validator to check after decoding ("tool#pointer", why)."""
-        if not family_syntax(self.name, _PROBE).styles & UNBOUNDED_STRING_STYLES:
-            return tools, ()
-        out, late = [], []
-        for name, schema in tools:
-            unbounded, taken = without_string_bounds(schema)
-            out.append((name, unbounded))
-            late += [(f"{name}#{pointer}", STRING_BOUNDS_WHY) for pointer in taken]
-        return out, tuple(late)
+        return left_late(self.name, tools)
 
     def _answer(self, ask: Ask) -> Rendering:
         """Text and JSON answers: the family's reasoning block (or StrictCall's), then the
@@ -235,31 +228,6 @@ class FamilyFormat:
             return {}
         return {"enable_thinking": reasoning, "thinking": reasoning,
                 "thinking_mode": "enabled" if reasoning else "disabled"}
-
-
-# Argument styles whose strings xgrammar cannot bound: MiniMax M3's XML keeps its namespace
-# marker out of every string value, and xgrammar 0.2.9 refuses to combine that exclusion
-# with a pattern, a format or a length. Those keywords go to the validator tier (checked
-# after decoding, contract fields repaired) and the enforcement report says so.
-UNBOUNDED_STRING_STYLES = {"minimax_m3_xml"}
-STRING_BOUNDS = ("pattern", "format", "minLength", "maxLength")
-STRING_BOUNDS_WHY = ("checked after decoding: this family's XML arguments exclude its "
-                     "namespace marker from strings, which xgrammar cannot combine with a "
-                     "pattern, format or length in the mask")
-_PROBE = [("f", {"type": "object", "properties": {"x": {"type": "string"}}})]
-
-
-def without_string_bounds(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """`schema` with no string pattern, format or length, and the JSON Pointers of the
-    keywords taken out."""
-    out: dict[str, Any] = copy.deepcopy(schema)
-    taken: list[str] = []
-    for node, pointer in iter_schema_nodes(out):
-        for key in STRING_BOUNDS:
-            if key in node:
-                del node[key]
-                taken.append(f"{pointer}/{key}")
-    return out, taken
 
 
 # Families whose chat template writes a call's arguments with their keys sorted (Gemma 4's
