@@ -42,3 +42,20 @@ def structured(turns: Sequence[Turn]) -> list[dict[str, Any]]:
             message["tool_call_id"] = turn.call_id
         out.append(message)
     return out
+
+
+def alternating(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` as a chat template takes them that wants user and assistant turns only,
+    in turn (Gemma 3 IT's own raises otherwise): a tool result is a user turn, its text in a
+    ```tool_output block (as Google's Gemma 3 function-calling guide passes results back),
+    and one role's consecutive messages are one, their texts joined by a blank line."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role, text = message["role"], message.get("content") or ""
+        if role == "tool":
+            role, text = "user", f"```tool_output\n{text}\n```"
+        if out and out[-1]["role"] == role and role != "system":
+            out[-1] = {**out[-1], "content": f"{out[-1]['content']}\n\n{text}"}
+        else:
+            out.append({"role": role, "content": text})
+    return out

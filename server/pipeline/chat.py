@@ -16,6 +16,7 @@ from server.engines.base import Engine, GenerationRequest, GenerationResult, Sam
 from server.errors import InvalidRequest, ModelNotFound, ServiceError
 from server.execution import Events, ToolOffers, ToolPolicy, contract_runtime
 from server.formats.base import ModelFormat
+from server.formats.history import alternating
 from server.formats.reasoning import EFFORT_BUDGETS, budget_for, fitted
 from server.formats.smollm2 import SmolLM2Format
 from server.identity import Caller
@@ -181,9 +182,7 @@ class ChatPipeline:
     async def _decode(self, task: Task, plan: Plan, messages: list[dict[str, object]],
                       options: RequestOptions) -> Decode:
         rendering = plan.rendering
-        prompt = self.engine.render_chat(
-            messages, tools=rendering.template_tools,
-            **self.format.template_kwargs(reasoning=rendering.thinks))
+        prompt = self._render(task, messages, plan)
         # The prefill may already be there (a template that opens the thinking block).
         prefill = rendering.prefill
         if prefill.strip() and prompt.rstrip().endswith(prefill.strip()):
@@ -203,6 +202,29 @@ class ChatPipeline:
                                decided_by=lookup)
         return Decode(plan, lookup, request, options.guards, fallback,
                       prompt_text=prompt + prefill)
+
+    def _render(self, task: Task, messages: list[dict[str, object]], plan: Plan) -> str:
+        """The prompt. A template that refuses the turns (Gemma 3 IT's own raises where they
+        do not alternate user/assistant, as after a tool result) gets them as such a
+        template takes them (server/formats/history.py `alternating`); refused again, a
+        400 that quotes it."""
+        from jinja2 import TemplateError
+
+        rendering = plan.rendering
+        kwargs = self.format.template_kwargs(reasoning=rendering.thinks)
+        try:
+            return self.engine.render_chat(messages, tools=rendering.template_tools, **kwargs)
+        except TemplateError as exc:
+            refused = exc
+        if not any("tool_calls" in m for m in messages):  # turns written as text only
+            try:
+                return self.engine.render_chat(alternating(messages),
+                                               tools=rendering.template_tools, **kwargs)
+            except TemplateError as exc:
+                refused = exc
+        raise InvalidRequest(f"this model's chat template refuses these messages: "
+                             f"{refused}; serve it with --chat-template FILE that takes them",
+                             param=task.names.messages, code="chat_template_refused")
 
     async def _grammar(self, task: Task, plan: Plan) -> Lookup | None:
         if plan.spec is None:
