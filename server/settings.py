@@ -191,7 +191,8 @@ class Settings(BaseSettings):
     max_schema_bytes: int = setting(Budget.max_schema_bytes, "a schema's compact JSON size",
                                     ge=2)
     compile_workers: int = setting(2, "threads compiling grammars", ge=1, le=32)
-    default_max_tokens: int = setting(512, "max_tokens when a request sends none", ge=1)
+    default_max_tokens: int = setting(512, "max_tokens when a request sends none (a "
+                                           "reasoning pass adds its budget)", ge=1)
     # The embedded model is tiny: greedy unless the client asks for a temperature.
     default_temperature: float = setting(0.0, "temperature when a request sends none",
                                          ge=0.0, le=2.0)

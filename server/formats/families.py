@@ -6,12 +6,11 @@ own `smollm2` among them) is at the end."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from grammars import StructuralTagSpec, iter_schema_nodes
+from grammars import StructuralTagSpec
 from server.formats.base import Ask, ModelFormat, Rendering, UnsupportedFormat
 from server.formats.history import flattened, structured
 from server.formats.instructions import tool_lines
@@ -25,8 +24,10 @@ from server.formats.reasoning import (
     think_instructions,
     with_budget,
 )
+from server.formats.rewrites import MESSAGE_LISTS, calls_only, tight
 from server.formats.smollm2 import NAME as GENERIC
 from server.formats.smollm2 import SmolLM2Format
+from server.formats.string_bounds import left_late
 from server.formats.syntax import (
     READ_STYLES,
     CallSyntax,
@@ -57,8 +58,12 @@ Write each call exactly like this example:
 {example}"""
 
 
-def tool_instructions(ask: Ask, syntax: FamilySyntax) -> str:
-    """The tools and an example call in `syntax`, which holds one call syntax per tool."""
+def tool_instructions(ask: Ask, syntax: FamilySyntax, *, opening: str = "") -> str:
+    """The tools and an example call in `syntax`, which holds one call syntax per tool.
+    The example is what the model writes after the prompt's end (`opening`, then the
+    calls): the embedded model copies it from its start. Shown Kimi K3's answer from the
+    response block's opening, which the prompt had already written, it wrote that
+    opening's `<|open|` (which the block may not hold) again and again to max_tokens."""
     first = ask.tools[0]
     shown = first.prompt_schema  # not the grammar's: no grounded value in the prompt
     properties = shown.get("properties") or {}
@@ -68,7 +73,22 @@ def tool_instructions(ask: Ask, syntax: FamilySyntax) -> str:
     call = next(c for c in syntax.calls if c.tool == first.name)
     return FAMILY_TOOLS_INSTRUCTIONS.format(
         tools=tool_lines([t.described() for t in ask.tools]),
-        example=write_calls(syntax, [(call, example)]))
+        example=opening + write_calls(syntax, [(call, example)]))
+
+
+# The reasoning in the example answer of a family that thinks, where the prompt describes
+# the tools. Shown the calls only, the embedded model copied them into its reasoning
+# block from their start (Kimi K3's `<|close|>response<|sep|><|open|>tools`, whose
+# markers that block may not hold: `response<|sep|><|open|:` over and over) until the
+# budget closed it, and went on with them in its response block to max_tokens.
+EXAMPLE_THOUGHT = "I should call {tool} with the values in the question."
+
+
+def _opening(syntax: FamilySyntax, tool: str) -> str:
+    """What a family that thinks writes before its calls to `tool`, after the prompt's
+    end: its reasoning block (less what the prompt opens) with a thought in it."""
+    thought = EXAMPLE_THOUGHT.format(tool=tool)
+    return f"{syntax.think_begin or ''}{thought}{syntax.think_end}{syntax.think_then}"
 
 
 def _example_value(schema: Any) -> Any:
@@ -80,40 +100,12 @@ def _example_value(schema: Any) -> Any:
 
 
 def write_calls(syntax: FamilySyntax, calls: Sequence[tuple[CallSyntax, Any]]) -> str:
-    """An answer of these calls (each call's syntax and arguments) in the family's syntax."""
+    """An answer of these calls (each call's syntax and arguments) in the family's syntax,
+    as its grammar writes it: after what the prompt opens (`answer_open`, with which an
+    earlier turn in the history starts)."""
     written = syntax.separator.join(write_call(call, arguments, index)
                                     for index, (call, arguments) in enumerate(calls))
     return f"{syntax.calls_begin}{written}{syntax.calls_end}{syntax.tail}"
-
-
-def _tight(node: Any) -> Any:
-    """The family's tag with whitespace inside JSON arguments bounded (one character in a
-    row, xgrammar's least): unbounded, a model can loop on whitespace to max_tokens."""
-    if isinstance(node, dict):
-        if node.get("type") == "json_schema" and node.get("max_whitespace_cnt") is None:
-            node["max_whitespace_cnt"] = 1
-        for value in node.values():
-            _tight(value)
-    elif isinstance(node, list):
-        for value in node:
-            _tight(value)
-    return node
-
-
-def _calls_only(node: Any, separator: str = "\n") -> Any:
-    """A forced call (tool_choice required or named): the calls with nothing but the
-    family's separator between them, where xgrammar's tag lets free text run around them
-    (`triggered_tags`)."""
-    if isinstance(node, dict):
-        if node.get("type") == "triggered_tags":
-            return {"type": "tags_with_separator",
-                    "tags": _calls_only(node["tags"], separator),
-                    "separator": separator, "at_least_one": True,
-                    "stop_after_first": node.get("stop_after_first", False)}
-        return {k: _calls_only(v, separator) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_calls_only(v, separator) for v in node]
-    return node
 
 
 @dataclass(frozen=True)
@@ -134,13 +126,16 @@ class FamilyFormat:
         tools, late = self._string_bounds_left_late(tools)
         own_think = think and self.thinks
         parallel = ask.max_calls is None or ask.max_calls > 1
-        tag = _tight(structural_tag(self.name, [function_tool(n, s) for n, s in tools],
-                                    tool_choice="auto" if auto else "required",
-                                    reasoning=own_think, parallel=parallel))
+        tag = tight(structural_tag(self.name, [function_tool(n, s) for n, s in tools],
+                                   tool_choice="auto" if auto else "required",
+                                   reasoning=own_think, parallel=parallel))
         syntax = self.syntax(tools)
         if not auto:
-            tag = _calls_only(tag, syntax.separator)
-        instructions = None if self.renders_tools else tool_instructions(ask, syntax)
+            if own_think and tag["format"]["type"] in MESSAGE_LISTS:
+                # Harmony: the reasoning message, then the calls' messages after the
+                # separator, which the forced grammar writes.
+                syntax = replace(syntax, think_then=syntax.separator)
+            tag = calls_only(tag, syntax.separator, parallel=parallel)
         # Reasoning off: the block the grammar starts inside is opened in the prompt, as the
         # family's generation prompt does (Kimi K3's response block); a model never shown
         # its opening writes free text there and never closes it.
@@ -149,7 +144,10 @@ class FamilyFormat:
             tag = with_budget(tag, begin=syntax.think_begin or "",
                               end=syntax.think_end or THINK_END, budget=ask.reasoning)
             prefill = self._think_prefill(syntax)
-        elif think:  # no thinking block in this family: StrictCall's own, then its syntax
+        opening = _opening(syntax, ask.tools[0].name) if own_think else ""
+        instructions = None if self.renders_tools else tool_instructions(ask, syntax,
+                                                                          opening=opening)
+        if think and not own_think:  # no thinking block here: StrictCall's, then its syntax
             tag = reasoned(tag["format"], end=THINK_END, budget=ask.reasoning, then="\n")
             syntax = replace(syntax, think_begin="", think_end=THINK_END, think_then="\n")
             prefill = THINK_OPEN
@@ -169,14 +167,7 @@ class FamilyFormat:
                                             tuple[tuple[str, str], ...]]:
         """The tools' schemas as this family's grammar can hold them, and the keywords
         taken out for the validator to check after decoding ("tool#pointer", why)."""
-        if not family_syntax(self.name, _PROBE).styles & UNBOUNDED_STRING_STYLES:
-            return tools, ()
-        out, late = [], []
-        for name, schema in tools:
-            unbounded, taken = without_string_bounds(schema)
-            out.append((name, unbounded))
-            late += [(f"{name}#{pointer}", STRING_BOUNDS_WHY) for pointer in taken]
-        return out, tuple(late)
+        return left_late(self.name, tools)
 
     def _answer(self, ask: Ask) -> Rendering:
         """Text and JSON answers: the family's reasoning block (or StrictCall's), then the
@@ -201,12 +192,14 @@ class FamilyFormat:
     def messages(self, turns: Sequence[Turn]) -> list[dict[str, Any]]:
         if self.renders_tools:
             return structured(_family_ids(self.name, turns))
-        return flattened(turns, self._write_calls)
+        return flattened(turns, self._write_calls, opening=self.syntax([]).answer_open)
 
     def _write_calls(self, calls: Sequence[EarlierCall]) -> str:
         syntax = self.syntax([(c.name, {"type": "object"}) for c in calls])
-        return write_calls(syntax, [(s, c.arguments) for s, c in zip(syntax.calls, calls,
-                                                                      strict=True)])
+        first: dict[str, CallSyntax] = {}  # harmony has three ways to write one call
+        for call in syntax.calls:
+            first.setdefault(call.tool, call)
+        return write_calls(syntax, [(first[c.name], c.arguments) for c in calls])
 
     @staticmethod
     def _think_prefill(syntax: FamilySyntax) -> str:
@@ -236,31 +229,6 @@ class FamilyFormat:
             return {}
         return {"enable_thinking": reasoning, "thinking": reasoning,
                 "thinking_mode": "enabled" if reasoning else "disabled"}
-
-
-# Argument styles whose strings xgrammar cannot bound: MiniMax M3's XML keeps its namespace
-# marker out of every string value, and xgrammar 0.2.9 refuses to combine that exclusion
-# with a pattern, a format or a length. Those keywords go to the validator tier (checked
-# after decoding, contract fields repaired) and the enforcement report says so.
-UNBOUNDED_STRING_STYLES = {"minimax_m3_xml"}
-STRING_BOUNDS = ("pattern", "format", "minLength", "maxLength")
-STRING_BOUNDS_WHY = ("checked after decoding: this family's XML arguments exclude its "
-                     "namespace marker from strings, which xgrammar cannot combine with a "
-                     "pattern, format or length in the mask")
-_PROBE = [("f", {"type": "object", "properties": {"x": {"type": "string"}}})]
-
-
-def without_string_bounds(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """`schema` with no string pattern, format or length, and the JSON Pointers of the
-    keywords taken out."""
-    out: dict[str, Any] = copy.deepcopy(schema)
-    taken: list[str] = []
-    for node, pointer in iter_schema_nodes(out):
-        for key in STRING_BOUNDS:
-            if key in node:
-                del node[key]
-                taken.append(f"{pointer}/{key}")
-    return out, taken
 
 
 # Families whose chat template writes a call's arguments with their keys sorted (Gemma 4's

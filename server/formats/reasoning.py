@@ -52,6 +52,14 @@ def budget_for(*, effort: Effort | None, tokens: int | None, default: int) -> in
     return default
 
 
+def fitted(budget: int, *, max_tokens: int) -> int:
+    """A budget the request did not give in tokens (the server's default, a
+    `reasoning_effort`, a contract's), cut so that the answer keeps at least half of
+    `max_tokens`, which counts the reasoning and the answer together (as OpenAI's, vLLM's,
+    SGLang's and Anthropic's `max_tokens` do). 0: no room to reason."""
+    return min(budget, max_tokens // 2)
+
+
 def think_tag(*, begin: str, end: str, budget: int) -> dict[str, Any]:
     return {"type": "tag", "begin": begin,
             "content": {"type": "any_text", "max_tokens": budget}, "end": end}

