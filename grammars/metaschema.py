@@ -44,6 +44,7 @@ def checked_client_schema(schema: Any, *, where: str,
     check_json_value(schema, where=where)
     checked: dict[str, Any] = bfcl_to_json_schema(schema) if dialect == "bfcl" else schema
     check_metaschema(checked, where=where)
+    check_satisfiable(checked, where=where)
     return checked
 
 
@@ -73,6 +74,70 @@ def check_json_value(value: Any, *, where: str) -> None:
                 f"{where} holds {node!r} (NaN, Infinity or a number too large for a float), "
                 "which JSON has no way to write", pointer=pointer,
                 hint="Send a finite number, or leave the keyword out.")
+
+
+# Where a subschema always applies to the value it describes (not a branch of a union, a
+# condition or a definition that may go unused): an unsatisfiable node there is a client bug.
+_ALWAYS_ONE = ("items", "additionalProperties")
+_ALWAYS_LIST = ("allOf", "prefixItems")
+
+
+def check_satisfiable(schema: dict[str, Any], *, where: str) -> None:
+    """Refuse, before any decode, a node whose `type` no value of its `enum` or `const` has
+    (BFCL's `live_simple` has `{"type": "array", "enum": ["a", "b"]}`): no output could be
+    valid, so decoding would only end in a 422. Nodes under a union, a condition, `not` or a
+    definition are left alone: another branch may be the one that is meant."""
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        node, pointer = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        _check_enum_type(node, pointer, where)
+        for key in _ALWAYS_ONE:
+            stack.append((node.get(key), f"{pointer}/{key}"))
+        if isinstance(node.get("items"), list):  # draft-4 tuple form
+            stack.extend((sub, f"{pointer}/items/{i}") for i, sub in enumerate(node["items"]))
+        for key in _ALWAYS_LIST:
+            if isinstance(node.get(key), list):
+                stack.extend((sub, f"{pointer}/{key}/{i}") for i, sub in enumerate(node[key]))
+        if isinstance(node.get("properties"), dict):
+            stack.extend((sub, f"{pointer}/properties/{escape_pointer(name)}")
+                         for name, sub in node["properties"].items())
+
+
+def _check_enum_type(node: dict[str, Any], pointer: str, where: str) -> None:
+    types = node.get("type")
+    types = [types] if isinstance(types, str) else types
+    if not isinstance(types, list) or not types:
+        return
+    for key in ("const", "enum"):
+        if key not in node:
+            continue
+        values = [node["const"]] if key == "const" else node["enum"]
+        if not isinstance(values, list) or not values:
+            continue
+        if not any(_json_type_is(value, kind) for value in values for kind in types):
+            shown = json.dumps(values, ensure_ascii=False)
+            if len(shown) > _MESSAGE_CHARS:
+                shown = shown[:_MESSAGE_CHARS] + "..."
+            named = " or ".join(str(kind) for kind in types)
+            raise InvalidSchemaError(
+                f"{where}: no value is valid here: 'type' is {named} and '{key}' holds no "
+                f"{named} ({shown})", pointer=f"{pointer}/{key}",
+                hint=(f"For an array of these values put the '{key}' under 'items'."
+                      if types == ["array"] else
+                      f"Make 'type' and the '{key}' values agree, or leave one out."))
+
+
+def _json_type_is(value: Any, kind: str) -> bool:
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    kinds = {"string": str, "boolean": bool, "array": list, "object": dict,
+             "null": type(None)}
+    return kind in kinds and type(value) is kinds[kind]
 
 
 def check_metaschema(schema: dict[str, Any], *, where: str) -> None:

@@ -88,3 +88,34 @@ def test_a_valid_schema_passes_unchanged_and_twice():
               "required": ["city"], "additionalProperties": False}
     for _ in range(2):  # the second verdict comes from the cache
         assert checked_client_schema(schema, where="s") is schema
+
+
+@pytest.mark.parametrize(("schema", "pointer"), [
+    # BFCL live_simple's shape: an array whose enum lists strings (meant for its items).
+    ({"type": "object", "properties": {"units": {"type": "array", "enum": ["c", "f"]}}},
+     "/properties/units/enum"),
+    ({"type": "array", "items": {"type": "integer", "enum": ["1", 2.5]}}, "/items/enum"),
+    ({"allOf": [{"type": "boolean", "const": 1}]}, "/allOf/0/const"),
+    ({"type": "object", "properties": {"a~b": {"type": ["string", "null"], "enum": [3]}}},
+     "/properties/a~0b/enum"),
+])
+def test_a_type_that_no_enum_value_has_is_refused_before_any_decode(schema, pointer):
+    """No output could be valid: a 400 naming the pointer, not a decode that ends in 422."""
+    with pytest.raises(InvalidSchemaError, match="no value is valid here") as info:
+        checked_client_schema(schema, where="the schema")
+    assert info.value.pointer == pointer
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "enum": [1.0, "x"]},  # 1.0 is an integer in JSON Schema
+    {"type": ["string", "null"], "enum": [None]},
+    {"type": "number", "enum": [3]},
+    {"type": "array", "enum": [["c"]]},
+    {"type": "object", "const": {}},
+    # A branch of a union, a condition or a definition may be the one not meant.
+    {"anyOf": [{"type": "array", "enum": ["c"]}, {"type": "string"}]},
+    {"not": {"type": "string", "enum": [1]}},
+    {"$defs": {"unused": {"type": "string", "enum": [1]}}, "type": "string"},
+])
+def test_schemas_some_value_satisfies_pass(schema):
+    assert checked_client_schema(schema, where="s") == schema

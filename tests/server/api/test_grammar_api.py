@@ -268,3 +268,15 @@ def test_llguidance_backend_serves_auto_calls_by_trigger_and_reports_its_own_tab
         assert report["backend"] == "llguidance"
         assert [k["tier"] for k in report["enforcement"]["keywords"]
                 if k["keyword"] == "multipleOf"] == ["grammar"]  # xgrammar: validator
+
+
+def test_a_tool_no_arguments_can_satisfy_is_a_400_before_any_decode(client, replies):
+    """BFCL live_simple's shape (an array property whose enum lists strings): the model is
+    never asked (scripted to answer, it would have ended in a 422); the 400 names the
+    pointer and says how to write it."""
+    replies.text = '{"units": ["c"]}'
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"units": {"type": "array", "enum": ["c", "f"]}}}}}
+    resp = chat(client, tools=[tool], tool_choice="required")
+    assert_problem(resp, 400, says="put the 'enum' under 'items'")
+    assert "/properties/units/enum" in resp.text
