@@ -6,10 +6,13 @@ but the browser."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -79,12 +82,16 @@ def chromium(width: int = 1280, height: int = 900) -> Iterator[Page]:
     binary = chromium_path()
     if binary is None:
         raise RuntimeError("no chromium on PATH: `make setup-browser` installs Debian's")
-    with tempfile.TemporaryDirectory() as profile:
+    # Its helper processes (renderer, GPU, crashpad) may write the profile a moment after
+    # the browser exits: all of them are ended as one group, and what is left in the
+    # profile then does not fail the test's teardown.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [binary, "--headless=new", "--no-sandbox", "--disable-gpu",
              "--disable-dev-shm-usage", "--no-first-run", "--remote-debugging-port=0",
              f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
         page = None
         try:
             page = _first_tab(proc, width, height)
@@ -92,8 +99,18 @@ def chromium(width: int = 1280, height: int = 900) -> Iterator[Page]:
         finally:
             if page is not None:
                 page.close()
-            proc.terminate()
-            proc.wait(timeout=20)
+            _end_group(proc)
+
+
+def _end_group(proc: subprocess.Popen[str]) -> None:
+    """The browser and every helper it started (one session: `start_new_session`)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _drain(stream: IO[str]) -> None:
