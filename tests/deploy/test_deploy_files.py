@@ -156,15 +156,38 @@ def test_kustomization_lists_every_manifest():
     assert sorted(listed) == on_disk
 
 
-def test_the_upstream_image_pins_what_pyproject_pins():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pinned = dict(re.match(r"([A-Za-z0-9_.\[\]-]+)==(\S+)", d).groups()
-                  for d in project["dependencies"])
-    lines = [line.split("#")[0].strip()
-             for line in (DEPLOY / "requirements-upstream.txt").read_text().splitlines()]
-    wanted = dict(line.split("==") for line in lines if line)
-    assert {k: pinned.get(k) for k in wanted} == wanted
+def _pins(text: str) -> dict[str, str]:
+    lines = [line.split("#")[0].strip() for line in text.splitlines()]
+    return dict(line.split("==") for line in lines if line)
+
+
+PROJECT_PINS = dict(
+    re.match(r"([A-Za-z0-9_.\[\]-]+)==(\S+)", d).groups()
+    for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"])
+# What each image's engine brings or needs not: the embedded engines' own libraries.
+ENGINE_ONLY = {"torch", "xgrammar", "llguidance", "outlines-core", "accelerate"}
+# vLLM brings these in its own versions (its pins win in Dockerfile.gpu and .venv-vllm).
+VLLM_BRINGS = {"transformers", "tokenizers", "jinja2", "safetensors", "numpy", "fastapi",
+               "uvicorn", "httpx", "pydantic", "pyyaml", "prometheus-client",
+               "opentelemetry-api", "opentelemetry-sdk"}
+
+
+def test_the_upstream_image_pins_what_pyproject_pins_and_leaves_nothing_out():
+    """Installed with --no-deps, an image holds only what its requirements name: a
+    dependency left out is a 500 at its first import (the dialogue's libraries once were)."""
+    wanted = _pins((DEPLOY / "requirements-upstream.txt").read_text())
+    assert {k: PROJECT_PINS.get(k) for k in wanted} == wanted
     assert not {"torch", "xgrammar", "llguidance", "outlines-core"} & set(wanted)
+    assert set(PROJECT_PINS) - set(wanted) == ENGINE_ONLY | {"gguf"}
+
+
+def test_the_vllm_image_adds_what_vllm_does_not_bring():
+    wanted = _pins((DEPLOY / "requirements-vllm.txt").read_text())
+    assert {k: PROJECT_PINS.get(k) for k in wanted} == wanted
+    assert set(PROJECT_PINS) - set(wanted) == ENGINE_ONLY | VLLM_BRINGS
+    gpu = (ROOT / "Dockerfile.gpu").read_text()
+    assert "pip install vllm==0.33.0 -r requirements-vllm.txt" in gpu
+    assert "-r deploy/requirements-vllm.txt" in (ROOT / "Makefile").read_text()
 
 
 def test_the_image_runs_the_upstream_engine_and_the_gateway_streams():

