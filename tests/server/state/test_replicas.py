@@ -147,6 +147,7 @@ def test_a_replica_killed_mid_write_leaves_a_key_the_other_never_runs_again(repl
 
 
 DISPUTE = "yesterday my card •• 4417 was charged 1 200,50 twice"
+UNDATED = "my card •• 4417 was charged 1 200,50 twice"
 DISPUTE_TOOLS = [{"type": "function", "name": "open_dispute", "parameters": None}]
 
 
@@ -183,7 +184,8 @@ def test_a_conversation_begun_on_one_replica_goes_on_on_the_other(replicas):
 
 def test_a_chat_session_goes_on_on_the_other_replica(replicas):
     """A Chat Completions session (`strictcall.session`): turn 1 on one replica fills the
-    slots, turn 2 on the other finds them, and restating the card is no change."""
+    slots and asks for the date it lacks, turn 2 on the other finds them, and restating the
+    card is no change. (A turn that completes its call ends the intent and its slots.)"""
     session = f"replicas-{uuid.uuid4().hex}"
     body = {"model": "smollm2-135m-instruct", "max_tokens": 200,
             "tools": [{"type": "function", "function": {"name": "open_dispute"}}],
@@ -192,9 +194,11 @@ def test_a_chat_session_goes_on_on_the_other_replica(replicas):
     headers = {"Authorization": f"Bearer {ADMIN}"}
     first = httpx.post(f"{replicas[0].base_url}/v1/chat/completions", headers=headers,
                        timeout=300, json={**body, "messages": [
-                           {"role": "user", "content": DISPUTE}]}).json()
+                           {"role": "user", "content": UNDATED}]}).json()
+    missing = first["strictcall"]["needs_input"]["missing"]
+    assert "/operation_date" in [m["field"] for m in missing]
     filled = first["strictcall"]["slots"]["filled"]
-    assert filled.get("amount") == "1200.50"
+    assert filled.get("amount") == "1200.50" and filled.get("card_last4") == "4417"
     second = httpx.post(f"{replicas[1].base_url}/v1/chat/completions", headers=headers,
                         timeout=300, json={**body, "messages": [
                             {"role": "user", "content": "card 4417, I said"}]}).json()
