@@ -81,7 +81,16 @@ class SlowProxy:
             asyncio.start_server(self._connection, "127.0.0.1", self.port))
         self._ready.set()
         self._loop.run_forever()
+        # Stopped: close what is still open (a held answer, a connection mid-stream), so no
+        # task, socket or loop is left for the garbage collector to warn about.
         server.close()
+        tasks = asyncio.all_tasks(self._loop)
+        for task in tasks:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        self._loop.run_until_complete(server.wait_closed())
+        self._loop.run_until_complete(asyncio.sleep(0))  # transports finish closing
+        self._loop.close()
 
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
