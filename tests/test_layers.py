@@ -27,7 +27,9 @@ FORBIDDEN = {
     "server/pipeline": ("server.api", "server.cli", "bench"),
     # The execution layer, beside the pipeline: the pipeline and the api use it, not back.
     "server/execution": (*_LOWER_SERVER, "server.formats", "bench"),
-    "server/api": ("server.cli", "bench"),
+    # Adapters see the answer and its opening (server/pipeline/answer.py), never how the
+    # pipeline prepared a request.
+    "server/api": ("server.cli", "bench", "server.pipeline.prepared"),
     # Model formats own every call marker; they render the pipeline's asks, never read it.
     "server/formats": (*_LOWER_SERVER, "server.execution", "bench"),
     "server/__init__.py": _SHARED,

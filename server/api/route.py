@@ -21,9 +21,8 @@ from server.api.deps import (
     until_disconnect,
 )
 from server.api.sse import FrameStream, write_sse
-from server.pipeline.answer import Answer, Event
+from server.pipeline.answer import Answer, Event, Opening
 from server.pipeline.chat import ChatPipeline
-from server.pipeline.prepared import Prepared
 from server.task import Task
 
 B = TypeVar("B", contravariant=True)
@@ -38,7 +37,7 @@ class Adapter(Protocol[B]):
 
     def render(self, body: B, answer: Answer) -> dict[str, Any]: ...
 
-    def stream(self, body: B, prepared: Prepared, events: AsyncIterator[Event],
+    def stream(self, body: B, opening: Opening, events: AsyncIterator[Event],
                *, model: str) -> FrameStream: ...
 
 
@@ -48,11 +47,11 @@ async def serve(adapter: Adapter[B], body: B, pipeline: ChatPipeline, request: R
     caller = caller_of(request)
     try:
         prepared = await until_disconnect(request, pipeline.prepare(task, caller))
-        headers = {**grammar_headers(prepared.decode.lookup, prepared.plan.enforcement),
-                   **prepared.headers()}
+        opening = prepared.opening()
+        headers = {**grammar_headers(opening.grammar, opening.enforcement), **opening.headers}
         if adapter.streams(body):
             events = pipeline.stream(prepared, overdue=overdue_check(request))
-            frames = adapter.stream(body, prepared, events, model=pipeline.model_name)
+            frames = adapter.stream(body, opening, events, model=pipeline.model_name)
             sse = write_sse(frames, request.url.path)
             # Ended from outside (the gate's write deadline: its client stopped reading),
             # the stream sits at a `yield` and would never learn: closed then, which stops

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grammars import EnforcementReport, Lookup
+
 Finish = Literal["stop", "length", "tool_calls"]
 
 
@@ -38,6 +40,20 @@ class Usage:
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What an API needs of a request before its answer: known once the request is prepared
+    (a stream's first frame carries it), nothing of how the pipeline prepared it."""
+
+    id: str  # the answer's to come; adapters derive their own ids from it
+    created: int
+    prompt_tokens: int
+    content_first: bool  # the answer may open with text (not only calls)
+    grammar: Lookup | None  # the compiled grammar and its cache state (None: unconstrained)
+    enforcement: EnforcementReport | None  # which keywords the grammar holds, which not
+    headers: dict[str, str] = field(default_factory=dict)  # an offered tool's deprecation
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ from grammars import Lookup
 from server.dialogue import DialogueTurn
 from server.engines.base import Engine, GenerationRequest, GenerationResult, TokenCallback
 from server.execution import Offer, RequestTrace
+from server.formats.reading import has_content
 from server.identity import Caller
+from server.pipeline.answer import Opening
 from server.pipeline.item_loops import vocabulary_of
 from server.pipeline.plan import Plan
 from server.pipeline.request_options import GuardOptions, RepairBudget, RequestOptions
@@ -97,3 +99,9 @@ class Prepared:
     def headers(self) -> dict[str, str]:
         """Known before decoding: the deprecation warning of an offered tool."""
         return self.context.offer.headers()
+
+    def opening(self) -> Opening:
+        """What the APIs see of this request before its answer."""
+        return Opening(self.id, self.created, len(self.decode.request.prompt_ids),
+                       has_content(self.plan.mode), self.decode.lookup, self.plan.enforcement,
+                       self.headers())

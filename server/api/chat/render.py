@@ -19,7 +19,6 @@ from server.api.chat.wire import (
 )
 from server.api.sse import Frame
 from server.errors import ServiceError
-from server.formats.reading import has_content
 from server.pipeline.answer import (
     Answer,
     ArgumentsDelta,
@@ -27,11 +26,11 @@ from server.pipeline.answer import (
     CallStarted,
     Event,
     Finished,
+    Opening,
     ReasoningDelta,
     TextDelta,
 )
 from server.pipeline.answer import Usage as AnswerUsage
-from server.pipeline.prepared import Prepared
 
 
 def completion_id(answer_id: str) -> str:
@@ -59,13 +58,13 @@ def completion(answer: Answer) -> ChatCompletion:
 
 
 class ChunkStream:
-    def __init__(self, prepared: Prepared, events: AsyncIterator[Event], *, model: str,
+    def __init__(self, opening: Opening, events: AsyncIterator[Event], *, model: str,
                  include_usage: bool) -> None:
         self.events = events
-        self.first_content = "" if has_content(prepared.plan.mode) else None
+        self.first_content = "" if opening.content_first else None
         self.include_usage = include_usage
-        self.head = {"id": completion_id(prepared.id), "object": "chat.completion.chunk",
-                     "created": prepared.created, "model": model}
+        self.head = {"id": completion_id(opening.id), "object": "chat.completion.chunk",
+                     "created": opening.created, "model": model}
 
     done = "[DONE]"
 

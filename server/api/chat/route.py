@@ -12,8 +12,7 @@ from server.api.chat.translate import to_task
 from server.api.chat.wire import ChatCompletionRequest
 from server.api.deps import PipelineDep
 from server.api.route import serve
-from server.pipeline.answer import Answer, Event
-from server.pipeline.prepared import Prepared
+from server.pipeline.answer import Answer, Event, Opening
 from server.task import Task
 
 
@@ -27,10 +26,10 @@ class ChatAdapter:
     def render(self, body: ChatCompletionRequest, answer: Answer) -> dict[str, Any]:
         return completion(answer).model_dump(exclude_none=False)
 
-    def stream(self, body: ChatCompletionRequest, prepared: Prepared,
+    def stream(self, body: ChatCompletionRequest, opening: Opening,
                events: AsyncIterator[Event], *, model: str) -> ChunkStream:
         include = bool(body.stream_options and body.stream_options.include_usage)
-        return ChunkStream(prepared, events, model=model, include_usage=include)
+        return ChunkStream(opening, events, model=model, include_usage=include)
 
 
 async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,

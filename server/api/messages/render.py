@@ -25,10 +25,10 @@ from server.pipeline.answer import (
     Event,
     Finish,
     Finished,
+    Opening,
     ReasoningDelta,
     TextDelta,
 )
-from server.pipeline.prepared import Prepared
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 Message = dict[str, Any]
@@ -88,12 +88,12 @@ class MessageEvents:
     its block (and every call after it) is held back until the answer is finished, then
     sent whole."""
 
-    def __init__(self, prepared: Prepared, events: AsyncIterator[Event], *, model: str,
+    def __init__(self, opening: Opening, events: AsyncIterator[Event], *, model: str,
                  show_thinking: bool = True) -> None:
         self.events = events
-        self.id = message_id(prepared.id)
+        self.id = message_id(opening.id)
         self.model = model
-        self.input_tokens = len(prepared.decode.request.prompt_ids)
+        self.input_tokens = opening.prompt_tokens
         self.show_thinking = show_thinking
         self.blocks = 0                  # content blocks started
         self.open: int | None = None     # the block started and not yet stopped

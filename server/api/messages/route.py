@@ -12,8 +12,7 @@ from server.api.messages.render import MessageEvents, to_message
 from server.api.messages.translate import to_task
 from server.api.messages.wire import MessagesRequest
 from server.api.route import serve
-from server.pipeline.answer import Answer, Event
-from server.pipeline.prepared import Prepared
+from server.pipeline.answer import Answer, Event, Opening
 from server.task import Task
 
 
@@ -32,9 +31,9 @@ class MessagesAdapter:
     def render(self, body: MessagesRequest, answer: Answer) -> dict[str, Any]:
         return to_message(answer, show_thinking=_shows_thinking(body))
 
-    def stream(self, body: MessagesRequest, prepared: Prepared,
+    def stream(self, body: MessagesRequest, opening: Opening,
                events: AsyncIterator[Event], *, model: str) -> MessageEvents:
-        return MessageEvents(prepared, events, model=model,
+        return MessageEvents(opening, events, model=model,
                              show_thinking=_shows_thinking(body))
 
 

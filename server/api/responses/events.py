@@ -36,23 +36,23 @@ from server.pipeline.answer import (
     CallDone,
     CallStarted,
     Finished,
+    Opening,
     ReasoningDelta,
     TextDelta,
 )
 from server.pipeline.answer import Event as PipelineEvent
-from server.pipeline.prepared import Prepared
 
 Event = dict[str, Any]
 
 
 class ResponseEvents:
-    def __init__(self, req: ResponsesRequest, prepared: Prepared,
+    def __init__(self, req: ResponsesRequest, opening: Opening,
                  events: AsyncIterator[PipelineEvent], *, model: str) -> None:
         self.req = req
         self.events = events
         self.model = model
-        self.id = response_id(prepared.id)
-        self.created_at = prepared.created
+        self.id = response_id(opening.id)
+        self.created_at = opening.created
         self.sequence = 0
         self.items: list[OutputItem] = []
         self.reasoning: ReasoningOutput | None = None  # the open reasoning item

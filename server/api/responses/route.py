@@ -16,8 +16,7 @@ from server.api.responses.stored import Earlier, KeptEvents, ResponseLog
 from server.api.responses.translate import to_task
 from server.api.route import serve
 from server.api.sse import FrameStream
-from server.pipeline.answer import Answer, Event
-from server.pipeline.prepared import Prepared
+from server.pipeline.answer import Answer, Event, Opening
 from server.task import Task
 
 
@@ -35,9 +34,9 @@ class ResponsesAdapter:
     def render(self, body: ResponsesRequest, answer: Answer) -> dict[str, Any]:
         return from_answer(answer, body).model_dump()
 
-    def stream(self, body: ResponsesRequest, prepared: Prepared,
+    def stream(self, body: ResponsesRequest, opening: Opening,
                events: AsyncIterator[Event], *, model: str) -> FrameStream:
-        return KeptEvents(ResponseEvents(body, prepared, events, model=model),
+        return KeptEvents(ResponseEvents(body, opening, events, model=model),
                           lambda response: self.log.keep(body, response, self.earlier))
 
 
