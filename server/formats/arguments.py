@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.formats import nested_arguments
-from server.formats.reading import partial_suffix
+from server.formats.reading import ends_at, partial_suffix, skip_ws
 from server.formats.syntax import CallSyntax
 from server.formats.values import (
     as_text,
@@ -29,7 +29,6 @@ from server.formats.values import (
 )
 
 _DECODER = json.JSONDecoder()
-_WS = " \t\r\n"
 
 
 @dataclass(frozen=True)
@@ -130,10 +129,10 @@ def _read_flat(style: FlatStyle, call: CallSyntax, text: str,
     parts: list[str] = []
     pos = start
     while True:
-        closed = _ends_at(text, pos, call.end)
+        closed = ends_at(text, pos, call.end)
         if closed is not None:
             return "{" + ", ".join(parts) + "}", closed
-        pos = _skip_ws(text, pos)
+        pos = skip_ws(text, pos)
         found = style.opening.match(text, pos)
         if found is None:  # an opening tag or the call's end not all written yet
             return "{" + ", ".join(parts), None
@@ -159,7 +158,7 @@ def _flat_value(style: FlatStyle, call: CallSyntax, text: str, start: int, schem
     if not _may_be_raw(schema):
         # A JSON value may hold the closing tag inside a string of its own: read it whole.
         try:
-            _, after = _DECODER.raw_decode(text, _skip_ws(text, start))
+            _, after = _DECODER.raw_decode(text, skip_ws(text, start))
         except json.JSONDecodeError:
             return None, None
         end = text.find(style.closing, after)
@@ -190,18 +189,3 @@ def _partial_string(written: str, style: FlatStyle, call: CallSyntax) -> str:
 def _may_be_raw(schema: Any) -> bool:
     kinds = types_of(schema)
     return not kinds or "string" in kinds
-
-
-def _ends_at(text: str, pos: int, end: str) -> int | None:
-    """Where `end` ends if it follows at `pos`, after whitespace or not (an end marker may
-    open with a newline of its own: Qwen's "\n</function>")."""
-    for at in range(pos, _skip_ws(text, pos) + 1):
-        if text.startswith(end, at):
-            return at + len(end)
-    return None
-
-
-def _skip_ws(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in _WS:
-        pos += 1
-    return pos

@@ -11,7 +11,7 @@ import re
 from typing import Any
 from xml.sax.saxutils import escape, unescape
 
-from server.formats.reading import partial_suffix
+from server.formats.reading import ends_at, partial_suffix, skip_ws
 from server.formats.syntax import CallSyntax
 from server.formats.values import (
     as_text,
@@ -23,7 +23,6 @@ from server.formats.values import (
     types_of,
 )
 
-_WS = " \t\r\n"
 _ENTITIES = {"&quot;": '"'}
 
 
@@ -38,10 +37,10 @@ def read(call: CallSyntax, text: str, start: int) -> tuple[str, int | None]:
     parts: list[str] = []
     pos = start
     while True:
-        closed = _ends_at(text, pos, call.end)
+        closed = ends_at(text, pos, call.end)
         if closed is not None:
             return "{" + ", ".join(parts) + "}", closed
-        pos = _skip_ws(text, pos)
+        pos = skip_ws(text, pos)
         try:
             name, value, pos = element(text, pos, call.schema, call.schema, named=True)
         except _Incomplete:
@@ -82,7 +81,7 @@ def _cohere_element(text: str, pos: int, schema: Any, root: Any, *,
         return name, value, end + len(_COHERE_CLOSE)
     out: Any = {} if kind == "dict" else []
     while True:
-        pos = _skip_ws(text, pos)
+        pos = skip_ws(text, pos)
         if text.startswith(_COHERE_CLOSE, pos):
             return name, out, pos + len(_COHERE_CLOSE)
         if kind == "dict":
@@ -133,7 +132,7 @@ def _m3_element(text: str, pos: int, schema: Any, root: Any, *,
         else text.startswith(f"{M3_NAMESPACE}<item>", end)
     out: Any = [] if is_list else {}
     while True:
-        pos = _skip_ws(text, pos)
+        pos = skip_ws(text, pos)
         if text.startswith(close, pos):
             return name, out, pos + len(close)
         if is_list:
@@ -165,7 +164,7 @@ def _read_gemma(call: CallSyntax, text: str, start: int) -> tuple[str, int | Non
     escaped. What is held back: a `<|"|>` half written."""
     out: list[str] = []
     stack: list[str] = []  # "{" (expecting a key next: "k") or "["
-    pos = _skip_ws(text, start)
+    pos = skip_ws(text, start)
     key_next = False
     while pos < len(text):
         if text.startswith(GEMMA_QUOTE, pos):
@@ -202,7 +201,7 @@ def _read_gemma(call: CallSyntax, text: str, start: int) -> tuple[str, int | Non
         out.append(ch)
         pos += 1
         if not stack:
-            tail = _skip_ws(text, pos)
+            tail = skip_ws(text, pos)
             if text.startswith(call.end, tail):
                 return "".join(out), tail + len(call.end)
             return "".join(out), None
@@ -218,19 +217,4 @@ def _gemma(value: Any) -> str:
     if isinstance(value, str):
         return f"{GEMMA_QUOTE}{value}{GEMMA_QUOTE}"
     return json.dumps(value)
-
-
-def _ends_at(text: str, pos: int, end: str) -> int | None:
-    """Where `end` ends if it follows at `pos`, after whitespace or not (an end marker may
-    open with a newline of its own: Qwen's "\n</function>")."""
-    for at in range(pos, _skip_ws(text, pos) + 1):
-        if text.startswith(end, at):
-            return at + len(end)
-    return None
-
-
-def _skip_ws(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in _WS:
-        pos += 1
-    return pos
 

@@ -91,3 +91,19 @@ def partial_suffix(text: str, marker: str) -> int:
         if text.endswith(marker[:n]):
             return n
     return 0
+
+
+def skip_ws(text: str, pos: int) -> int:
+    """The first position at or after `pos` that is not JSON whitespace."""
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def ends_at(text: str, pos: int, end: str) -> int | None:
+    """Where `end` ends if it follows at `pos`, after whitespace or not (an end marker may
+    open with a newline of its own: Qwen's "\n</function>")."""
+    for at in range(pos, skip_ws(text, pos) + 1):
+        if text.startswith(end, at):
+            return at + len(end)
+    return None
