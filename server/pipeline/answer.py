@@ -42,7 +42,7 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Opening:
     """What an API needs of a request before its answer: known once the request is prepared
     (a stream's first frame carries it), nothing of how the pipeline prepared it."""
@@ -56,7 +56,7 @@ class Opening:
     headers: dict[str, str] = field(default_factory=dict)  # an offered tool's deprecation
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Answer:
     id: str  # unique; adapters derive their own ids from it
     created: int

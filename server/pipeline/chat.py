@@ -138,9 +138,11 @@ class ChatPipeline:
             trace.event("rejected", status=exc.status, detail=exc.detail[:300])
             trace.end(error=exc.slug)
             raise
-        context = CallContext(caller, offer, trace, runtime, options.repair, tuple(messages),
-                              self._charger(caller), turn)
-        return Prepared(task, options, step, context, new_answer_id(), int(time.time()))
+        context = CallContext(caller=caller, offer=offer, trace=trace, runtime=runtime,
+                              repair=options.repair, messages=tuple(messages),
+                              charge=self._charger(caller), dialogue=turn)
+        return Prepared(task=task, options=options, decode=step, context=context,
+                        id=new_answer_id(), created=int(time.time()))
 
     def _charger(self, caller: Caller) -> Callable[[int], None] | None:
         """Charges tokens to the caller's key (None: no key, or no limits)."""
@@ -301,8 +303,8 @@ class ChatPipeline:
 
     def answered(self, prepared: Prepared, step: Decode, checked: Checked,
                  results: list[GenerationResult]) -> Answer:
-        return Answer(prepared.id, prepared.created, self.model_name, checked.content,
-                      checked.calls, checked.finish,
-                      usage_of(self.engine, step.plan, results, repair=checked.repair),
-                      checked.reasoning, checked.stop_string, checked.extension,
-                      checked.headers)
+        return Answer(id=prepared.id, created=prepared.created, model=self.model_name,
+                      content=checked.content, calls=checked.calls, finish=checked.finish,
+                      usage=usage_of(self.engine, step.plan, results, repair=checked.repair),
+                      reasoning=checked.reasoning, stop_string=checked.stop_string,
+                      extension=checked.extension, headers=checked.headers)

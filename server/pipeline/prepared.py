@@ -64,7 +64,7 @@ class Decode:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CallContext:
     """What the checks of decoded calls need of the request."""
 
@@ -83,7 +83,7 @@ class CallContext:
     dialogue: DialogueTurn | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Prepared:
     task: Task  # with only the tools the caller may see
     options: RequestOptions
@@ -102,6 +102,7 @@ class Prepared:
 
     def opening(self) -> Opening:
         """What the APIs see of this request before its answer."""
-        return Opening(self.id, self.created, len(self.decode.request.prompt_ids),
-                       has_content(self.plan.mode), self.decode.lookup, self.plan.enforcement,
-                       self.headers())
+        return Opening(id=self.id, created=self.created,
+                       prompt_tokens=len(self.decode.request.prompt_ids),
+                       content_first=has_content(self.plan.mode), grammar=self.decode.lookup,
+                       enforcement=self.plan.enforcement, headers=self.headers())

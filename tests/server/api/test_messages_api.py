@@ -212,8 +212,9 @@ def test_tool_result_round_trip(client, script):
 
 
 def test_response_translation():
-    answer = Answer("123", 0, "m", "Calling.", (Call("call_abc", "f", '{"x":1}'),),
-                    "tool_calls", Usage(prompt_tokens=7, completion_tokens=3))
+    answer = Answer(id="123", created=0, model="m", content="Calling.",
+                    calls=(Call("call_abc", "f", '{"x":1}'),), finish="tool_calls",
+                    usage=Usage(prompt_tokens=7, completion_tokens=3))
     assert to_message(answer) == {
         "id": "msg_123", "type": "message", "role": "assistant", "model": "m",
         "content": [{"type": "text", "text": "Calling."},
