@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.trace import TracerProvider
 
 from contracts import ContractRegistry
-from grammars import CompiledGrammar, DiskStore, GrammarCache, GrammarPolicy, ToolCallsSpec
+from grammars import DiskStore, GrammarCache, GrammarPolicy
 from server.api import errors, tools
 from server.api.admission import Admission
 from server.api.background import Background, reload_on_hangup, replay_journal, sweep_forever
@@ -64,22 +64,6 @@ def open_audit_log(settings: Settings) -> AuditLog:
     assert settings.audit_log is not None
     return AuditLog(settings.audit_log, max_bytes=settings.audit_log_max_bytes,
                     backups=settings.audit_log_backups)
-
-
-def warm(cache: GrammarCache, registry: ContractRegistry, policy: GrammarPolicy, *,
-         max_calls: int | None = None) -> list[CompiledGrammar]:
-    """Compile each contract's call grammars now, so no request with that tool pays for them:
-    under the same policy as requests, so their keys are the ones requests will look up."""
-    # (min_calls, max_calls) of the call grammars a request with one tool can ask for: named
-    # or required (1..), "auto" deciding (0..), each with and without parallel calls.
-    counts = ((1, 1), (1, max_calls), (0, 1), (0, max_calls))
-    grammars = []
-    for contract in registry:
-        tool = policy.tool_spec(contract.name, contract.schema())
-        for low, high in counts:
-            grammars.append(cache.get(ToolCallsSpec((tool,), min_calls=low,
-                                                    max_calls=high)).grammar)
-    return grammars
 
 
 def journal_path(settings: Settings) -> Path | None:
@@ -151,16 +135,15 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
                              on_compile=metrics.compile_seconds.observe)
         app.state.metrics = metrics
         metrics.watch(cache=lambda: dataclasses.asdict(cache.stats()), engine=engine.stats)
-        if settings.warm_grammars:
-            grammars = await asyncio.to_thread(warm, cache, registry, policy,
-                                               max_calls=settings.max_calls)
-            await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
         provider, trace_out = (file_provider(settings.trace_file) if settings.trace_file
                                and tracer_provider is None else (tracer_provider, None))
         events = Events(provider)
         app.state.pipeline = ChatPipeline(engine, cache, settings, Parts(
             policy, registry=registry, metrics=metrics, fmt=fmt, rate_limits=rate_limits,
             audit=audit, tool_policy=tool_policy, events=events, sessions=sessions))
+        if settings.warm_grammars:  # what requests naming a contract will look up
+            grammars = await asyncio.to_thread(app.state.pipeline.warm)
+            await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
         # In the background: ready as soon as the model is; the first conversation finds
         # dateparser's and lingua's data loaded (about a second on this CPU).
         warming = asyncio.create_task(asyncio.to_thread(app.state.pipeline.dialogue.warm))

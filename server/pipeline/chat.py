@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from contracts import ContractRegistry
-from grammars import GrammarCache, GrammarPolicy, Lookup
+from grammars import CompiledGrammar, GrammarCache, GrammarPolicy, Lookup
 from server.dialogue import Dialogue, draft_lines
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import InvalidRequest, ModelNotFound, ServiceError
@@ -41,7 +42,9 @@ from server.pipeline.validation import new_answer_id
 from server.ratelimit import Limiter
 from server.sessions import SessionStore
 from server.settings import Settings
-from server.task import Task
+from server.task import NamedTool, Task, ToolDef, Turn
+
+log = logging.getLogger("strictcall.pipeline")
 
 PLAN_WORKERS = 4  # planning is short CPU work; a few threads keep requests from queueing
 
@@ -150,6 +153,35 @@ class ChatPipeline:
         if limits is None or identity is None:
             return None
         return lambda tokens: limits.charge(identity, tokens)
+
+    def warm(self) -> list[CompiledGrammar]:
+        """Compile now the grammars a request naming one registered contract will look up,
+        so none pays for them: planned as such requests are (this server's model format,
+        policies and reasoning default), forced by name, required and "auto", with and
+        without parallel calls, and the answer "auto" falls back to. A contract's grounded
+        fields are narrowed per conversation: its grammar here is the one a conversation
+        that holds none of their values gets. Blocking (startup)."""
+        grammars: dict[int, CompiledGrammar] = {}
+        for contract in self.registry:
+            for choice in ("required", NamedTool(contract.name), "auto"):
+                for parallel in (None, False):
+                    task = Task(model=self.model_name, turns=(Turn("user", "warm-up"),),
+                                tools=(ToolDef(contract.name),), tool_choice=choice,
+                                parallel_tool_calls=parallel)
+                    options = RequestOptions.resolve(task.options, self.settings,
+                                                     reasoning=self._reasoning(task),
+                                                     steers=self.engine.steers)
+                    try:
+                        plan: Plan | None = self.planner.plan(task, options)
+                    except ServiceError as exc:  # its requests get the same 400
+                        log.warning("not warmed: %s (%s)", contract.name, exc.detail)
+                        continue
+                    while plan is not None:
+                        if plan.spec is not None:
+                            compiled = self.cache.get(plan.spec).grammar
+                            grammars[id(compiled)] = compiled
+                        plan = plan.fallback
+        return list(grammars.values())
 
     def _check_model(self, task: Task) -> None:
         if task.model != self.model_name:

@@ -79,6 +79,31 @@ def test_contracts_are_warmed_at_startup(client, script):
     assert auto.headers["X-StrictCall-Grammar-Cache"] == "hit"
 
 
+@pytest.mark.parametrize("reasoning", [0, None])  # None: the family's default (it thinks)
+def test_a_family_server_warms_the_grammars_its_requests_use(model_dir, script, reasoning):
+    """Warm-up plans as requests do, in the served family's syntax and under its reasoning
+    default: a Qwen3 server's first contract request finds its grammar compiled, forced
+    and "auto" (warming SmolLM2's list grammars left it cold)."""
+    settings = Settings(served_model_name="scripted", contracts=["contracts.examples"],
+                        model_format="qwen_3", reasoning=reasoning)
+    app = create_app(settings, lambda s: ScriptedEngine(model_dir, script))
+    script.first = ("A search.\n</think>\n\n" if reasoning is None else "") + (
+        '<tool_call>\n{"name": "search_products", "arguments": {"query": "lego", '
+        '"category": "toys", "max_price": null}}\n</tool_call>')
+    with TestClient(app) as c:
+        warmed = c.get("/health").json()["grammar_cache"]["entries"]
+        assert warmed >= 8  # each of the 8 contracts at least once
+        forced = call(c, "search_products")
+        assert forced.status_code == 200, forced.text
+        assert forced.headers["X-StrictCall-Grammar-Cache"] == "hit"
+        auto = c.post("/v1/chat/completions", json={
+            "model": "scripted", "messages": [{"role": "user", "content": "lego, toys"}],
+            "tools": [{"type": "function", "function": {"name": "search_products"}}]})
+        assert auto.status_code == 200, auto.text
+        assert auto.headers["X-StrictCall-Grammar-Cache"] == "hit"
+        assert c.get("/health").json()["grammar_cache"]["entries"] == warmed
+
+
 def test_valid_call_passes_without_repair(client, script):
     script.first = '[{"name":"search_products","arguments":{"query":"lego","category":"toys"}}]'
     resp = call(client, "search_products")
