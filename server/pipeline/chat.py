@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from contracts import ContractRegistry
-from grammars import CompiledGrammar, GrammarCache, GrammarPolicy, Lookup
+from grammars import CompiledGrammar, GrammarCache, GrammarError, GrammarPolicy, Lookup
 from server.dialogue import Dialogue, draft_lines
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import InvalidRequest, ModelNotFound, ServiceError
@@ -178,8 +178,12 @@ class ChatPipeline:
                         continue
                     while plan is not None:
                         if plan.spec is not None:
-                            compiled = self.cache.get(plan.spec).grammar
-                            grammars[id(compiled)] = compiled
+                            try:
+                                compiled = self.cache.get(plan.spec).grammar
+                            except GrammarError as exc:  # its requests get the same 400
+                                log.warning("not warmed: %s (%s)", contract.name, exc)
+                            else:
+                                grammars[id(compiled)] = compiled
                         plan = plan.fallback
         return list(grammars.values())
 
