@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, assert_never
 
+from server.dialogue import NeedsInput
 from server.engines.base import Engine, GenerationResult
 from server.errors import OutputInvalid, ServiceError
 from server.formats.reading import Reading
@@ -34,6 +35,8 @@ class Checked:
     extension: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     repair: RepairUsage = RepairUsage()  # what the repair decodes took
+    # A question instead of the calls (the extension's `needs_input` is its wire form).
+    question: NeedsInput | None = None
 
 
 class Finisher:
@@ -71,15 +74,15 @@ class Finisher:
             extension["runaway"] = trip.note
         if checked.repair.attempts:
             extension["repair"] = asdict(checked.repair)
+        asked = checked.question.as_dict() if checked.question is not None else None
         if context.dialogue is not None:  # a session: its slots saved, and reported
-            slots = await context.dialogue.settle(
-                dict(plan.schemas), checked.calls, extension.get("needs_input"))
+            slots = await context.dialogue.settle(dict(plan.schemas), checked.calls, asked)
             if slots is not None:
                 extension["slots"] = slots
         if audit is not None:
             audit.tool_set(context.offer)
             audit.finished(checked.calls, checked.finish, complete=complete,
-                           needs_input=extension.get("needs_input"))
+                           needs_input=asked)
         context.trace.end()
         return replace(checked, reasoning=reading.reasoning, extension=extension or None,
                        headers=approval_header(extension))
@@ -133,6 +136,7 @@ def _checked(found: CheckedCalls | Asking, content: str | None) -> Checked:
     is no answer to it, so only the question is said)."""
     if isinstance(found, Asking):
         return Checked(found.needs.text(), (), "stop",
-                       extension={"needs_input": found.needs.as_dict()}, repair=found.repair)
+                       extension={"needs_input": found.needs.as_dict()}, repair=found.repair,
+                       question=found.needs)
     return Checked(content, found.calls, "tool_calls", extension=found.extension,
                    repair=found.repair)

@@ -189,7 +189,7 @@ class _View:
     def close(self, checked: Checked) -> list[Event]:
         """The rest, once the final (validated, normalized) answer is known."""
         events = self._think(checked.reasoning or "")
-        if checked.extension and "needs_input" in checked.extension:  # a question instead
+        if checked.question is not None:  # a question instead of the calls
             return events + [TextDelta(("\n" if self.shown else "") + (checked.content or ""))]
         if not checked.calls:
             return events + (self._show(checked.content or "")
