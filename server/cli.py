@@ -174,7 +174,7 @@ def _libraries_log_through_root() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     hf_logging.disable_default_handler()
     hf_logging.enable_propagation()
 

@@ -136,7 +136,7 @@ class ContractViolation(ServiceError):
     status, slug, title, openai_type = 422, "contract-violation", \
         "Tool call violates its contract", "invalid_output_error"
 
-    def __init__(self, detail: str, **kwargs) -> None:
+    def __init__(self, detail: str, **kwargs: Any) -> None:
         super().__init__(detail, **kwargs)
         self.extensions.setdefault("owner_action_required", True)
 
@@ -187,7 +187,7 @@ class RateLimited(ServiceError):
     status, slug, title, openai_type, retryable = 429, "rate-limited", "Rate limit exceeded", \
         "rate_limit_error", True
 
-    def __init__(self, detail: str, *, retry_after_s: int, **kwargs) -> None:
+    def __init__(self, detail: str, *, retry_after_s: int, **kwargs: Any) -> None:
         super().__init__(detail, code="rate_limit_exceeded", **kwargs)
         self.retry_after_s = retry_after_s
 

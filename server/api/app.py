@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request, Response
@@ -214,7 +215,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     return app
 
 
-async def health(pipeline: PipelineDep, response: Response) -> dict:
+async def health(pipeline: PipelineDep, response: Response) -> dict[str, Any]:
     """200 "ok"; 503 "degraded" (with `problem`) while the engine cannot serve: stopped, or
     a step hung past the watchdog. Readiness, for a load balancer: the process is up, but
     send no requests here until it says "ok" again."""
@@ -234,7 +235,7 @@ async def metrics_text(request: Request) -> Response:
     return Response(request.app.state.metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
 
-async def list_models(pipeline: PipelineDep, request: Request) -> dict:
+async def list_models(pipeline: PipelineDep, request: Request) -> dict[str, Any]:
     return {"object": "list", "data": [{"id": pipeline.model_name, "object": "model",
                                         "created": int(request.app.state.started),
                                         "owned_by": "strictcall"}]}

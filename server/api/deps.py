@@ -21,7 +21,8 @@ T = TypeVar("T")
 
 
 def _pipeline(request: Request) -> ChatPipeline:
-    return request.app.state.pipeline
+    pipeline: ChatPipeline = request.app.state.pipeline
+    return pipeline
 
 
 PipelineDep = Annotated[ChatPipeline, Depends(_pipeline)]

@@ -4,6 +4,7 @@ OpenAI's `error` object, or Anthropic's error body on the routes of the Messages
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,7 +25,7 @@ def speaks_anthropic(path: str) -> bool:
     return any(path == r or path.startswith(r + "/") for r in ANTHROPIC_ROUTES)
 
 
-def body_of(error: ServiceError, path: str) -> dict:
+def body_of(error: ServiceError, path: str) -> dict[str, Any]:
     """The error body the route's API defines (also for an error event mid-stream)."""
     if speaks_anthropic(path):
         return error.anthropic_error(path)
@@ -133,6 +134,6 @@ def _param(loc: list[str]) -> str:
     return out
 
 
-def _plain(error: dict) -> dict:
+def _plain(error: dict[str, Any]) -> dict[str, Any]:
     return {"param": _param([str(p) for p in error.get("loc", ()) if p != "body"]),
             "message": error.get("msg", "")}

@@ -187,7 +187,7 @@ def _presented_key(scope: dict[str, Any]) -> str | None:
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
     for key, value in scope.get("headers", ()):
         if key.lower() == name:
-            return value.decode("latin-1")
+            return str(value.decode("latin-1"))
     return None
 
 
@@ -230,7 +230,8 @@ def _replay(body: bytes, receive: Any) -> Any:
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
+        message: dict[str, Any] = await receive()
+        return message
     return replayed
 
 

@@ -17,7 +17,8 @@ _KEY = Field(None, min_length=8, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
 
 
 def _tools(request: Request) -> ToolService:
-    return request.app.state.tools
+    tools: ToolService = request.app.state.tools
+    return tools
 
 
 ToolsDep = Annotated[ToolService, Depends(_tools)]
@@ -38,7 +39,7 @@ class ResolveBody(BaseModel):
 
 
 async def invoke_tool(name: str, body: InvokeBody, tools: ToolsDep, request: Request,
-                      response: Response) -> dict:
+                      response: Response) -> dict[str, Any]:
     header = request.headers.get("idempotency-key")
     key = body.idempotency_key
     if header is not None and key is not None and header != key:
@@ -63,12 +64,13 @@ def _header_key(header: str) -> str | None:
 
 
 async def resolve_execution(name: str, key: str, body: ResolveBody, tools: ToolsDep,
-                            request: Request) -> dict:
+                            request: Request) -> dict[str, Any]:
     return await tools.resolve(name, key, body.outcome, body.result, body.note,
                                caller_of(request))
 
 
-async def list_contracts(pipeline: PipelineDep, tools: ToolsDep, request: Request) -> dict:
+async def list_contracts(pipeline: PipelineDep, tools: ToolsDep,
+                         request: Request) -> dict[str, Any]:
     """Registered contracts with their catalog metadata and this caller's policy decision;
     hidden ones are left out, as if they did not exist."""
     principal = tools.policy.principal(caller_of(request))
@@ -89,7 +91,7 @@ class ValidateBody(BaseModel):
 
 
 async def validate_contract(name: str, body: ValidateBody, tools: ToolsDep,
-                            request: Request) -> dict:
+                            request: Request) -> dict[str, Any]:
     """Validate and normalize arguments produced anywhere (another model, a human form)."""
     caller = caller_of(request)
     contract, _ = tools.known(name, tools.policy.principal(caller))

@@ -79,18 +79,18 @@ class Engine(abc.ABC):
                     tools: list[dict[str, Any]] | None = None, **template_kwargs: Any) -> str:
         """The chat template applied to messages (and `tools`, for templates that render
         them), ending with the assistant turn's opening."""
-        return self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False,
-                                                  add_generation_prompt=True,
-                                                  **template_kwargs)
+        return str(self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False,
+                                                      add_generation_prompt=True,
+                                                      **template_kwargs))
 
     def encode(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode(text, add_special_tokens=False))
 
     def decode(self, token_ids: Sequence[int]) -> str:
         if self.skip_special_tokens:
-            return self.tokenizer.decode(token_ids, skip_special_tokens=True)
-        return self.tokenizer.decode([t for t in token_ids if t not in self.eos_token_ids],
-                                     skip_special_tokens=False)
+            return str(self.tokenizer.decode(token_ids, skip_special_tokens=True))
+        return str(self.tokenizer.decode([t for t in token_ids if t not in self.eos_token_ids],
+                                         skip_special_tokens=False))
 
     @abc.abstractmethod
     async def generate(self, request: GenerationRequest) -> GenerationResult:

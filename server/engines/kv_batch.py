@@ -13,7 +13,7 @@ from transformers import DynamicCache
 
 
 class KvBatch:
-    def __init__(self, config) -> None:
+    def __init__(self, config: Any) -> None:  # the model's transformers config
         self._config = config
         self.cache: DynamicCache | None = None
         self.mask = torch.zeros((0, 0), dtype=torch.long)
@@ -85,7 +85,7 @@ class KvBatch:
         self.mask[row, -n:] = 0
         self.positions[row] -= n
 
-    def _set(self, layers, mask: torch.Tensor, positions: torch.Tensor) -> None:
+    def _set(self, layers: Any, mask: torch.Tensor, positions: torch.Tensor) -> None:
         self.cache = DynamicCache(ddp_cache_data=layers, config=self._config)
         self.mask, self.positions = mask, positions
 

@@ -22,6 +22,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ def _to_logging(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         log.debug("llama.cpp: %s", text.decode(errors="replace").rstrip())
 
 
-def _make_callback():
+def _make_callback() -> Any:  # llama.cpp's ctypes log callback
     import llama_cpp
 
     return llama_cpp.llama_log_callback(_to_logging)
@@ -137,8 +138,8 @@ class LlamaCppEngine(SteppedEngine):
     def _kv_bytes_per_token(self) -> int:
         ll, m = self._ll, self._model
         heads, kv_heads = ll.llama_model_n_head(m), ll.llama_model_n_head_kv(m)
-        kv_dim = ll.llama_model_n_embd(m) * kv_heads // max(heads, 1)
-        return max(1, ll.llama_model_n_layer(m) * kv_dim * 2 * 2)  # K and V, f16
+        kv_dim = int(ll.llama_model_n_embd(m)) * int(kv_heads) // max(int(heads), 1)
+        return max(1, int(ll.llama_model_n_layer(m)) * kv_dim * 2 * 2)  # K and V, f16
 
     def _context(self, *, threads: int, seqs: int, cells: int) -> None:
         ll = self._ll

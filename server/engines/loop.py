@@ -24,6 +24,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import threading
@@ -201,7 +202,7 @@ class SteppedEngine(Engine):
         log.warning("the hung engine step returned after %.1f s; its requests had been "
                     "failed, their results are discarded; serving again", took)
 
-    def _watched(self):  # a context manager
+    def _watched(self) -> contextlib.AbstractContextManager[None]:
         # Everything the worker holds waits on the step, running or not.
         self._inflight = [*self._rows, *self._prefilling, *self._waiting]
         return self._watchdog.step()

@@ -82,7 +82,8 @@ class TorchEngine(SteppedEngine):
         if seq.prefilled < len(prompt):
             return None
         self._prefixes.store(prompt, [(layer.keys, layer.values) for layer in out.cache.layers])
-        return out.logits[0, -1, :].float()
+        logits: torch.Tensor = out.logits[0, -1, :].float()
+        return logits
 
     def _join(self, seq: DecodeRow) -> None:
         self._batch.add(seq.state, len(seq.request.prompt_ids))
@@ -105,7 +106,8 @@ class TorchEngine(SteppedEngine):
                          logits_to_keep=max(outputs))
         self._batch.advance(mask, counts)
         if max(outputs) == 1:
-            return out.logits[:, -1, :]
+            last: torch.Tensor = out.logits[:, -1, :]
+            return last
         return torch.cat([out.logits[r, -k:, :] for r, k in enumerate(outputs)])
 
     def _rewind(self, seq: DecodeRow, n: int) -> None:

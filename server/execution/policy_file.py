@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from contracts import ContractRegistry, Kind, Risk
 from server.execution.policy import Decision, Rule, ToolPolicy
+
+# A path into the parsed policy (keys and indexes) -> the line it was written on.
+LineOf = Callable[[tuple[Any, ...]], int | None]
 
 _HEADER = r"^[A-Za-z0-9-]{1,64}$"
 
@@ -99,7 +102,7 @@ def _rule(r: _Rule, line: int | None) -> Rule:
                 opt(r.roles), tuple(r.approve_fields) if r.approve_fields else None, line)
 
 
-def _check(path: Path, parsed: _PolicyFile, registry: ContractRegistry, lines) -> None:
+def _check(path: Path, parsed: _PolicyFile, registry: ContractRegistry, lines: LineOf) -> None:
     """What the schema cannot say: catalogs name registered, offerable tools; approved
     fields exist on the contracts the rule names."""
     for name, tools in parsed.catalogs.items():
@@ -128,7 +131,7 @@ def _at(path: Path, line: int | None) -> str:
     return f"the policy file {str(path)!r}" + (f", line {line}" if line else "")
 
 
-def _parse_yaml(path: Path, text: str):
+def _parse_yaml(path: Path, text: str) -> tuple[Any, LineOf]:
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -164,7 +167,7 @@ def _child(node: Any, part: Any) -> Any:
     return None
 
 
-def _parse_toml(path: Path, text: str):
+def _parse_toml(path: Path, text: str) -> tuple[Any, LineOf]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
