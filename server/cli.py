@@ -68,7 +68,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     import json
 
     from contracts import ContractError
-    from server.api.app import load_contracts
+    from server.wiring import load_contracts
 
     try:
         registry = load_contracts(args.contracts or ["contracts.examples"])
@@ -106,7 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
     torch_out = keep_torch_out(settings)  # before the app's imports load xgrammar, tvm_ffi
 
     from contracts import ContractError
-    from server.api.app import create_app, load_contracts, open_audit_log
+    from server.api.app import create_app
     from server.api.gate import RequestIdFilter
     from server.api.serving import serve
     from server.engines.factory import build_engine
@@ -115,6 +115,7 @@ def _serve(args: argparse.Namespace) -> int:
     from server.formats.detect import check_setting
     from server.identity import KeyFileError, KeyRing
     from server.records import configure_logging
+    from server.wiring import load_contracts, open_audit_log
 
     try:
         registry = load_contracts(settings.contracts)

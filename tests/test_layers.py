@@ -54,6 +54,9 @@ FORBIDDEN = {
     # The conversation (evidence, grounding, slots, questions): the pipeline asks it per
     # turn through one seam; it knows no pipeline, API, engine or format.
     "server/dialogue": _SHARED,
+    # The composition root builds the parts the api serves: it knows no HTTP.
+    "server/wiring.py": ("server.api", "server.cli", "bench"),
+    "server/background.py": ("server.api", "server.pipeline", "server.cli", "bench"),
     "server/cli.py": ("bench",),
     "server/cli_flags.py": ("bench",),
     "server/eval": _SHARED,  # a client of any server: no server parts

@@ -59,10 +59,10 @@ def test_compose_and_manifests_pass_only_flags_and_variables_strictcall_takes():
 def test_the_policies_load_and_the_shipped_secrets_are_refused(tmp_path):
     """The example keys and the Secrets' values are public placeholders: StrictCall refuses
     each of them, so a deployment cannot run on them by mistake."""
-    from server.api.app import load_contracts
     from server.execution import load_policy
     from server.identity import KeyFileError, KeyRing
     from server.state import StateError, check_urls
+    from server.wiring import load_contracts
 
     registry = load_contracts(["contracts.examples"])
     load_policy(DEPLOY / "policy.example.yaml", registry)

@@ -16,7 +16,7 @@ SHIPPED = sorted((ROOT / "contracts" / "scenarios").glob("*.yaml"))
 
 
 def test_shipped_scenarios_load_and_name_registered_tools():
-    from server.api.app import load_contracts
+    from server.wiring import load_contracts
 
     names = set(load_contracts(["contracts.examples"]).names())
     assert len(SHIPPED) == 6

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from server.api.background import sweep
+from server.background import sweep
 from server.state import MemoryStateStore
 from server.state.timed import TimedStateStore
 from tests.scripted import assert_problem
