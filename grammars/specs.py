@@ -205,8 +205,8 @@ class TextOrToolCallsSpec:
     nothing more. For tool_choice="auto": any call it makes is valid, or it answers in text."""
 
     calls: ToolCallsSpec
-    begin: str = "<tool_call>"
-    end: str = "</tool_call>"
+    begin: str  # the model format's own call markers (SmolLM2's "<tool_call>")
+    end: str
 
     @cached_property
     def key(self) -> str:

@@ -208,7 +208,7 @@ def _pipeline(inputs: Inputs, engine: Engine, sessions: SessionStore, events: Ev
     stack.callback(cache.close)
     metrics.watch(cache=lambda: dataclasses.asdict(cache.stats()), engine=engine.stats)
     pipeline = ChatPipeline(engine, cache, settings, Parts(
-        policy, registry=inputs.registry, metrics=metrics, fmt=fmt,
+        policy, fmt, registry=inputs.registry, metrics=metrics,
         rate_limits=inputs.rate_limits, audit=inputs.audit, tool_policy=inputs.tool_policy,
         events=events, sessions=sessions))
     return pipeline, metrics

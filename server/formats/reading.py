@@ -24,6 +24,12 @@ class Reading:
     thinking: bool = False  # the decode is still inside the reasoning
     answer_from: int = 0  # where the answer (after the reasoning) starts in the text
 
+    @property
+    def no_call(self) -> bool:
+        """No call read: none began, or the calls array is empty (`auto` decided to answer
+        in text), in any format (each reader gives its calls as one JSON array)."""
+        return "".join((self.calls or "[]").split()) == "[]"
+
 
 class Reader(Protocol):
     """Reads a decoded text for a request's mode in one model format's syntax."""

@@ -22,7 +22,6 @@ from server.execution import Events, ToolOffers, ToolPolicy, contract_runtime
 from server.formats.base import ModelFormat
 from server.formats.history import alternating
 from server.formats.reasoning import EFFORT_BUDGETS, budget_for, fitted
-from server.formats.smollm2 import SmolLM2Format
 from server.identity import Caller
 from server.metrics import Metrics
 from server.pipeline.answer import Answer, Event
@@ -54,9 +53,9 @@ class Parts:
     """What a pipeline is built from, besides the engine, the cache and the settings."""
 
     policy: GrammarPolicy
+    fmt: ModelFormat  # the served family's (server/formats/detect.py resolves it)
     registry: ContractRegistry | None = None
     metrics: Metrics | None = None
-    fmt: ModelFormat = SmolLM2Format()
     rate_limits: Limiter | None = None  # tokens are charged to the caller's key
     audit: AuditSink | None = None  # one record per tool-call decision
     tool_policy: ToolPolicy | None = None  # who may see which tool

@@ -59,7 +59,7 @@ class Decode:
         if self.fallback is None or not result.grammar_complete:
             return None
         reading = self.plan.reader.read(result.text, complete=True)
-        if (reading.calls or "[]").strip() == "[]" and not (reading.content or "").strip():
+        if reading.no_call and not (reading.content or "").strip():
             return self.fallback
         return None
 

@@ -78,7 +78,7 @@ def test_tool_calls_grammar(masking, tokenizer, text, ok):
     assert _accepts(masking, tokenizer, TOOLS, text) is ok
 
 
-AUTO = TextOrToolCallsSpec(TOOLS)
+AUTO = TextOrToolCallsSpec(TOOLS, "<tool_call>", "</tool_call>")
 
 
 @pytest.mark.parametrize(("text", "ok"), [

@@ -88,7 +88,8 @@ def test_no_structural_tags_and_strict_objects_only(outlines):
     tool = ToolSpec.from_parameters("f", {"type": "object", "properties": {}},
                                     table=outlines.keywords)
     with pytest.raises(InvalidSchemaError, match="structural tags"):
-        outlines.compile(TextOrToolCallsSpec(ToolCallsSpec((tool,))))
+        outlines.compile(TextOrToolCallsSpec(ToolCallsSpec((tool,)), "<tool_call>",
+                                             "</tool_call>"))
     with pytest.raises(ValueError, match="strict objects"):
         outlines.set_strict_objects(False)
 

@@ -9,6 +9,7 @@ from grammars import GrammarCache, GrammarPolicy
 from server.engines.base import GenerationResult
 from server.engines.scripted import ScriptedEngine
 from server.errors import OutputInvalid
+from server.formats.smollm2 import SmolLM2Format
 from server.identity import Caller
 from server.pipeline.chat import ChatPipeline, Parts
 from server.settings import Settings
@@ -26,7 +27,8 @@ def _result(text: str) -> GenerationResult:
 def pipeline(model_dir) -> ChatPipeline:
     engine = ScriptedEngine(model_dir, lambda prompt: "")
     return ChatPipeline(engine, GrammarCache(engine.grammar_backend), Settings(),
-                        Parts(GrammarPolicy.for_backend(engine.grammar_backend)))
+                        Parts(GrammarPolicy.for_backend(engine.grammar_backend),
+                              SmolLM2Format()))
 
 
 def _finish(pipeline: ChatPipeline, task: Task, text: str):
