@@ -15,7 +15,7 @@ from typing import Any
 from server.errors import StateUnavailable
 from server.execution.keyed import KeyedRuns
 from server.identity import WatchedKeyRing
-from server.records import AuditLog
+from server.logs import AuditLog
 from server.state.timed import TimedStateStore
 
 log = logging.getLogger("strictcall.state")

@@ -114,7 +114,7 @@ def _serve(args: argparse.Namespace) -> int:
     from server.formats.base import UnsupportedFormat
     from server.formats.detect import check_setting
     from server.identity import KeyFileError, KeyRing
-    from server.records import configure_logging
+    from server.logs import configure_logging
     from server.wiring import load_contracts, open_audit_log
 
     try:

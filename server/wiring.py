@@ -29,11 +29,11 @@ from server.execution.keyed import KeyedRuns
 from server.execution.service import ToolService
 from server.formats.detect import resolve as resolve_format
 from server.identity import KeyRing, WatchedKeyRing
+from server.logs import AuditLog
 from server.metrics import Metrics
 from server.model_store import default_cache_dir
 from server.pipeline.chat import ChatPipeline, Parts
 from server.ratelimit import Limiter
-from server.records import AuditLog
 from server.sessions import ResponseStore, SessionStore
 from server.sessions.sealing import Sealer
 from server.settings import Settings

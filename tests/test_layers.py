@@ -47,7 +47,7 @@ FORBIDDEN = {
     # State shared by replicas (records, rate-limit buckets): the execution layer and the
     # api use it; it knows none of them.
     "server/state": _SHARED,
-    "server/records.py": _SHARED,
+    "server/logs.py": _SHARED,
     # Sessions' slots and stored responses over the state store: the pipeline and the api
     # use them; they know neither.
     "server/sessions": _SHARED,

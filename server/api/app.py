@@ -24,9 +24,9 @@ from server.api.responses.stored import delete_response, get_response, list_inpu
 from server.api.sessions import delete_session, get_session
 from server.execution import ToolPolicy
 from server.identity import KeyRing
+from server.logs import AuditLog
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import RequestTimer
-from server.records import AuditLog
 from server.settings import Settings
 from server.wiring import EngineFactory, Inputs, assembled
 

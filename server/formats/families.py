@@ -14,7 +14,6 @@ from grammars import StructuralTagSpec
 from server.formats.base import Ask, ModelFormat, Rendering, UnsupportedFormat
 from server.formats.history import flattened, structured
 from server.formats.instructions import tool_lines
-from server.formats.reader import TagReader, write_call
 from server.formats.reading import Mode
 from server.formats.reasoning import (
     THINK_END,
@@ -36,6 +35,7 @@ from server.formats.syntax import (
     function_tool,
     structural_tag,
 )
+from server.formats.tag_reader import TagReader, write_call
 from server.task import EarlierCall, Turn
 
 # xgrammar 0.2.9's built-in families (`xgrammar.builtin_structural_tag`).

@@ -41,7 +41,7 @@ REDACTED = "[redacted]"
 
 
 class AuditSink(Protocol):
-    """Where records go (server.records.AuditLog, or a list in tests)."""
+    """Where records go (server.logs.AuditLog, or a list in tests)."""
 
     def write(self, record: dict[str, Any]) -> None: ...
 

@@ -27,7 +27,7 @@ from contracts import Contract
 from contracts.redaction import REDACTED
 from server.identity import Identity
 from server.sessions.sealing import Sealer, is_sealed
-from server.sessions.state import Change, SessionState
+from server.sessions.session import Change, SessionState
 from server.state import StateStore, VersionConflict
 
 NAMESPACE = "sessions"

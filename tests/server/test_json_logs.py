@@ -8,7 +8,7 @@ import json
 import logging
 
 from server.api.gate import REQUEST_ID, RequestIdFilter
-from server.records import JsonFormatter
+from server.logs import JsonFormatter
 
 
 def lines_of(emit) -> list[dict]:

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
-from server.records import AuditLog
+from server.logs import AuditLog
 from server.settings import Settings
 
 KEY = "sk-audit-0123456789abcdef"
