@@ -23,7 +23,7 @@ import datetime as dt
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from contracts import Contract
@@ -33,6 +33,7 @@ from server.errors import ServiceError
 from server.execution import Offer
 from server.identity import Caller
 from server.pipeline.answer import Call, Finish
+from server.pipeline.repair import Attempt
 
 log = logging.getLogger("strictcall.audit")
 Outcome = Literal["valid", "repaired", "rejected", "failed", "cut_off", "no_call",
@@ -83,16 +84,15 @@ class Decision:
         self.record["calls"].append({"name": name,
                                      "arguments": self._hide(name, arguments, "")})
 
-    def contract(self, contract: Contract, attempts: list[dict[str, Any]],
+    def contract(self, contract: Contract, attempts: Sequence[Attempt],
                  arguments: dict[str, Any] | None, repaired: bool) -> None:
         """A contract's validation and repair: every attempt with its violations, and the
         arguments returned (None: none passed)."""
         self.record["contracts"].append({
             "tool": contract.name, "repaired": repaired,
-            "attempts": [{**attempt,
-                          "arguments": self._hide(contract.name, attempt["arguments"], ""),
-                          "violations": self._violations(contract.name,
-                                                         attempt["violations"])}
+            "attempts": [{**(shown := attempt.as_dict()),
+                          "arguments": self._hide(contract.name, attempt.arguments, ""),
+                          "violations": self._violations(contract.name, shown["violations"])}
                          for attempt in attempts],
             "arguments": None if arguments is None
             else self._hide(contract.name, arguments, "")})

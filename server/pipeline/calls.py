@@ -125,11 +125,12 @@ class CallChecks:
             audit.contract(contract, report.attempts, report.arguments, report.repaired)
         self._count(contract, report)
         if report.arguments is None and not report.questions:
-            last = report.attempts[-1]["violations"]
+            last = report.attempts[-1].violations
             error = ContractViolation(
                 f"the call to {contract.name!r} broke its contract after "
-                f"{len(report.attempts)} attempt(s): {last[0]['message']}",
-                extensions={"violations": last, "attempts": report.attempts})
+                f"{len(report.attempts)} attempt(s): {last[0].message}",
+                extensions={"violations": [v.as_dict() for v in last],
+                            "attempts": [a.as_dict() for a in report.attempts]})
             _rejected(context.trace, contract.name, error)
             raise error
         context.trace.event("asked" if report.questions else "repaired" if report.repaired
@@ -142,10 +143,10 @@ class CallChecks:
             return
         outcome = "needs_input" if report.questions else "failed" \
             if report.arguments is None else "repaired" if report.repaired else "valid"
-        first = report.attempts[0]["violations"]
+        first = report.attempts[0].violations
         self.metrics.contract(tool=contract.name, outcome=outcome, first_valid=not first,
-                              violations=[(v["code"], v["pointer"]) for a in report.attempts
-                                          for v in a["violations"]],
+                              violations=[(v.code, v.pointer) for a in report.attempts
+                                          for v in a.violations],
                               repair_tokens=report.usage.prompt_tokens
                               + report.usage.completion_tokens)
 
@@ -153,8 +154,8 @@ class CallChecks:
     def _asking(contract: Contract | None, report: Repair, wording: Wording,
                 context: CallContext) -> NeedsInput:
         assert contract is not None  # only contract calls are repaired
-        broken = {v["pointer"].split("/")[1] for v in report.attempts[-1]["violations"]
-                  if v["pointer"].startswith("/")}
+        broken = {v.pointer.split("/")[1] for v in report.attempts[-1].violations
+                  if v.pointer.startswith("/")}
         asked = {q.field.split("/")[1] for q in report.questions}
         today = context.dialogue.evidence.today if context.dialogue is not None else None
         kept = collected(report.last, contract, leave_out=broken | asked, today=today)

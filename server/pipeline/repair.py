@@ -38,11 +38,25 @@ from server.task import EarlierCall, Turn
 REPAIR_MAX_TOKENS = 256
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One decode of a contract call (the first, or a repair): what it wrote and what broke."""
+
+    arguments: Any
+    violations: tuple[Violation, ...]
+    note: str = ""  # why the loop stopped here, where it did
+
+    def as_dict(self) -> dict[str, Any]:
+        """As problems and the audit show it."""
+        out = {"arguments": self.arguments, "violations": [v.as_dict() for v in self.violations]}
+        return {**out, "note": self.note} if self.note else out
+
+
 @dataclass
 class Repair:
     """Every attempt (the first decode included) with its arguments and violations."""
 
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
     arguments: dict[str, Any] | None = None  # normalized, once valid
     questions: list[Question] = field(default_factory=list)  # why it stopped to ask
     last: dict[str, Any] = field(default_factory=dict)  # the arguments it ended with
@@ -53,10 +67,7 @@ class Repair:
         return self.arguments is not None and len(self.attempts) > 1
 
     def record(self, arguments: Any, violations: tuple[Violation, ...], note: str = "") -> None:
-        entry = {"arguments": arguments, "violations": [v.as_dict() for v in violations]}
-        if note:
-            entry["note"] = note
-        self.attempts.append(entry)
+        self.attempts.append(Attempt(arguments, violations, note))
 
     def spent(self, result: GenerationResult) -> None:
         u = self.usage
