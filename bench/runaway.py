@@ -178,7 +178,7 @@ def _number_runs(values: list[Any]) -> list[int]:
 def _shapes(values: list[Any], path: list[str]) -> tuple[list[int], list[int]]:
     """For the gold `values`: the similar-item runs of their arrays, and how many times each
     key stands on its path of objects."""
-    from server.pipeline.item_loops import similar_run
+    from server.pipeline.guards.item_loops import similar_run
 
     runs: list[int] = []
     keys: list[int] = []

@@ -1,6 +1,6 @@
 """What the server writes down: its log lines (text, or one JSON object per line) and the
 audit log, a size-rotated JSONL file with one record per tool-call decision
-(server/pipeline/audit.py builds the records).
+(server/pipeline/checking/audit.py builds the records).
 
 JSON log lines are for log shippers, which split on newlines: a traceback goes into the
 `exception` field as one string, so a record is always exactly one line."""

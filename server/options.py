@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Runaway guards (server/pipeline/runaway.py): a value that repeats itself is stopped, or
+# Runaway guards (server/pipeline/guards/runaway.py): a value that repeats itself is stopped, or
 # steered away from the repeat by engines that choose tokens themselves.
 LoopGuard = Literal["off", "stop", "steer"]
 # How a JSON answer's schema is written into the prompt (server/formats/schema_text.py).

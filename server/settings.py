@@ -207,7 +207,7 @@ class Settings(BaseSettings):
                                                           "marker; or as --auto-tools")
     contracts: list[str] = setting([], "load @tool contracts from a module or .py file "
                                        "(repeatable)", metavar="MODULE_OR_FILE")
-    # Runaway guards (server/pipeline/runaway.py).
+    # Runaway guards (server/pipeline/guards/runaway.py).
     dedupe_calls: bool = setting(True, "close the call list when a call repeats an earlier "
                                        "one, or one already answered since the user's "
                                        "last message (off: polling)")

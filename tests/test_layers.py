@@ -26,6 +26,14 @@ FORBIDDEN = {
     "server/engines": ("server.pipeline", "server.api", "server.cli", "server.formats",
                        "server.execution", "bench"),
     "server/pipeline": ("server.api", "server.cli", "bench"),
+    # The pipeline's stages: the guards plug into the decode and know nothing after it; the
+    # checks know the guards' verdict (a trip), never the composition that runs them.
+    "server/pipeline/guards": ("server.api", "server.cli", "bench", "server.pipeline.chat",
+                               "server.pipeline.stream", "server.pipeline.checking",
+                               "server.pipeline.plan", "server.pipeline.prepared",
+                               "server.pipeline.decode"),
+    "server/pipeline/checking": ("server.api", "server.cli", "bench", "server.pipeline.chat",
+                                 "server.pipeline.stream"),
     # The execution layer, beside the pipeline: the pipeline and the api use it, not back.
     "server/execution": (*_LOWER_SERVER, "server.formats", "bench"),
     # Adapters see the answer and its opening (server/pipeline/answer.py), never how the

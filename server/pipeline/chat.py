@@ -25,16 +25,16 @@ from server.formats.reasoning import EFFORT_BUDGETS, budget_for, fitted
 from server.identity import Caller
 from server.metrics import Metrics
 from server.pipeline.answer import Answer, Event
-from server.pipeline.audit import AuditSink
-from server.pipeline.calls import CallChecks
-from server.pipeline.checks import Checked, Finisher
+from server.pipeline.checking.audit import AuditSink
+from server.pipeline.checking.calls import CallChecks
+from server.pipeline.checking.checks import Checked, Finisher
+from server.pipeline.checking.repair import Repairer
 from server.pipeline.decode import compiled, decode
+from server.pipeline.guards.runaway import Trip
 from server.pipeline.plan import Plan, Planner
 from server.pipeline.prepared import CallContext, Decode, Prepared
 from server.pipeline.prompt import with_instructions
-from server.pipeline.repair import Repairer
 from server.pipeline.request_options import RequestOptions
-from server.pipeline.runaway import Trip
 from server.pipeline.stream import EventStream, Overdue
 from server.pipeline.usage import usage_of
 from server.pipeline.validation import new_answer_id

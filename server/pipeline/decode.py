@@ -14,7 +14,7 @@ from dataclasses import replace
 from grammars import BridgedBackend, GrammarCache, GrammarError, GrammarSpec, Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult
 from server.errors import EngineFailure, InvalidRequest, ServiceError
-from server.pipeline.runaway import RunawayGuard
+from server.pipeline.guards.runaway import RunawayGuard
 
 log = logging.getLogger("strictcall.pipeline")
 

@@ -15,10 +15,10 @@ from server.execution import Offer, RequestTrace
 from server.formats.reading import has_content
 from server.identity import Caller
 from server.pipeline.answer import Opening
-from server.pipeline.item_loops import vocabulary_of
+from server.pipeline.guards.item_loops import vocabulary_of
+from server.pipeline.guards.runaway import RunawayGuard
 from server.pipeline.plan import Plan
 from server.pipeline.request_options import GuardOptions, RepairBudget, RequestOptions
-from server.pipeline.runaway import RunawayGuard
 from server.task import Task
 
 

@@ -20,7 +20,7 @@ class RepairBudget:
 
 @dataclass(frozen=True)
 class GuardOptions:
-    """The runaway guards (server/pipeline/runaway.py)."""
+    """The runaway guards (server/pipeline/guards/runaway.py)."""
 
     dedupe_calls: bool = True
     loop_guard: LoopGuard = "stop"

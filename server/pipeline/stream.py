@@ -26,10 +26,10 @@ from server.pipeline.answer import (
     ReasoningDelta,
     TextDelta,
 )
-from server.pipeline.checks import Checked
+from server.pipeline.checking.checks import Checked
+from server.pipeline.guards.runaway import Trip
+from server.pipeline.guards.toolstream import ArgumentsFragment, CallNamed, CallScanner
 from server.pipeline.prepared import Decode, Prepared
-from server.pipeline.runaway import Trip
-from server.pipeline.toolstream import ArgumentsFragment, CallNamed, CallScanner
 from server.pipeline.validation import new_call_id
 
 # Says why a stream must stop now (its time limit passed, the server is shutting down).

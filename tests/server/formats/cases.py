@@ -12,7 +12,7 @@ from server.formats.base import Ask, AskedTool, Mode, Rendering
 from server.formats.families import get_format
 from server.formats.reading import Reader
 from server.formats.syntax import FamilySyntax
-from server.pipeline.toolstream import ArgumentsFragment, CallNamed, CallScanner
+from server.pipeline.guards.toolstream import ArgumentsFragment, CallNamed, CallScanner
 
 WEATHER = {"type": "object", "properties": {
     "city": {"type": "string"},

@@ -19,7 +19,7 @@ from server.formats.families import SERVED, XGRAMMAR_FAMILIES, FamilyFormat, get
 from server.formats.reading import ReasoningMarks
 from server.formats.reasoning import THINK_END
 from server.formats.smollm2 import ListReader
-from server.pipeline.toolstream import ArgumentsFragment, CallNamed, CallScanner
+from server.pipeline.guards.toolstream import ArgumentsFragment, CallNamed, CallScanner
 from server.task import EarlierCall, Turn
 
 WEATHER = {"type": "object", "properties": {

@@ -13,7 +13,7 @@ from contracts import Violation
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
 from server.errors import problem_type
-from server.pipeline.repair import repair_schema
+from server.pipeline.checking.repair import repair_schema
 from server.settings import Settings
 from server.wiring import load_contracts
 from tests.scripted import assert_problem

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from server.engines.detokenize import IncrementalDetokenizer
 from server.formats.reading import Reader, Reading
-from server.pipeline.item_loops import JsonShape, Vocabulary, item_steering
+from server.pipeline.guards.item_loops import JsonShape, Vocabulary, item_steering
 from server.pipeline.request_options import GuardOptions
 
 # A value loops when a unit of 1..MAX_PERIOD tokens repeats back to back so often that the

@@ -13,11 +13,11 @@ from server.engines.base import Engine, GenerationResult
 from server.errors import OutputInvalid, ServiceError
 from server.formats.reading import Reading
 from server.pipeline.answer import Call, Finish, RepairUsage
-from server.pipeline.audit import AuditSink, Decision
-from server.pipeline.calls import Asking, CallChecks, CheckedCalls, approval_header
+from server.pipeline.checking.audit import AuditSink, Decision
+from server.pipeline.checking.calls import Asking, CallChecks, CheckedCalls, approval_header
+from server.pipeline.guards.runaway import Trip
 from server.pipeline.plan import Plan
 from server.pipeline.prepared import Decode, Prepared
-from server.pipeline.runaway import Trip
 from server.pipeline.validation import parse_json, validate
 
 

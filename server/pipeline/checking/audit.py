@@ -33,7 +33,7 @@ from server.errors import ServiceError
 from server.execution import Offer
 from server.identity import Caller
 from server.pipeline.answer import Call, Finish
-from server.pipeline.repair import Attempt
+from server.pipeline.checking.repair import Attempt
 
 log = logging.getLogger("strictcall.audit")
 Outcome = Literal["valid", "repaired", "rejected", "failed", "cut_off", "no_call",

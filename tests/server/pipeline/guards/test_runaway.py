@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
 from server.formats.smollm2 import ListReader
+from server.pipeline.guards.runaway import RunawayGuard, repeated_unit
 from server.pipeline.request_options import GuardOptions
-from server.pipeline.runaway import RunawayGuard, repeated_unit
 from server.settings import Settings
 from tests.server.pipeline.test_stream_auto import assemble, events
 
@@ -121,7 +121,7 @@ def test_repeated_unit(ids, found):
 
 
 def test_steering_avoids_the_token_that_completes_a_loop(tokenizer):
-    from server.pipeline.runaway import LOOP_TOKENS, MIN_REPEATS
+    from server.pipeline.guards.runaway import LOOP_TOKENS, MIN_REPEATS
 
     prefix = tokenizer.encode('{"url":"x', add_special_tokens=False)
     unit = tokenizer.encode("&query_params=", add_special_tokens=False)

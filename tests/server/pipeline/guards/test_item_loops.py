@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from server.formats.smollm2 import ListReader
-from server.pipeline.item_loops import (
+from server.pipeline.guards.item_loops import (
     KEY_REPEATS,
     NUMBER_RUN,
     SIMILAR_RUN,
@@ -16,8 +16,8 @@ from server.pipeline.item_loops import (
     similar_run,
     vocabulary_of,
 )
+from server.pipeline.guards.runaway import RunawayGuard
 from server.pipeline.request_options import GuardOptions
-from server.pipeline.runaway import RunawayGuard
 
 CALL = '[{"name":"streaming_services.shows_list_and_ratings","arguments":{"show_list":['
 # A run one short of SIMILAR_RUN: the item being written makes it a loop.

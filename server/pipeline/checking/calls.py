@@ -20,10 +20,10 @@ from server.execution import RequestTrace, new_call_key, with_call_key
 from server.execution.policy import Verdict
 from server.metrics import Metrics
 from server.pipeline.answer import Call, RepairUsage
-from server.pipeline.audit import Decision
+from server.pipeline.checking.audit import Decision
+from server.pipeline.checking.repair import Repair, RepairAsk, Repairer, collected
 from server.pipeline.plan import Plan
 from server.pipeline.prepared import CallContext
-from server.pipeline.repair import Repair, RepairAsk, Repairer, collected
 from server.pipeline.validation import new_call_id, parse_json, validate
 
 APPROVAL_HEADER = "X-StrictCall-Approval-Required"
