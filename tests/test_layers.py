@@ -36,9 +36,9 @@ FORBIDDEN = {
                                  "server.pipeline.stream"),
     # The execution layer, beside the pipeline: the pipeline and the api use it, not back.
     "server/execution": (*_LOWER_SERVER, "server.formats", "bench"),
-    # Adapters see the answer and its opening (server/pipeline/answer.py), never how the
-    # pipeline prepared a request.
-    "server/api": ("server.cli", "bench", "server.pipeline.prepared"),
+    # Of the pipeline the api sees only what server/pipeline/__init__.py exports (the
+    # pipeline, the answer, its events and opening): checked below.
+    "server/api": ("server.cli", "bench"),
     # Model formats own every call marker; they render the pipeline's asks, never read it.
     "server/formats": (*_LOWER_SERVER, "server.execution", "bench"),
     "server/__init__.py": _SHARED,
@@ -140,6 +140,14 @@ def test_leaf_internals_stay_inside(leaf):
            if not str(p.relative_to(ROOT)).startswith(leaf + "/")
            for name in _imports(p) if name.startswith(leaf + ".")]
     assert not bad, f"import these from {leaf!r} itself (export them there): {bad}"
+
+
+def test_the_api_sees_only_what_the_pipeline_exports():
+    """Nothing under server/api imports a module of server/pipeline: adapters see the
+    answer, never how the pipeline prepared or checked it."""
+    bad = [(str(p.relative_to(ROOT)), name) for p in sorted((ROOT / "server/api").rglob("*.py"))
+           for name in _imports(p) if name.startswith("server.pipeline.")]
+    assert not bad, f"import these from server.pipeline itself (export them there): {bad}"
 
 
 def _module_name(path: Path) -> str:

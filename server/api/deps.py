@@ -15,7 +15,7 @@ from fastapi import Depends, Request
 from grammars import EnforcementReport, Lookup, reported
 from server.errors import RequestTimeout, ServiceError, Unavailable
 from server.identity import Caller
-from server.pipeline.chat import ChatPipeline
+from server.pipeline import ChatPipeline
 
 T = TypeVar("T")
 

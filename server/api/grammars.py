@@ -18,8 +18,6 @@ from server.api.deps import PipelineDep
 from server.dialogue import ground
 from server.dialogue.evidence import evidence_of
 from server.errors import InvalidRequest
-from server.pipeline.decode import compiled
-from server.pipeline.plan import plan_schema
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
@@ -30,11 +28,7 @@ async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep
     schema, grounding = await asyncio.to_thread(
         _grounded, body, from_system=pipeline.settings.ground_from_system)
     cache = pipeline.cache
-    spec, analysis = await asyncio.to_thread(
-        plan_schema, schema, where="the schema", budget=pipeline.settings.budget,
-        policy=pipeline.policy)
-    lookup = await compiled(cache, spec, timeout_s=pipeline.settings.compile_timeout_s,
-                            param="the schema")
+    spec, analysis, lookup = await pipeline.compile_schema(schema, where="the schema")
     report = analysis.report
     if grounding:
         report = EnforcementReport(report.backend, (*report.uses,

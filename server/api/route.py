@@ -21,8 +21,7 @@ from server.api.deps import (
     until_disconnect,
 )
 from server.api.sse import FrameStream, write_sse
-from server.pipeline.answer import Answer, Event, Opening
-from server.pipeline.chat import ChatPipeline
+from server.pipeline import Answer, ChatPipeline, Event, Opening
 from server.task import Task
 
 B = TypeVar("B", contravariant=True)

@@ -12,9 +12,18 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from contracts import ContractRegistry
-from grammars import CompiledGrammar, GrammarCache, GrammarError, GrammarPolicy, Lookup
+from grammars import (
+    Analysis,
+    CompiledGrammar,
+    GrammarCache,
+    GrammarError,
+    GrammarPolicy,
+    JsonSchemaSpec,
+    Lookup,
+)
 from server.dialogue import Dialogue, draft_lines
 from server.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
 from server.errors import InvalidRequest, ModelNotFound, ServiceError
@@ -31,7 +40,7 @@ from server.pipeline.checking.checks import Checked, Finisher
 from server.pipeline.checking.repair import Repairer
 from server.pipeline.decode import compiled, decode
 from server.pipeline.guards.runaway import Trip
-from server.pipeline.plan import Plan, Planner
+from server.pipeline.plan import Plan, Planner, plan_schema
 from server.pipeline.prepared import CallContext, Decode, Prepared
 from server.pipeline.prompt import with_instructions
 from server.pipeline.request_options import RequestOptions
@@ -185,6 +194,16 @@ class ChatPipeline:
                                 grammars[id(compiled)] = compiled
                         plan = plan.fallback
         return list(grammars.values())
+
+    async def compile_schema(self, schema: Any, *, where: str
+                             ) -> tuple[JsonSchemaSpec, Analysis, Lookup]:
+        """A client JSON Schema planned as a `response_format` is (400 if refused) and its
+        grammar compiled or found compiled: the compile endpoint's."""
+        spec, analysis = await asyncio.to_thread(
+            plan_schema, schema, where=where, budget=self.settings.budget, policy=self.policy)
+        lookup = await compiled(self.cache, spec, timeout_s=self.settings.compile_timeout_s,
+                                param=where)
+        return spec, analysis, lookup
 
     def _check_model(self, task: Task) -> None:
         if task.model != self.model_name:

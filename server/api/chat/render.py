@@ -19,7 +19,7 @@ from server.api.chat.wire import (
 )
 from server.api.sse import Frame
 from server.errors import ServiceError
-from server.pipeline.answer import (
+from server.pipeline import (
     Answer,
     ArgumentsDelta,
     CallDone,
@@ -30,7 +30,7 @@ from server.pipeline.answer import (
     ReasoningDelta,
     TextDelta,
 )
-from server.pipeline.answer import Usage as AnswerUsage
+from server.pipeline import Usage as AnswerUsage
 
 
 def completion_id(answer_id: str) -> str:

@@ -12,7 +12,7 @@ from server.api.chat.translate import to_task
 from server.api.chat.wire import ChatCompletionRequest
 from server.api.deps import PipelineDep
 from server.api.route import serve
-from server.pipeline.answer import Answer, Event, Opening
+from server.pipeline import Answer, Event, Opening
 from server.task import Task
 
 

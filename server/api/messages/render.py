@@ -17,7 +17,7 @@ from typing import Any, Literal, assert_never
 from server.api.errors import body_of
 from server.api.sse import Frame
 from server.errors import ServiceError
-from server.pipeline.answer import (
+from server.pipeline import (
     Answer,
     ArgumentsDelta,
     CallDone,

@@ -12,7 +12,7 @@ from server.api.messages.render import MessageEvents, to_message
 from server.api.messages.translate import to_task
 from server.api.messages.wire import MessagesRequest
 from server.api.route import serve
-from server.pipeline.answer import Answer, Event, Opening
+from server.pipeline import Answer, Event, Opening
 from server.task import Task
 
 

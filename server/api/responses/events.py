@@ -30,7 +30,7 @@ from server.api.responses.output import (
 from server.api.responses.request import ResponsesRequest
 from server.api.sse import Frame
 from server.errors import ServiceError
-from server.pipeline.answer import (
+from server.pipeline import (
     Answer,
     ArgumentsDelta,
     CallDone,
@@ -40,7 +40,7 @@ from server.pipeline.answer import (
     ReasoningDelta,
     TextDelta,
 )
-from server.pipeline.answer import Event as PipelineEvent
+from server.pipeline import Event as PipelineEvent
 
 Event = dict[str, Any]
 

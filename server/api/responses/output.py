@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from server.api.responses.request import FunctionToolChoice, ResponsesRequest
 from server.api.responses.translate import effort_of
-from server.pipeline.answer import Answer, Usage
+from server.pipeline import Answer, Usage
 
 Status = Literal["in_progress", "completed", "incomplete"]
 

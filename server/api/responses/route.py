@@ -16,7 +16,7 @@ from server.api.responses.stored import Earlier, KeptEvents, ResponseLog
 from server.api.responses.translate import to_task
 from server.api.route import serve
 from server.api.sse import FrameStream
-from server.pipeline.answer import Answer, Event, Opening
+from server.pipeline import Answer, Event, Opening
 from server.task import Task
 
 
