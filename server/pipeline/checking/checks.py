@@ -8,13 +8,17 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, assert_never
 
+from grammars import GrammarCache, GrammarPolicy
 from server.dialogue import NeedsInput
 from server.engines.base import Engine, GenerationResult
 from server.errors import OutputInvalid, ServiceError
+from server.formats.base import ModelFormat
 from server.formats.reading import Reading
+from server.metrics import Metrics
 from server.pipeline.answer import Call, Finish, RepairUsage
 from server.pipeline.checking.audit import AuditSink, Decision
 from server.pipeline.checking.calls import Asking, CallChecks, CheckedCalls, approval_header
+from server.pipeline.checking.repair import Repairer
 from server.pipeline.guards.runaway import Trip
 from server.pipeline.plan import Plan
 from server.pipeline.prepared import Decode, Prepared
@@ -46,6 +50,14 @@ class Finisher:
         self.calls = calls
         self.audit = audit
         self.model = model
+
+    @classmethod
+    def build(cls, engine: Engine, cache: GrammarCache, policy: GrammarPolicy,
+              fmt: ModelFormat, *, metrics: Metrics | None, audit: AuditSink | None,
+              model: str, compile_timeout_s: float) -> Finisher:
+        """The checks with their repair loop, over the server's engine, cache and format."""
+        repairer = Repairer(engine, cache, policy, fmt, compile_timeout_s=compile_timeout_s)
+        return cls(engine, CallChecks(repairer, metrics), audit, model=model)
 
     async def finish(self, prepared: Prepared, step: Decode, result: GenerationResult,
                      trip: Trip | None, *, call_ids: Mapping[int, str] | None = None
