@@ -18,9 +18,15 @@ import argparse
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import openai
+from openai.types.chat import (
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionMessageParam,
+    ChatCompletionToolChoiceOptionParam,
+    ChatCompletionToolUnionParam,
+)
 
 from bench.results_file import add_save_flag, save
 from server.process import ServerProcess
@@ -110,10 +116,12 @@ def run_loop(client: openai.OpenAI, prompt: str, tools: list[Tool], first_choice
                            "repeats": 0, "fed": 0, "calls": 0, "ended": False, "uses": False}
     for turn in range(turns):
         resp = client.chat.completions.create(
-            model=MODEL, messages=messages, tools=[t.wire() for t in tools],
-            tool_choice=first_choice if turn == 0 else "auto", max_tokens=max_tokens)
+            model=MODEL, messages=cast(list[ChatCompletionMessageParam], messages),
+            tools=cast(list[ChatCompletionToolUnionParam], [t.wire() for t in tools]),
+            tool_choice=cast(ChatCompletionToolChoiceOptionParam,
+                             first_choice if turn == 0 else "auto"), max_tokens=max_tokens)
         message = resp.choices[0].message
-        calls = message.tool_calls or []
+        calls = cast(list[ChatCompletionMessageFunctionToolCall], message.tool_calls or [])
         row["turns"] = turn + 1
         if not calls:
             text = message.content or ""

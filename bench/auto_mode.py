@@ -11,9 +11,15 @@ import argparse
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, cast
 
 import jsonschema
 import openai
+from openai.types.chat import (
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionMessageParam,
+    ChatCompletionToolUnionParam,
+)
 
 from bench.results_file import add_save_flag, save
 from grammars import bfcl_to_json_schema
@@ -85,13 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def ask(client: openai.OpenAI, messages: list, functions: list, max_tokens: int) -> dict:
-    tools = [{"type": "function", "function": f} for f in functions]
+def ask(client: openai.OpenAI, messages: list[ChatCompletionMessageParam],
+        functions: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+    tools = cast(list[ChatCompletionToolUnionParam],
+                 [{"type": "function", "function": f} for f in functions])
     schemas = {f["name"]: bfcl_to_json_schema(f["parameters"]) for f in functions}
     resp = client.chat.completions.create(model=MODEL, messages=messages, tools=tools,
                                           tool_choice="auto", max_tokens=max_tokens)
     choice = resp.choices[0]
-    calls = choice.message.tool_calls or []
+    calls = cast(list[ChatCompletionMessageFunctionToolCall], choice.message.tool_calls or [])
     valid = 0
     for call in calls:
         try:
@@ -102,7 +110,7 @@ def ask(client: openai.OpenAI, messages: list, functions: list, max_tokens: int)
     return {"finish": choice.finish_reason, "calls": len(calls), "valid_calls": valid}
 
 
-def summarize(rows: list[dict]) -> dict:
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     called = sum(r["finish"] == "tool_calls" for r in rows)
     calls = sum(r["calls"] for r in rows)

@@ -144,7 +144,7 @@ def _run(args: argparse.Namespace, settings: dict[str, dict[str, Any] | None]
     return rows, [s for got in samples.values() for s in got]
 
 
-def _ask(client: openai.OpenAI, question: dict, answer: dict,
+def _ask(client: openai.OpenAI, question: dict[str, Any], answer: dict[str, Any],
          options: dict[str, Any] | None, max_tokens: int) -> dict[str, Any]:
     """One request in one setting; its outcome (status "ok")."""
     functions = question["function"]

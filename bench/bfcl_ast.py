@@ -20,7 +20,7 @@ _STRIP = re.compile(r"[ ,./\-_*^]")
 
 
 def load(category: str, limit: int | None = None, *, root: Path = EVALDATA
-         ) -> list[tuple[dict, dict]]:
+         ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(question, answer) pairs of BFCL v4 `category` (simple_python, multiple, parallel),
     read from `root` (BFCL's folder: the question files and possible_answer/)."""
     questions = _lines(root / f"BFCL_v4_{category}.json")
@@ -45,12 +45,12 @@ def with_instructions(messages: list[dict[str, Any]], instructions: str) -> list
     return [{"role": "system", "content": instructions}, *messages]
 
 
-def _lines(path: Path) -> list[dict]:
+def _lines(path: Path) -> list[dict[str, Any]]:
     with path.open() as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def check(calls: list[tuple[str, dict[str, Any]]], answer: dict) -> bool:
+def check(calls: list[tuple[str, dict[str, Any]]], answer: dict[str, Any]) -> bool:
     """Whether the decoded calls (name, arguments) match the ground truth."""
     truth = answer["ground_truth"]
     if len(calls) != len(truth):
@@ -61,7 +61,7 @@ def check(calls: list[tuple[str, dict[str, Any]]], answer: dict) -> bool:
     return False
 
 
-def _call_matches(call: tuple[str, dict[str, Any]], expected: dict) -> bool:
+def _call_matches(call: tuple[str, dict[str, Any]], expected: dict[str, Any]) -> bool:
     name, arguments = call
     (want_name, params), = expected.items()
     if name != want_name or not isinstance(arguments, dict):

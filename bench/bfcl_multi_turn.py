@@ -45,9 +45,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
 from bench.bfcl_multi_turn_data import call_string, functions, load, tools
 from bench.bfcl_multi_turn_exec import DialogueBackends, TurnChecks, score_turn
@@ -243,7 +244,8 @@ class DialogueReplay:
         start = time.perf_counter()
         try:
             resp = self.client.chat.completions.create(
-                model=self.model, messages=messages, tools=offered, tool_choice="auto",
+                model=self.model, messages=cast(list[ChatCompletionMessageParam], messages),
+                tools=cast(list[ChatCompletionToolUnionParam], offered), tool_choice="auto",
                 temperature=0, max_tokens=self.max_tokens,
                 extra_body={"strictcall": {"grounding": grounded}})
         except openai.APIStatusError as exc:
@@ -303,7 +305,7 @@ def verdicts(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    columns = {
+    columns: dict[str, Callable[[dict[str, Any]], Any]] = {
         "setting": lambda r: r["setting"],
         "dialogues correct": lambda r: f"{r['dialogues_correct']} of {r['dialogues']}",
         "turns correct": lambda r: f"{r['turns_correct']} of {r['turns']}",

@@ -56,7 +56,8 @@ def _properties_for(schema: Any, root: Any, value: dict[str, Any]) -> dict[str, 
     own = _resolve(schema, root)
     if isinstance(own, dict) and isinstance(own.get("properties"), dict):
         # A union beside `properties` is the validator's: the grammar writes these.
-        return own["properties"]
+        properties: dict[str, Any] = own["properties"]
+        return properties
     branches = [b for b in _branches(schema, root) if isinstance(b.get("properties"), dict)]
     # The grammar writes a value in the order of the branch it matches.
     matching = [b for b in branches if _matches(b, root, value)] or branches
@@ -73,7 +74,8 @@ def _matches(branch: dict[str, Any], root: Any, value: Any) -> bool:
     scoped = {k: root[k] for k in ("definitions", "$defs", "$schema")
               if isinstance(root, dict) and k in root}
     try:
-        return validator_for({**scoped, **branch}).is_valid(value)
+        valid: bool = validator_for({**scoped, **branch}).is_valid(value)
+        return valid
     except Exception:  # noqa: BLE001 - a reference it cannot follow: no opinion
         return False
 

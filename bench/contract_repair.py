@@ -10,8 +10,10 @@ import argparse
 import json
 import statistics
 import time
+from typing import Any, cast
 
 import openai
+from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
 from bench.results_file import add_save_flag, save
 from server.process import ServerProcess
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _ask(client: openai.OpenAI, tool: str, prompt: str, max_tokens: int) -> dict:
+def _ask(client: openai.OpenAI, tool: str, prompt: str, max_tokens: int) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         resp = client.chat.completions.create(
@@ -76,18 +78,19 @@ def _ask(client: openai.OpenAI, tool: str, prompt: str, max_tokens: int) -> dict
     if choice.finish_reason == "length":
         return {"tool": tool, "outcome": "cut_off", "attempts": 0,
                 "seconds": time.perf_counter() - start}
-    extension = resp.model_extra.get("strictcall") or {}
+    extension = cast(dict[str, Any], resp.model_extra).get("strictcall") or {}  # extra="allow"
     if "needs_input" in extension:  # a question instead of a value nobody gave
         return {"tool": tool, "outcome": "needs_input", "attempts": 0,
                 "seconds": time.perf_counter() - start,
                 "asked": [m["field"] for m in extension["needs_input"].get("missing", [])]}
     report = extension["contracts"][0]
+    calls = cast(list[ChatCompletionMessageFunctionToolCall], choice.message.tool_calls)
     return {"tool": tool, "outcome": "repaired" if report["repaired"] else "first_attempt",
             "attempts": report["attempts"], "seconds": time.perf_counter() - start,
-            "arguments": choice.message.tool_calls[0].function.arguments}
+            "arguments": calls[0].function.arguments}
 
 
-def _report(rows: list[dict], args: argparse.Namespace) -> dict:
+def _report(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     n = len(rows)
     count = {k: sum(r["outcome"] == k for r in rows)
              for k in ("first_attempt", "repaired", "needs_input", "422", "cut_off")}

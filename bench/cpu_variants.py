@@ -16,12 +16,13 @@ import asyncio
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from bench.results_file import add_save_flag, save
-from server.engines.base import GenerationRequest, SamplingParams
+from server.engines.base import Engine, GenerationRequest, SamplingParams
 from server.model_store import resolve_model
 
 PROMPT = "Write a long story about a lighthouse keeper."
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _engine(name: str, model_dir, threads: int):
+def _engine(name: str, model_dir: Path, threads: int) -> Engine:
     if name == "llamacpp":
         from server.engines.llamacpp_engine import LlamaCppEngine
 
@@ -81,7 +82,7 @@ def _engine(name: str, model_dir, threads: int):
     engine = TorchEngine(model_dir, device="cpu", threads=threads, max_batch=1,
                          prefix_cache_bytes=0, step_timeout_s=1800)
     if name == "int8":
-        engine.model = torch.ao.quantization.quantize_dynamic(
+        engine.model = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
             engine.model, {torch.nn.Linear}, dtype=torch.qint8)
     elif name == "compile":
         engine.model.forward = torch.compile(engine.model.forward, dynamic=True)
@@ -91,7 +92,7 @@ def _engine(name: str, model_dir, threads: int):
     return engine
 
 
-def _tokens_per_s(engine, tokens: int) -> float:
+def _tokens_per_s(engine: Engine, tokens: int) -> float:
     ids = engine.encode(engine.render_chat([{"role": "user", "content": PROMPT}]))
     request = GenerationRequest(ids, SamplingParams(max_tokens=tokens))
     result = asyncio.run(engine.generate(request))

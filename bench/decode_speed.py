@@ -25,14 +25,16 @@ import torch
 from bench import vocab_masks
 from bench.results_file import add_save_flag, save
 from grammars import (
+    CompiledGrammar,
     GrammarCache,
     JsonSchemaSpec,
     KeywordTable,
+    MaskingBackend,
     ToolCallsSpec,
     ToolSpec,
     bfcl_to_json_schema,
 )
-from server.engines.base import GenerationRequest, SamplingParams
+from server.engines.base import Engine, GenerationRequest, SamplingParams
 from server.model_store import resolve_model
 
 BFCL = (Path(__file__).resolve().parents[1].parent
@@ -108,12 +110,15 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-async def _decode_rounds(engine, ids, grammar, args) -> tuple[list[float], list[float], list[int]]:
+async def _decode_rounds(engine: Engine, ids: tuple[int, ...], grammar: CompiledGrammar,
+                         args: argparse.Namespace) -> tuple[list[float], list[float], list[int]]:
     """Alternate constrained and unconstrained runs of the same prompt, the free run capped at
     the length the constrained one produced (per-step cost grows with the KV length), so that
     load changes on the machine hit both alike. Returns decode tokens/s per run, and the
     tokens of the longest constrained run."""
-    free, constrained, tokens = [], [], []
+    free: list[float] = []
+    constrained: list[float] = []
+    tokens: list[int] = []
     lengths: list[int] = []
     await engine.generate(GenerationRequest(ids, SamplingParams(max_tokens=8)))  # warm-up
     for _ in range(args.rounds):
@@ -133,7 +138,8 @@ async def _decode_rounds(engine, ids, grammar, args) -> tuple[list[float], list[
     return free, constrained, tokens
 
 
-def _mask_times(backend, spec, tokens: list[int]) -> dict[str, float]:
+def _mask_times(backend: MaskingBackend, spec: JsonSchemaSpec,
+                tokens: list[int]) -> dict[str, float]:
     """Milliseconds per token to fill one bitmask row and apply it to the logits, replaying
     a constrained run's tokens on a freshly compiled grammar (so states a lazy backend builds
     on first need are paid here, as by a request for a schema no one sent before)."""
@@ -166,7 +172,7 @@ def _lookup_times(cache: GrammarCache, table: KeywordTable, *, bfcl: bool) -> di
     params = [[(f["name"], bfcl_to_json_schema(f["parameters"])) for f in q["function"]]
               for q in questions] or [[("f", STORY)]]
 
-    def spec_for(tools):
+    def spec_for(tools: list[tuple[str, dict[str, Any]]]) -> ToolCallsSpec:
         return ToolCallsSpec(tuple(ToolSpec.from_parameters(n, p, table=table)
                                    for n, p in tools))
 
@@ -189,7 +195,8 @@ def _lookup_times(cache: GrammarCache, table: KeywordTable, *, bfcl: bool) -> di
             "hit_request_path_ms_median": statistics.median(path)}
 
 
-def _result(free, constrained, lookups, masks, args) -> dict[str, Any]:
+def _result(free: list[float], constrained: list[float], lookups: dict[str, Any],
+            masks: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
     # Median of per-pair ratios: each pair ran back to back under the same machine load.
     ratio = statistics.median(c / f for c, f in zip(constrained, free, strict=False))
     step_ms = 1000 / statistics.median(constrained)

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -106,14 +106,16 @@ def make_model(size: str, tokenizer_dir: Path, out: Path, *, device: str) -> Pat
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    shape: dict[str, Any] = SHAPES[size]
     config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=2048,
                          bos_token_id=tokenizer.bos_token_id,
                          eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False,
-                         **SHAPES[size])
+                         **shape)
     cuda = device != "cpu" and torch.cuda.is_available()
     torch.manual_seed(0)
     with torch.device("cuda" if cuda else "cpu"):
-        model = LlamaForCausalLM(config).to(torch.bfloat16 if cuda else torch.float32)
+        # Any: transformers' @wraps(Module.to) makes mypy see .to() unbound (self first)
+        model = cast(Any, LlamaForCausalLM(config)).to(torch.bfloat16 if cuda else torch.float32)
     model.save_pretrained(out)
     del model
     for name in TOKENIZER_FILES:
@@ -134,7 +136,7 @@ def measure_size(size: str, model_dir: Path, args: argparse.Namespace
     takes_jf = "jump_forward" in inspect.signature(TorchEngine.__init__).parameters
     rows: list[dict[str, Any]] = []
     for jump_forward in ([False, True] if takes_jf else [None]):
-        options = {} if jump_forward is None else {"jump_forward": jump_forward}
+        options: dict[str, Any] = {} if jump_forward is None else {"jump_forward": jump_forward}
         engine = TorchEngine(model_dir, device=args.device, max_batch=max(batches),
                              **options)
         try:

@@ -166,7 +166,7 @@ def _llamacpp_python() -> Path:
 def _kind(name: str) -> Kind:
     if name not in KINDS:
         raise SystemExit(f"unknown kind {name!r}; use {', '.join(KINDS)}")
-    return cast(Kind, name)  # checked just above
+    return name  # a Kind: checked just above
 
 
 def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Path,
@@ -348,7 +348,8 @@ async def _prompt_tokens(client: httpx.AsyncClient, body: dict[str, Any] | None
 def _shown(answer: Any) -> str:
     if answer.tool_calls:
         return "; ".join(f"{name}({arguments})" for name, arguments in answer.tool_calls)
-    return answer.content
+    content: str = answer.content
+    return content
 
 
 async def _warm_up(systems: list[LiveSystem], clients: dict[str, httpx.AsyncClient]) -> None:

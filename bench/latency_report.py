@@ -4,6 +4,7 @@ PNG plots (end-to-end latency per system; tokens/s against concurrency)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def write_report(report: dict[str, Any], out: Path) -> dict[str, Path]:
     return paths
 
 
-def markdown(report: dict[str, Any], *, plots: list[str] = ()) -> str:
+def markdown(report: dict[str, Any], *, plots: Sequence[str] = ()) -> str:
     args = report["args"]
     parts = ["# Latency: StrictCall and its peers, one run", "",
              f"`strictcall-bench latency {_flags(args)}`", "", "## Systems", "",

@@ -114,7 +114,8 @@ def find_gguf(cache_dir: Path) -> Path | None:
     """The embedded model's GGUF under the cache's models folder, if one is kept there."""
     found = sorted((cache_dir / "models").rglob("*.gguf")) if cache_dir.is_dir() else []
     preferred = [p for p in found if "smollm2" in p.name.lower()]
-    return (preferred or found or [None])[0]
+    nothing: list[Path | None] = [None]
+    return (preferred or found or nothing)[0]
 
 
 def launch_for(name: str, where: Where) -> Launch:
@@ -290,4 +291,5 @@ def process_memory(pid: int) -> dict[str, float]:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port

@@ -50,7 +50,8 @@ class Prompt:
     @property
     def schema(self) -> dict[str, Any]:
         """The target function's parameters: what a json or free answer must match."""
-        return self.function(self.target)["parameters"]
+        parameters: dict[str, Any] = self.function(self.target)["parameters"]
+        return parameters
 
     def function(self, name: str) -> dict[str, Any]:
         return next(f for f in self.functions if f["name"] == name)

@@ -160,7 +160,7 @@ async def _request(client: httpx.AsyncClient, kind: str, rng: random.Random,
     return out
 
 
-async def _plain(client: httpx.AsyncClient, body: dict, out: Outcome) -> None:
+async def _plain(client: httpx.AsyncClient, body: dict[str, Any], out: Outcome) -> None:
     resp = await client.post("/v1/chat/completions", json=body,
                              headers={"X-Request-Id": out.sent_id})
     _head(resp, out)
@@ -177,7 +177,7 @@ async def _plain(client: httpx.AsyncClient, body: dict, out: Outcome) -> None:
         out.error = f"{resp.status_code} {parsed.get('detail', resp.text[:200])}"
 
 
-async def _stream(client: httpx.AsyncClient, body: dict, out: Outcome, *,
+async def _stream(client: httpx.AsyncClient, body: dict[str, Any], out: Outcome, *,
                   leave_after: int | None) -> None:
     async with client.stream("POST", "/v1/chat/completions", json=body,
                              headers={"X-Request-Id": out.sent_id}) as resp:

@@ -62,8 +62,8 @@ def classify(o: Outcome) -> str:
 class Tally:
     """Outcomes of one run, counted as they come in."""
 
-    counts: Counter = field(default_factory=Counter)
-    by_kind: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
+    by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, category)
     latencies: list[float] = field(default_factory=list)
     duplicated: int = 0
     examples: dict[str, str] = field(default_factory=dict)  # category -> one error seen

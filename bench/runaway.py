@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from openai import OpenAI
 
-    samples: dict[tuple[str, str], list[dict]] = {}
+    samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
     cutoffs = []
     with ServerProcess("--served-model-name", "m") as server:
         client = OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
@@ -81,7 +81,8 @@ def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
     return [_summary(category, setting, s) for (category, setting), s in samples.items()]
 
 
-def _ask(client: Any, question: dict, answer: dict, guards: dict, max_tokens: int) -> dict:
+def _ask(client: Any, question: dict[str, Any], answer: dict[str, Any], guards: dict[str, Any],
+         max_tokens: int) -> dict[str, Any]:
     from openai import UnprocessableEntityError
 
     tools = [{"type": "function", "function": f} for f in question["function"]]
@@ -106,7 +107,7 @@ def _ask(client: Any, question: dict, answer: dict, guards: dict, max_tokens: in
             "note": (resp.model_extra or {}).get("strictcall")}
 
 
-def _summary(category: str, setting: str, samples: list[dict]) -> dict[str, Any]:
+def _summary(category: str, setting: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(samples)
     return {"category": category, "guards": setting, "n": n,
             "cut_off": sum(s["cut_off"] for s in samples) / n,
@@ -116,7 +117,7 @@ def _summary(category: str, setting: str, samples: list[dict]) -> dict[str, Any]
             "mean_tokens": statistics.mean(s["tokens"] for s in samples)}
 
 
-def _table(rows: list[dict]) -> str:
+def _table(rows: list[dict[str, Any]]) -> str:
     lines = ["| category | guards | n | cut off | valid calls | AST accuracy | mean s | "
              "mean tokens |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _ask(client: Any, question: dict, answer: dict, style: str) -> dict[str, Any]:
+def _ask(client: Any, question: dict[str, Any], answer: dict[str, Any], style: str
+         ) -> dict[str, Any]:
     function = question["function"][0]
     schema = bfcl_to_json_schema(function["parameters"])
     started = time.perf_counter()

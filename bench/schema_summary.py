@@ -12,8 +12,10 @@ from grammars import TIERS
 
 def _reason(record: dict[str, Any]) -> str:
     if record.get("keywords"):
-        return "keyword " + record["keywords"][0]["keyword"]
-    return record["reason"].split(":")[0]
+        keyword: str = record["keywords"][0]["keyword"]
+        return "keyword " + keyword
+    reason: str = record["reason"]
+    return reason.split(":")[0]
 
 
 def _pct(n: int, d: int) -> str:

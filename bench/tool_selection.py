@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def catalog_of(questions) -> dict[str, dict[str, Any]]:
+def catalog_of(questions: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Every function of the questions, once by name, in order of first appearance."""
     catalog: dict[str, dict[str, Any]] = {}
     for question in questions:
@@ -86,16 +86,16 @@ def catalog_of(questions) -> dict[str, dict[str, Any]]:
     return catalog
 
 
-def _wanted(answer: dict) -> set[str]:
+def _wanted(answer: dict[str, Any]) -> set[str]:
     return {name for call in answer["ground_truth"] for name in call}
 
 
-def _question_text(question: dict) -> str:
+def _question_text(question: dict[str, Any]) -> str:
     return " ".join(m["content"] for m in question["question"][0] if m["role"] == "user")
 
 
 def measure(label: str, document: Document, catalog: dict[str, dict[str, Any]],
-            pairs: list[tuple[dict, dict]], ks: list[int]) -> dict[str, Any]:
+            pairs: list[tuple[dict[str, Any], dict[str, Any]]], ks: list[int]) -> dict[str, Any]:
     docs = {name: document(f) for name, f in catalog.items()}
     hits = dict.fromkeys(ks, 0)
     for question, answer in pairs:
@@ -105,7 +105,7 @@ def measure(label: str, document: Document, catalog: dict[str, dict[str, Any]],
     return {"method": label, **{f"recall@{k}": hits[k] / len(pairs) for k in ks}}
 
 
-def first_n(catalog: dict[str, dict[str, Any]], pairs: list[tuple[dict, dict]],
+def first_n(catalog: dict[str, dict[str, Any]], pairs: list[tuple[dict[str, Any], dict[str, Any]]],
             n: int) -> dict[str, Any]:
     offered = set(list(catalog)[:n])
     found = sum(_wanted(answer) <= offered for _, answer in pairs)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, cast
 
 import openai
+from openai.types.chat import ChatCompletionMessageFunctionToolCall, ChatCompletionToolUnionParam
 
 from bench.bfcl_ast import check
 from server.process import ServerProcess
@@ -15,10 +16,11 @@ from server.process import ServerProcess
 MODEL = "m"
 
 
-def measure_ast(pairs: list[tuple[dict, dict]], catalog: dict[str, dict[str, Any]],
-                ks: list[int], *, budget: int, max_tokens: int) -> list[dict[str, Any]]:
+def measure_ast(pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+                catalog: dict[str, dict[str, Any]], ks: list[int], *, budget: int,
+                max_tokens: int) -> list[dict[str, Any]]:
     everything = [{"type": "function", "function": f} for f in catalog.values()]
-    settings: dict[str, tuple[list[dict] | None, dict | None]] = {
+    settings: dict[str, tuple[list[dict[str, Any]] | None, dict[str, Any] | None]] = {
         "the question's own functions (BFCL)": (None, None),
         **{f"whole catalog, selection k={k}": (everything, {"select_k": k}) for k in ks},
         f"the catalog's first {budget}": (everything[:budget], None)}
@@ -43,14 +45,17 @@ def measure_ast(pairs: list[tuple[dict, dict]], catalog: dict[str, dict[str, Any
             for label, row in tally.items()]
 
 
-def _ask(client: openai.OpenAI, question: dict, tools: list[dict], options: dict | None,
+def _ask(client: openai.OpenAI, question: dict[str, Any], tools: list[dict[str, Any]],
+         options: dict[str, Any] | None,
          max_tokens: int) -> list[tuple[str, dict[str, Any]]] | None:
     try:
         resp = client.chat.completions.create(
-            model=MODEL, messages=question["question"][0], tools=tools,
+            model=MODEL, messages=question["question"][0],
+            tools=cast(list[ChatCompletionToolUnionParam], tools),
             tool_choice="required", max_tokens=max_tokens, temperature=0,
             extra_body={"strictcall": options} if options else None)
     except openai.APIStatusError:
         return None
-    found = resp.choices[0].message.tool_calls or []
+    found = cast(list[ChatCompletionMessageFunctionToolCall],
+                 resp.choices[0].message.tool_calls or [])
     return [(c.function.name, json.loads(c.function.arguments)) for c in found]

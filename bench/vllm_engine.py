@@ -18,6 +18,7 @@ import json
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -44,7 +45,7 @@ STORY = {"type": "object", "properties": {
 TOPICS = ["the sea", "a lighthouse", "a fox", "the moon", "a library", "a train"]
 
 
-def _post(client: httpx.Client, **body) -> tuple[dict, float]:
+def _post(client: httpx.Client, **body: Any) -> tuple[dict[str, Any], float]:
     body.setdefault("model", MODEL)
     start = time.perf_counter()
     resp = client.post("/v1/chat/completions", json=body)
@@ -54,7 +55,7 @@ def _post(client: httpx.Client, **body) -> tuple[dict, float]:
     return resp.json(), elapsed
 
 
-def _start(model_dir, *extra: str) -> tuple[ServerProcess, float]:
+def _start(model_dir: Path, *extra: str) -> tuple[ServerProcess, float]:
     start = time.perf_counter()
     proc = ServerProcess("--engine", "vllm", "--model", str(model_dir), "--served-model-name",
                          MODEL, "--contracts", EXAMPLES, *extra, startup_s=600).__enter__()
@@ -73,7 +74,7 @@ def first_requests(client: httpx.Client) -> dict[str, float]:
     return out
 
 
-def streamed(client: httpx.Client, **body) -> dict[str, float]:
+def streamed(client: httpx.Client, **body: Any) -> dict[str, float]:
     """One streamed answer: completion tokens, seconds to the first content, and seconds
     from the first content to the last (the decode, prefill left out)."""
     body = {"model": MODEL, **body, "stream": True, "stream_options": {"include_usage": True}}
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _print(report: dict) -> None:
+def _print(report: dict[str, Any]) -> None:
     print(f"startup to healthy: {report['startup_s']['no_warm_up']:.1f} s without grammar "
           f"warm-up ({report['grammars_warmed']['no_warm_up']} grammars warmed), "
           f"{report['startup_s']['warm_up']:.1f} s with it "

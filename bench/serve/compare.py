@@ -20,7 +20,8 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def pairs(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, str, dict, dict]]:
+def pairs(a: dict[str, Any],
+          b: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
     """(target, setting, A's row, B's row) for the settings both ran. Targets pair by name;
     two files of one target each pair whatever the names (the same endpoint renamed, or
     vLLM in one file and StrictCall in the other)."""

@@ -21,7 +21,7 @@ class _Stream:
     content: list[str] = field(default_factory=list)
     calls: dict[int, list[str]] = field(default_factory=dict)  # index -> [name, arguments]
     finish: str | None = None
-    usage: dict[str, int] | None = None  # chat's keys
+    usage: dict[str, int | None] | None = None  # chat's keys (None: a count not sent)
     error: str | None = None
     times: list[float] = field(default_factory=list)
     done: bool = False  # the stream's last event came

@@ -100,8 +100,8 @@ def detect_api(body: dict[str, Any], where: str = "the body") -> Api:
 
 
 def _anthropic_marks(body: dict[str, Any]) -> list[str]:
-    marks = [key for key in ("system", "stop_sequences", "top_k") if key in body]
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    marks: list[str] = [key for key in ("system", "stop_sequences", "top_k") if key in body]
+    tools = cast(list[Any], body.get("tools")) if isinstance(body.get("tools"), list) else []
     marks += ["tools with input_schema" for t in tools[:1]
               if isinstance(t, dict) and "input_schema" in t]
     choice = body.get("tool_choice")
@@ -116,8 +116,8 @@ def _anthropic_marks(body: dict[str, Any]) -> list[str]:
 
 
 def _chat_marks(body: dict[str, Any]) -> list[str]:
-    marks = [key for key in _CHAT_MARKS if key in body]
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    marks: list[str] = [key for key in _CHAT_MARKS if key in body]
+    tools = cast(list[Any], body.get("tools")) if isinstance(body.get("tools"), list) else []
     marks += ['tools of type "function"' for t in tools[:1]
               if isinstance(t, dict) and "function" in t]
     marks += [f"a {m['role']!r} message" for m in body["messages"]

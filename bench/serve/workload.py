@@ -159,15 +159,16 @@ _WORDS = [
     "know", "while", "last", "might", "us", "great", "old", "year", "off", "come", "since",
     "against", "go", "came", "right", "used", "take", "three"
 ]
-RECORD_TOOL = {"name": "record_event", "description": "Record the event the notes describe.",
-               "parameters": {"type": "object", "properties": {
-                   "title": {"type": "string", "maxLength": 60},
-                   "priority": {"enum": ["low", "normal", "high"]},
-                   "tags": {"type": "array", "items": {"type": "string", "maxLength": 20},
-                            "maxItems": 3},
-                   "count": {"type": "integer", "minimum": 0, "maximum": 1000}},
-                   "required": ["title", "priority", "tags", "count"],
-                   "additionalProperties": False}}
+RECORD_TOOL: dict[str, Any] = {
+    "name": "record_event", "description": "Record the event the notes describe.",
+    "parameters": {"type": "object", "properties": {
+        "title": {"type": "string", "maxLength": 60},
+        "priority": {"enum": ["low", "normal", "high"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 20},
+                 "maxItems": 3},
+        "count": {"type": "integer", "minimum": 0, "maximum": 1000}},
+        "required": ["title", "priority", "tags", "count"],
+        "additionalProperties": False}}
 
 
 def synthetic(name: str, sources: Sources) -> list[WorkItem]:
