@@ -21,6 +21,7 @@ import json
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -48,18 +49,21 @@ def _pct(values: list[float], q: float) -> float:
 def run_category(folder: Path, backend: Any, policy: GrammarPolicy, *, limit: int | None,
                  wait_s: float, timeout_s: float) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
+    refused: Counter[str] = Counter()  # schemas the keyword layer refused, by why
     for path in sorted(folder.glob("*.json"))[:limit]:
         doc = json.loads(path.read_text())
         try:
             spec = JsonSchemaSpec.from_analysis(policy.check(doc["schema"]))
-        except GrammarError:
-            continue  # refused by the keyword layer: the same in both modes
+        except GrammarError as exc:  # the same in both modes: counted, not timed
+            refused[_why(exc)] += 1
+            continue
         rows.append(_one(spec, doc.get("tests", []), backend, wait_s, timeout_s))
     served = [r for r in rows if r["xgrammar_ms"] is not None or r["bridged"]]
     wait = [r["xgrammar_ms"] for r in served if r["xgrammar_ms"] is not None]
     first = [r["first_ms"] for r in served]
     checks = [c for r in served if r["bridged"] for c in r["checks"]]
     return {"category": folder.name, "schemas": len(rows), "served": len(served),
+            "refused": sum(refused.values()), "refused_by": dict(refused.most_common(5)),
             "bridged": sum(r["bridged"] for r in rows),
             "wait_p50": _pct(wait, 0.5), "wait_p99": _pct(wait, 0.99),
             "bridge_p50": _pct(first, 0.5), "bridge_p99": _pct(first, 0.99),
@@ -71,6 +75,12 @@ def run_category(folder: Path, backend: Any, policy: GrammarPolicy, *, limit: in
             "let_through": sum(not v and not x and b for v, x, b in checks),
             "bridge_right": sum(x != b and b == v for v, x, b in checks),
             "rows": rows}
+
+
+def _why(exc: GrammarError) -> str:
+    """What refused a schema: its first rejected keyword, else the error's kind."""
+    keywords = [d["keyword"] for d in exc.details if d.get("keyword")]
+    return f"'{keywords[0]}'" if keywords else type(exc).__name__
 
 
 def _one(spec: JsonSchemaSpec, tests: list[dict[str, Any]], backend: Any, wait_s: float,
@@ -137,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
           "valid refused | invalid let through | right where xgrammar was not |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['category']} | {r['served']} of {r['schemas']} | "
+        why = ", ".join(f"{k} {n}" for k, n in r["refused_by"].items())
+        refused = f" ({r['refused']} refused: {why})" if r["refused"] else ""
+        print(f"| {r['category']} | {r['served']} of {r['schemas']}{refused} | "
               f"{r['bridged']} ({r['demoted']}) | {r['wait_p50']:.1f} / {r['wait_p99']:.0f} | "
               f"{r['bridge_p50']:.1f} / {r['bridge_p99']:.0f} | {r['same_verdict']} | "
               f"{r['refused_valid']} | {r['let_through']} | {r['bridge_right']} |")
