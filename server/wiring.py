@@ -23,7 +23,7 @@ from contracts import ContractRegistry
 from grammars import DiskStore, GrammarCache, GrammarPolicy
 from server.background import Background, reload_on_hangup, replay_journal, sweep_forever
 from server.engines.base import Engine
-from server.execution import Events, RecordStore, Runner, ToolPolicy, file_provider, load_policy
+from server.execution import RecordStore, Runner, ToolPolicy, Tracing, file_provider, load_policy
 from server.execution.journal import OutcomeJournal
 from server.execution.keyed import KeyedRuns
 from server.execution.service import ToolService
@@ -143,10 +143,10 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
                                 contract_of=registry.get, sealer=sealer)
         responses = ResponseStore(state, ttl_s=settings.response_ttl_s,
                                   contract_of=registry.get, sealer=sealer)
-        events = Events(_tracing(settings, inputs.tracer_provider, stack))
+        tracing = Tracing(_tracing(settings, inputs.tracer_provider, stack))
         engine = inputs.engine_factory(settings)
         stack.push_async_callback(engine.aclose)
-        pipeline, metrics = _pipeline(inputs, engine, sessions, events, stack)
+        pipeline, metrics = _pipeline(inputs, engine, sessions, tracing, stack)
         if settings.warm_grammars:  # what requests naming a contract will look up
             grammars = await asyncio.to_thread(pipeline.warm)
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
@@ -159,7 +159,7 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
                          lease_s=settings.execution_lease_s)
         stack.push_async_callback(runs.aclose)
         tools = ToolService(registry, inputs.tool_policy, runs=runs, runner=runner,
-                            events=events, audit=inputs.audit)
+                            tracing=tracing, audit=inputs.audit)
         background = Background()
         stack.push_async_callback(background.stop)
         background.start(replay_journal(runs), "strictcall-journal")
@@ -189,7 +189,7 @@ def _tracing(settings: Settings, given: TracerProvider | None,
     return provider
 
 
-def _pipeline(inputs: Inputs, engine: Engine, sessions: SessionStore, events: Events,
+def _pipeline(inputs: Inputs, engine: Engine, sessions: SessionStore, tracing: Tracing,
               stack: contextlib.AsyncExitStack) -> tuple[ChatPipeline, Metrics]:
     settings = inputs.settings
     # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
@@ -210,5 +210,5 @@ def _pipeline(inputs: Inputs, engine: Engine, sessions: SessionStore, events: Ev
     pipeline = ChatPipeline(engine, cache, settings, Parts(
         policy, fmt, registry=inputs.registry, metrics=metrics,
         rate_limits=inputs.rate_limits, audit=inputs.audit, tool_policy=inputs.tool_policy,
-        events=events, sessions=sessions))
+        tracing=tracing, sessions=sessions))
     return pipeline, metrics

@@ -4,7 +4,6 @@ declare a handler (timeouts, retries for reads, idempotency keys for writes, nor
 outcomes), and the OpenTelemetry events of these decisions. It imports contracts and the
 shared server modules, never server.api, server.pipeline or server.engines."""
 
-from server.execution.events import Events, RequestTrace, file_provider
 from server.execution.offer import Offer, ToolOffers
 from server.execution.policy import DECISIONS, Decision, Principal, Rule, ToolPolicy, Verdict
 from server.execution.policy_file import PolicyFileError, load_policy
@@ -19,9 +18,10 @@ from server.execution.store import (
     SqliteStore,
     Stored,
 )
+from server.execution.tracing import RequestTrace, Tracing, file_provider
 
 __all__ = [
-    "DECISIONS", "Bm25", "Decision", "Events", "Execution", "IdempotencyStore", "MemoryStore",
+    "DECISIONS", "Bm25", "Decision", "Tracing", "Execution", "IdempotencyStore", "MemoryStore",
     "Offer", "PolicyFileError", "Principal", "RecordStore", "RequestTrace", "Rule", "Runner",
     "Scope",
     "Selection", "SqliteStore", "Status", "Stored", "ToolOffers", "ToolPolicy", "Verdict",

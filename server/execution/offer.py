@@ -15,9 +15,9 @@ from typing import Any
 
 from contracts import Contract, ContractRegistry
 from server.errors import Forbidden, InvalidRequest
-from server.execution.events import RequestTrace
 from server.execution.policy import Principal, ToolPolicy, Verdict
 from server.execution.selection import Selection, select, tool_text
+from server.execution.tracing import RequestTrace
 from server.task import NamedTool, Task, ToolDef, user_text
 
 

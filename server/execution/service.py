@@ -31,13 +31,13 @@ from server.errors import (
     RouteNotFound,
     ServiceError,
 )
-from server.execution.events import Events, RequestTrace
 from server.execution.journal import Entry
 from server.execution.keyed import Claim, KeyedRuns
 from server.execution.policy import Principal, ToolPolicy, Verdict
 from server.execution.runner import Execution, Runner, unknown_outcome
 from server.execution.runtime import contract_runtime, with_call_key
 from server.execution.store import Scope, Stored
+from server.execution.tracing import RequestTrace, Tracing
 from server.identity import Caller
 
 log = logging.getLogger("strictcall.execution")
@@ -51,15 +51,15 @@ class Invoked:
 
 class ToolService:
     def __init__(self, registry: ContractRegistry, policy: ToolPolicy, *,
-                 runs: KeyedRuns, runner: Runner, events: Events,
+                 runs: KeyedRuns, runner: Runner, tracing: Tracing,
                  audit: Any = None) -> None:
         self.registry, self.policy, self.runs = registry, policy, runs
-        self.runner, self.events, self.audit = runner, events, audit
+        self.runner, self.tracing, self.audit = runner, tracing, audit
         runs.on_refused = self._late_refused
 
     async def invoke(self, name: str, arguments: dict[str, Any], key: str | None,
                      caller: Caller) -> Invoked:
-        trace = self.events.start("strictcall.tool.invoke", request_id=caller.request_id,
+        trace = self.tracing.start("strictcall.tool.invoke", request_id=caller.request_id,
                                   tool=name)
         principal = self.policy.principal(caller)
         try:

@@ -30,7 +30,7 @@ from grammars import (
 from server.dialogue import Dialogue, draft_lines
 from server.engines.base import Engine, GenerationRequest, SamplingParams
 from server.errors import InvalidRequest, ModelNotFound, ServiceError
-from server.execution import Events, ToolOffers, ToolPolicy, contract_runtime
+from server.execution import ToolOffers, ToolPolicy, Tracing, contract_runtime
 from server.formats.base import ModelFormat
 from server.formats.history import alternating
 from server.formats.reasoning import EFFORT_BUDGETS, budget_for, fitted
@@ -64,7 +64,7 @@ class Parts:
     rate_limits: Limiter | None = None  # tokens are charged to the caller's key
     audit: AuditSink | None = None  # one record per tool-call decision
     tool_policy: ToolPolicy | None = None  # who may see which tool
-    events: Events | None = None  # the requests' OpenTelemetry spans
+    tracing: Tracing | None = None  # the requests' OpenTelemetry spans
     sessions: SessionStore | None = None  # slots collected across turns (server/sessions)
 
 
@@ -87,7 +87,7 @@ class Preparer:
         self.tool_policy = parts.tool_policy or ToolPolicy()
         self.offers = ToolOffers(self.registry, self.tool_policy, settings.max_tools,
                                  settings.select_k, settings.tool_selection == "bm25")
-        self.events = parts.events or Events()
+        self.tracing = parts.tracing or Tracing()
         # The conversation: grounding, slots across turns, questions (server/dialogue).
         self.dialogue = Dialogue(parts.sessions, self.registry,
                                  from_system=settings.ground_from_system)
@@ -95,7 +95,7 @@ class Preparer:
             max_workers=PLAN_WORKERS, thread_name_prefix="strictcall-plan")
 
     async def prepare(self, task: Task, caller: Caller) -> Prepared:
-        trace = self.events.start("strictcall.chat", request_id=caller.request_id,
+        trace = self.tracing.start("strictcall.chat", request_id=caller.request_id,
                                   model=task.model)
         try:
             self._check_model(task)

@@ -25,7 +25,7 @@ from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 _Attribute = str | bool | int | float | tuple[str, ...]
 
 
-class Events:
+class Tracing:
     def __init__(self, provider: TracerProvider | None = None) -> None:
         self._tracer = trace.get_tracer("strictcall", tracer_provider=provider)
 
