@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.pipeline.guards.json_text import JsonLexer
+
 # Items in a row, each an earlier item again or the previous one with a changed tail, and
 # none found in the conversation, after which an array's string items count as a loop. High
 # enough for a real list of a few such items (report_1 ... report_6, a week of dates); a
@@ -83,10 +85,13 @@ class JsonShape:
     def _reset(self) -> None:
         self.text = ""
         self.stack: list[_Open] = []
-        self.in_string = False
         self.role = ""  # the open string's: "key", "item" or "value"
         self.buf = ""  # the open string's text so far
-        self._escape = False
+        self._lexer = JsonLexer()
+
+    @property
+    def in_string(self) -> bool:
+        return self._lexer.in_string
 
     def update(self, text: str) -> None:
         if not text.startswith(self.text):
@@ -97,51 +102,44 @@ class JsonShape:
 
     def _feed(self, ch: str) -> None:
         top = self.stack[-1] if self.stack else None
-        if self.in_string:
-            self._in_string(ch, top)
-        elif ch == '"':
+        kind = self._lexer.kind(ch)
+        if kind == "char":  # an escaped character stands for itself in the string's text
+            self.buf += ch
+        elif kind == "escape":
+            pass
+        elif kind == "unquote":
+            if top is not None and self.role == "item":
+                top.items.append(self.buf)
+            elif top is not None and self.role == "key":
+                top.key = self.buf
+        elif kind == "quote":
             if top is not None:
                 top.last_scalar, top.scalar_run = None, 0
-            self.in_string, self.buf = True, ""
+            self.buf = ""
             self.role = ("key" if top.kind == "{" and top.expect_key else "item"
                          if top.kind == "[" else "value") if top else "value"
-        elif ch in "{[":
+        elif kind == "open":
             if top is not None and top.kind == "[":
                 top.items.append(None)
                 top.last_scalar, top.scalar_run = None, 0
             self.stack.append(_Open(ch))
-        elif ch in "}]":
+        elif kind == "close":
             if top is not None and top.scalar:
                 top.end_scalar()
             if self.stack:
                 self.stack.pop()
         elif top is None:
             return
-        elif ch == ":":
+        elif kind == "colon":
             top.expect_key = False
-        elif ch == ",":
+        elif kind == "comma":
             if top.kind == "{":
                 top.expect_key, top.key = True, None
             elif top.scalar:
                 top.end_scalar()
-        elif top.kind == "[" and not ch.isspace():
+        elif top.kind == "[" and kind == "scalar":
             top.scalar = True
             top.scalar_text += ch
-
-    def _in_string(self, ch: str, top: _Open | None) -> None:
-        if self._escape:
-            self._escape = False
-        elif ch == "\\":
-            self._escape = True
-            return  # the escaped character stands for itself in the string's text
-        elif ch == '"':
-            self.in_string = False
-            if top is not None and self.role == "item":
-                top.items.append(self.buf)
-            elif top is not None and self.role == "key":
-                top.key = self.buf
-            return
-        self.buf += ch
 
     # -- what loops ------------------------------------------------------------------
     def items_loop(self) -> bool:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from server.engines.detokenize import IncrementalDetokenizer
 from server.formats.reading import Reader, Reading
 from server.pipeline.guards.item_loops import JsonShape, Vocabulary, item_steering
+from server.pipeline.guards.json_text import JsonLexer
 from server.pipeline.request_options import GuardOptions
 
 # A value loops when a unit of 1..MAX_PERIOD tokens repeats back to back so often that the
@@ -237,8 +238,7 @@ class _CallSplitter:
 
     def __init__(self) -> None:
         self._text = ""
-        self._depth = 0
-        self._in_string = self._escape = False
+        self._lexer = JsonLexer()
         self._start: int | None = None
         self.texts: list[str] = []
         self.values: list[Any] = []
@@ -261,29 +261,17 @@ class _CallSplitter:
 
     def feed(self, text: str) -> list[_Ended]:
         ended = []
+        lexer = self._lexer
         for ch in text:
             at = len(self._text)
             self._text += ch
-            if self._in_string:
-                if self._escape:
-                    self._escape = False
-                elif ch == "\\":
-                    self._escape = True
-                elif ch == '"':
-                    self._in_string = False
-                continue
-            if ch == '"':
-                self._in_string = True
-            elif ch in "{[":
-                self._depth += 1
-                if self._depth == 2:
-                    self._start = at
-            elif ch in "}]":
-                self._depth -= 1
-                if self._depth == 1 and self._start is not None:
-                    element = self._text[self._start:]
-                    self.texts.append(element)
-                    self.values.append(json.loads(element))
-                    ended.append(_Ended(self._start, self.values[-1]))
-                    self._start = None
+            kind = lexer.kind(ch)
+            if kind == "open" and lexer.depth == 2:
+                self._start = at
+            elif kind == "close" and lexer.depth == 1 and self._start is not None:
+                element = self._text[self._start:]
+                self.texts.append(element)
+                self.values.append(json.loads(element))
+                ended.append(_Ended(self._start, self.values[-1]))
+                self._start = None
         return ended

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from server.pipeline.guards.json_text import JsonLexer, Kind
+
 
 @dataclass(frozen=True)
 class CallNamed:
@@ -22,8 +24,7 @@ class ArgumentsFragment:
 
 class CallScanner:
     def __init__(self) -> None:
-        self._depth = 0
-        self._in_string = self._escape = False
+        self._lexer = JsonLexer()
         self._index = -1
         self._key: str | None = None
         self._after_colon = False
@@ -40,15 +41,22 @@ class CallScanner:
     def feed(self, text: str) -> list[CallNamed | ArgumentsFragment]:
         events: list[CallNamed | ArgumentsFragment] = []
         args: list[str] = []
+        lexer = self._lexer
         for ch in text:
             if self._done:
                 break
             if self._args_active:
                 args.append(ch)
-            if self._in_string:
-                self._string_char(ch, events)
+            # Whether the character stands among a call's own keys (before it is read).
+            at_element = lexer.depth == 2 and not self._args_active
+            kind = lexer.kind(ch)
+            if kind in ("char", "escape"):
+                if self._capture is not None:
+                    self._capture.append(ch)
+            elif kind == "unquote":
+                self._captured(events)
             else:
-                self._structural_char(ch, args)
+                self._structural(kind, ch, at_element, args)
             if not self._args_active and args:
                 events.append(ArgumentsFragment(self._index, "".join(args)))
                 args = []
@@ -56,55 +64,45 @@ class CallScanner:
             events.append(ArgumentsFragment(self._index, "".join(args)))
         return events
 
-    def _string_char(self, ch: str, events: list[CallNamed | ArgumentsFragment]) -> None:
-        if self._escape:
-            self._escape = False
-        elif ch == "\\":
-            self._escape = True
-        elif ch == '"':
-            self._in_string = False
-            if self._capture is not None:
-                value, kind = "".join(self._capture), self._capturing
-                self._capture = None
-                if kind == "key":
-                    self._key = value
-                elif kind == "name":
-                    events.append(CallNamed(self._index, value))
-                return
-        if self._capture is not None:
-            self._capture.append(ch)
+    def _captured(self, events: list[CallNamed | ArgumentsFragment]) -> None:
+        if self._capture is None:
+            return
+        value, kind = "".join(self._capture), self._capturing
+        self._capture = None
+        if kind == "key":
+            self._key = value
+        elif kind == "name":
+            events.append(CallNamed(self._index, value))
 
-    def _structural_char(self, ch: str, args: list[str]) -> None:
-        at_element = self._depth == 2 and not self._args_active
-        if ch == '"':
-            self._in_string = True
+    def _structural(self, kind: Kind, ch: str, at_element: bool, args: list[str]) -> None:
+        depth = self._lexer.depth  # after the character
+        if kind == "quote":
             if at_element and not self._after_colon:
                 self._capture, self._capturing = [], "key"
             elif at_element and self._key == "name":
                 self._capture, self._capturing = [], "name"
             elif at_element and self._key == "arguments":
                 self._start_args('"', args)
-        elif ch in "{[":
+        elif kind == "open":
             if at_element and self._after_colon and self._key == "arguments":
                 self._start_args(ch, args)
-            self._depth += 1
-            if self._depth == 2 and ch == "{":
+            if depth == 2 and ch == "{":
                 self._index += 1
                 self._key, self._after_colon = None, False
-        elif ch in "}]":
-            self._depth -= 1
-            if self._args_active and self._depth == 2:
+        elif kind == "close":
+            if self._args_active and depth == 2:
                 self._args_active = False  # the closing bracket was the arguments' last char
-            if self._depth == 0:
+            if depth == 0:
                 self._done = True
-        elif ch == ":" and at_element:
+        elif kind == "colon" and at_element:
             self._after_colon = True
-        elif ch == "," and self._depth == 2:
+        elif kind == "comma" and depth == 2:
             if self._args_active:  # a scalar argument value ended
                 self._args_active = False
                 args.pop()
             self._key, self._after_colon = None, False
-        elif not ch.isspace() and at_element and self._after_colon and self._key == "arguments":
+        elif kind == "scalar" and at_element and self._after_colon \
+                and self._key == "arguments":
             self._start_args(ch, args)
 
     def _start_args(self, ch: str, args: list[str]) -> None:

@@ -1,0 +1,54 @@
+"""The one lexer the guards and the call stream read a growing JSON text with: what each
+character is (structure, a string's quote, a string's own character, an escape), with the
+depth of the containers open after it. The readers (`runaway.py`'s call splitter,
+`toolstream.py`'s call scanner, `item_loops.py`'s shape) keep only what they need on top.
+Never a validator: the grammar guarantees the text is JSON."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+# What a character is: a container opens or closes; a string opens (`quote`) or closes
+# (`unquote`); a string's character (`char`, an escaped one included) or its backslash
+# (`escape`); a `colon`, a `comma`, `space` between values, or part of a number or literal
+# (`scalar`).
+Kind = Literal["open", "close", "quote", "unquote", "char", "escape", "colon", "comma",
+               "space", "scalar"]
+
+
+class JsonLexer:
+    __slots__ = ("depth", "in_string", "_escape")
+
+    def __init__(self) -> None:
+        self.depth = 0          # containers open after the last character
+        self.in_string = False  # inside a string after the last character
+        self._escape = False
+
+    def kind(self, ch: str) -> Kind:
+        if self.in_string:
+            if self._escape:
+                self._escape = False
+                return "char"
+            if ch == "\\":
+                self._escape = True
+                return "escape"
+            if ch == '"':
+                self.in_string = False
+                return "unquote"
+            return "char"
+        if ch == '"':
+            self.in_string = True
+            return "quote"
+        if ch in "{[":
+            self.depth += 1
+            return "open"
+        if ch in "}]":
+            self.depth -= 1
+            return "close"
+        if ch == ":":
+            return "colon"
+        if ch == ",":
+            return "comma"
+        if ch.isspace():
+            return "space"
+        return "scalar"
