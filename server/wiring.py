@@ -148,7 +148,7 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
         stack.push_async_callback(engine.aclose)
         pipeline, metrics = _pipeline(inputs, engine, sessions, tracing, stack)
         if settings.warm_grammars:  # what requests naming a contract will look up
-            grammars = await asyncio.to_thread(pipeline.warm)
+            grammars = await asyncio.to_thread(pipeline.preparer.warm)
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
         http = httpx.AsyncClient(timeout=None)  # each attempt's limit is the contract's
         stack.push_async_callback(http.aclose)

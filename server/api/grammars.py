@@ -28,7 +28,7 @@ async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep
     schema, grounding = await asyncio.to_thread(
         _grounded, body, from_system=pipeline.settings.ground_from_system)
     cache = pipeline.cache
-    spec, analysis, lookup = await pipeline.compile_schema(schema, where="the schema")
+    spec, analysis, lookup = await pipeline.preparer.compile_schema(schema, where="the schema")
     report = analysis.report
     if grounding:
         report = EnforcementReport(report.backend, (*report.uses,

@@ -6,20 +6,17 @@ the dialogue's merge, the audit) -> an `Answer`, or the typed events of a stream
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator
 
-from grammars import Analysis, CompiledGrammar, GrammarCache, JsonSchemaSpec, Lookup
-from server.engines.base import Engine, GenerationResult
+from grammars import GrammarCache
+from server.engines.base import Engine
 from server.identity import Caller
 from server.pipeline.answer import Answer, Event
-from server.pipeline.checking.checks import Checked, Finisher
-from server.pipeline.decode import decode
-from server.pipeline.guards.runaway import Trip
-from server.pipeline.prepared import Decode, Prepared
+from server.pipeline.checking.checks import Finisher
+from server.pipeline.decode import Decoder
+from server.pipeline.prepared import Prepared
 from server.pipeline.preparing import Parts, Preparer
 from server.pipeline.stream import EventStream, Overdue
-from server.pipeline.usage import usage_of
 from server.settings import Settings
 from server.task import Task
 
@@ -32,15 +29,16 @@ class ChatPipeline:
         self.engine = engine
         self.cache = cache
         self.settings = settings
-        self.metrics = parts.metrics
-        self.rate_limits = parts.rate_limits
         self.model_name = settings.served_model_name or engine.model_name
+        # The stages, in the order a request meets them.
         self.preparer = Preparer(engine, cache, settings, parts, model_name=self.model_name)
+        self.decoder = Decoder(engine, rate_limits=parts.rate_limits, metrics=parts.metrics)
         self.finisher = Finisher.build(engine, cache, parts.policy, parts.fmt,
                                        metrics=parts.metrics, audit=parts.audit,
                                        model=self.model_name,
                                        compile_timeout_s=settings.compile_timeout_s)
-        # What the APIs and the compile endpoint read of the server's setup.
+        # What the APIs read of the server's setup (the compile endpoint and the warm-up
+        # call the preparer itself).
         self.format, self.policy = parts.fmt, parts.policy
         self.registry, self.dialogue = self.preparer.registry, self.preparer.dialogue
 
@@ -48,66 +46,24 @@ class ChatPipeline:
     async def answer(self, task: Task, caller: Caller) -> Answer:
         return await self.complete(await self.prepare(task, caller))
 
+    async def prepare(self, task: Task, caller: Caller) -> Prepared:
+        """The request checked, planned, prompted and its grammar compiled."""
+        return await self.preparer.prepare(task, caller)
+
     async def complete(self, prepared: Prepared) -> Answer:
+        """Decode each step of the plan (a free reasoning pass may come before the
+        constrained one), then check the last and answer."""
         step = prepared.decode
-        result, trip = await self.run(step, prepared)
+        result, trip = await self.decoder.run(step, prepared)
         results = [result]
         while (following := step.then(results[-1])) is not None:
             step = following
-            result, trip = await self.run(step, prepared)
+            result, trip = await self.decoder.run(step, prepared)
             results.append(result)
-        checked = await self.finish(prepared, step, results[-1], trip)
-        return self.answered(prepared, step, checked, results)
+        checked = await self.finisher.finish(prepared, step, results[-1], trip)
+        return self.finisher.answered(prepared, step, checked, results)
 
     def stream(self, prepared: Prepared, *, overdue: Overdue | None = None
                ) -> AsyncIterator[Event]:
-        return EventStream(self, prepared, overdue=overdue).events()
-
-    # -- stages ---------------------------------------------------------------------------
-    async def prepare(self, task: Task, caller: Caller) -> Prepared:
-        return await self.preparer.prepare(task, caller)
-
-    async def run(self, step: Decode, prepared: Prepared
-                  ) -> tuple[GenerationResult, Trip | None]:
-        """One decode under its runaway guard: the result, and the guard's trip if it
-        stopped the decode. Its tokens are charged to the caller's key."""
-        guard = step.guard(self.engine)
-        try:
-            result = await decode(self.engine, step.guarded(guard), guard=guard)
-        except BaseException as exc:
-            prepared.context.trace.end(error=type(exc).__name__)
-            raise
-        identity = prepared.context.caller.identity
-        if self.rate_limits is not None and identity is not None:
-            self.rate_limits.charge(identity, result.prompt_tokens + result.completion_tokens)
-        if self.metrics is not None:
-            t = result.timings
-            self.metrics.decode(prompt_tokens=result.prompt_tokens,
-                                generated=result.completion_tokens,
-                                finish_reason=result.finish_reason, ttft_s=t.get("ttft_s"),
-                                decode_s=t["e2e_s"] - t["ttft_s"] if "ttft_s" in t else None,
-                                queue_s=t.get("queue_s"))
-        return result, guard.trip if guard is not None else None
-
-    async def finish(self, prepared: Prepared, step: Decode, result: GenerationResult,
-                     trip: Trip | None, *, call_ids: Mapping[int, str] | None = None
-                     ) -> Checked:
-        """`call_ids`: the ids a stream already gave its calls, by index."""
-        return await self.finisher.finish(prepared, step, result, trip, call_ids=call_ids)
-
-    def answered(self, prepared: Prepared, step: Decode, checked: Checked,
-                 results: list[GenerationResult]) -> Answer:
-        return Answer(id=prepared.id, created=prepared.created, model=self.model_name,
-                      content=checked.content, calls=checked.calls, finish=checked.finish,
-                      usage=usage_of(self.engine, step.plan, results, repair=checked.repair),
-                      reasoning=checked.reasoning, stop_string=checked.stop_string,
-                      extension=checked.extension, headers=checked.headers)
-
-    # -- the server's own --------------------------------------------------------------------
-    def warm(self) -> list[CompiledGrammar]:
-        """The grammars requests naming a contract will look up, compiled (startup)."""
-        return self.preparer.warm()
-
-    async def compile_schema(self, schema: Any, *, where: str
-                             ) -> tuple[JsonSchemaSpec, Analysis, Lookup]:
-        return await self.preparer.compile_schema(schema, where=where)
+        """The same stages told as typed events while tokens arrive."""
+        return EventStream(self.decoder, self.finisher, prepared, overdue=overdue).events()

@@ -14,9 +14,45 @@ from dataclasses import replace
 from grammars import BridgedBackend, GrammarCache, GrammarError, GrammarSpec, Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult
 from server.errors import EngineFailure, InvalidRequest, ServiceError
-from server.pipeline.guards.runaway import RunawayGuard
+from server.metrics import Metrics
+from server.pipeline.guards.runaway import RunawayGuard, Trip
+from server.pipeline.prepared import Decode, Prepared
+from server.ratelimit import Limiter
 
 log = logging.getLogger("strictcall.pipeline")
+
+# One decode's result, and its runaway guard's trip if the guard stopped it.
+Decoded = tuple[GenerationResult, Trip | None]
+
+
+class Decoder:
+    """The decode stage: one step of a plan decoded under its runaway guard, its tokens
+    charged to the caller's key and its timings metered."""
+
+    def __init__(self, engine: Engine, *, rate_limits: Limiter | None,
+                 metrics: Metrics | None) -> None:
+        self.engine = engine
+        self.rate_limits = rate_limits
+        self.metrics = metrics
+
+    async def run(self, step: Decode, prepared: Prepared) -> Decoded:
+        guard = step.guard(self.engine)
+        try:
+            result = await decode(self.engine, step.guarded(guard), guard=guard)
+        except BaseException as exc:
+            prepared.context.trace.end(error=type(exc).__name__)
+            raise
+        identity = prepared.context.caller.identity
+        if self.rate_limits is not None and identity is not None:
+            self.rate_limits.charge(identity, result.prompt_tokens + result.completion_tokens)
+        if self.metrics is not None:
+            t = result.timings
+            self.metrics.decode(prompt_tokens=result.prompt_tokens,
+                                generated=result.completion_tokens,
+                                finish_reason=result.finish_reason, ttft_s=t.get("ttft_s"),
+                                decode_s=t["e2e_s"] - t["ttft_s"] if "ttft_s" in t else None,
+                                queue_s=t.get("queue_s"))
+        return result, guard.trip if guard is not None else None
 
 
 async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float,

@@ -10,14 +10,12 @@ the events it has given (each API ends its stream with its own error event)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable
 
-from server.engines.base import Engine, GenerationResult
+from server.engines.base import GenerationResult
 from server.engines.detokenize import IncrementalDetokenizer
 from server.errors import ServiceError
 from server.pipeline.answer import (
-    Answer,
     ArgumentsDelta,
     CallDone,
     CallStarted,
@@ -26,7 +24,8 @@ from server.pipeline.answer import (
     ReasoningDelta,
     TextDelta,
 )
-from server.pipeline.checking.checks import Checked
+from server.pipeline.checking.checks import Checked, Finisher
+from server.pipeline.decode import Decoder
 from server.pipeline.guards.runaway import Trip
 from server.pipeline.guards.toolstream import ArgumentsFragment, CallNamed, CallScanner
 from server.pipeline.prepared import Decode, Prepared
@@ -36,27 +35,11 @@ from server.pipeline.validation import new_call_id
 Overdue = Callable[[], ServiceError | None]
 
 
-class Stages(Protocol):
-    """The pipeline's stages a stream runs (server/pipeline/chat.py ChatPipeline)."""
-
-    @property
-    def engine(self) -> Engine: ...
-
-    async def run(self, step: Decode, prepared: Prepared
-                  ) -> tuple[GenerationResult, Trip | None]: ...
-
-    async def finish(self, prepared: Prepared, step: Decode, result: GenerationResult,
-                     trip: Trip | None, *, call_ids: Mapping[int, str] | None = None
-                     ) -> Checked: ...
-
-    def answered(self, prepared: Prepared, step: Decode, checked: Checked,
-                 results: list[GenerationResult]) -> Answer: ...
-
-
 class EventStream:
-    def __init__(self, pipeline: Stages, prepared: Prepared, *,
+    def __init__(self, decoder: Decoder, finisher: Finisher, prepared: Prepared, *,
                  overdue: Overdue | None = None) -> None:
-        self.pipeline = pipeline
+        self.decoder = decoder
+        self.finisher = finisher
         self.prepared = prepared
         # Says why the stream must stop now (its time limit, a shutdown), checked between
         # tokens and at least every quarter second: the stream then raises that error.
@@ -78,11 +61,11 @@ class EventStream:
             if following is None:
                 break
             step, view = following, _View(following, held)
-        checked = await self.pipeline.finish(self.prepared, step, results[-1], self._trip,
-                                             call_ids=view.ids)
+        checked = await self.finisher.finish(self.prepared, step, results[-1], self._trip,
+                                            call_ids=view.ids)
         for event in view.close(checked):
             yield event
-        yield Finished(self.pipeline.answered(self.prepared, step, checked, results))
+        yield Finished(self.finisher.answered(self.prepared, step, checked, results))
 
     async def _pump(self, step: Decode, view: _View) -> AsyncIterator[Event]:
         """Run `step`, yielding events as tokens arrive; leaves the result in _result."""
@@ -92,8 +75,8 @@ class EventStream:
             loop.call_soon_threadsafe(tokens.put_nowait, token)
 
         step = step.watched(watch)
-        task = asyncio.ensure_future(self.pipeline.run(step, self.prepared))
-        text = IncrementalDetokenizer(self.pipeline.engine.decode)
+        task = asyncio.ensure_future(self.decoder.run(step, self.prepared))
+        text = IncrementalDetokenizer(self.decoder.engine.decode)
         getter: asyncio.Future[int] | None = None
         try:
             while not (task.done() and tokens.empty()):

@@ -4,7 +4,7 @@ answer validated, a cut-off never passed off as complete, and the audit record w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, assert_never
 
@@ -15,13 +15,14 @@ from server.errors import OutputInvalid, ServiceError
 from server.formats.base import ModelFormat
 from server.formats.reading import Reading
 from server.metrics import Metrics
-from server.pipeline.answer import Call, Finish, RepairUsage
+from server.pipeline.answer import Answer, Call, Finish, RepairUsage
 from server.pipeline.checking.audit import AuditSink, Decision
 from server.pipeline.checking.calls import Asking, CallChecks, CheckedCalls, approval_header
 from server.pipeline.checking.repair import Repairer
 from server.pipeline.guards.runaway import Trip
 from server.pipeline.plan import Plan
 from server.pipeline.prepared import Decode, Prepared
+from server.pipeline.usage import usage_of
 from server.pipeline.validation import parse_json, validate
 
 
@@ -98,6 +99,15 @@ class Finisher:
         context.trace.end()
         return replace(checked, reasoning=reading.reasoning, extension=extension or None,
                        headers=approval_header(extension))
+
+    def answered(self, prepared: Prepared, step: Decode, checked: Checked,
+                 results: Sequence[GenerationResult]) -> Answer:
+        """The typed answer the APIs render, with the usage of every decode it took."""
+        return Answer(id=prepared.id, created=prepared.created, model=self.model,
+                      content=checked.content, calls=checked.calls, finish=checked.finish,
+                      usage=usage_of(self.engine, step.plan, results, repair=checked.repair),
+                      reasoning=checked.reasoning, stop_string=checked.stop_string,
+                      extension=checked.extension, headers=checked.headers)
 
     def _decision(self, prepared: Prepared, step: Decode, result: GenerationResult,
                   trip: Trip | None) -> Decision | None:

@@ -35,7 +35,7 @@ def _finish(pipeline: ChatPipeline, task: Task, text: str):
     """The checks on `text` as if the decode of `task` had written it."""
     async def run():
         prepared = await pipeline.prepare(task, Caller({}))
-        return await pipeline.finish(prepared, prepared.decode, _result(text), None)
+        return await pipeline.finisher.finish(prepared, prepared.decode, _result(text), None)
     return asyncio.run(run())
 
 
