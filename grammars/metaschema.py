@@ -17,7 +17,7 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import jsonschema
 from jsonschema.exceptions import best_match
@@ -83,8 +83,10 @@ _ALWAYS_LIST = ("allOf", "prefixItems")
 
 
 def check_satisfiable(schema: dict[str, Any], *, where: str) -> None:
-    """Refuse, before any decode, a node whose `type` no value of its `enum` or `const` has
-    (BFCL's `live_simple` has `{"type": "array", "enum": ["a", "b"]}`): no output could be
+    """Refuse, before any decode, a node no value can match: a `type` no value of its
+    `enum` or `const` has (BFCL's `live_simple` has `{"type": "array", "enum": ["a",
+    "b"]}`), bounds that leave no room (`minimum > maximum`, `minItems > maxItems`), a
+    `required` property that `additionalProperties: false` forbids. No output could be
     valid, so decoding would only end in a 422. Nodes under a union, a condition, `not` or a
     definition are left alone: another branch may be the one that is meant."""
     stack: list[tuple[Any, str]] = [(schema, "")]
@@ -93,6 +95,8 @@ def check_satisfiable(schema: dict[str, Any], *, where: str) -> None:
         if not isinstance(node, dict):
             continue
         _check_enum_type(node, pointer, where)
+        _check_bounds(node, pointer, where)
+        _check_required_allowed(node, pointer, where)
         for key in _ALWAYS_ONE:
             stack.append((node.get(key), f"{pointer}/{key}"))
         if isinstance(node.get("items"), list):  # draft-4 tuple form
@@ -127,6 +131,63 @@ def _check_enum_type(node: dict[str, Any], pointer: str, where: str) -> None:
                 hint=(f"For an array of these values put the '{key}' under 'items'."
                       if types == ["array"] else
                       f"Make 'type' and the '{key}' values agree, or leave one out."))
+
+
+# Bounds that no value of the node's type can meet: (lower, upper, the types they bind).
+_LENGTH_BOUNDS = (("minLength", "maxLength", {"string"}), ("minItems", "maxItems", {"array"}),
+                  ("minProperties", "maxProperties", {"object"}))
+
+
+def _only(node: dict[str, Any], kinds: set[str]) -> bool:
+    """Whether every value the node's `type` allows is one of `kinds` (no `type`: any)."""
+    types = node.get("type")
+    types = [types] if isinstance(types, str) else types
+    return isinstance(types, list) and bool(types) and set(types) <= kinds
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_bounds(node: dict[str, Any], pointer: str, where: str) -> None:
+    """`minimum` above `maximum` (or equal with either exclusive), `minItems` above
+    `maxItems` and the like, on a node whose type they bind: nothing is valid there."""
+    for low, high, kinds in _LENGTH_BOUNDS:
+        lo, hi = node.get(low), node.get(high)
+        if _number(lo) and _number(hi) and lo > hi and _only(node, kinds):
+            raise InvalidSchemaError(
+                f"{where}: no value is valid here: '{low}' {lo} is above '{high}' {hi}",
+                pointer=f"{pointer}/{low}", hint=f"Make '{low}' at most '{high}'.")
+    if not _only(node, {"number", "integer"}):
+        return
+    lows = [(node[k], k) for k in ("minimum", "exclusiveMinimum") if _number(node.get(k))]
+    highs = [(node[k], k) for k in ("maximum", "exclusiveMaximum") if _number(node.get(k))]
+    for lo, low in lows:
+        for hi, high in highs:
+            exclusive = low.startswith("exclusive") or high.startswith("exclusive")
+            if lo > hi or (lo == hi and exclusive):
+                raise InvalidSchemaError(
+                    f"{where}: no number is valid here: '{low}' {lo} and '{high}' {hi} "
+                    "leave no room", pointer=f"{pointer}/{low}",
+                    hint=f"Make '{low}' {'below' if exclusive else 'at most'} '{high}'.")
+
+
+def _check_required_allowed(node: dict[str, Any], pointer: str, where: str) -> None:
+    """A `required` property that `additionalProperties: false` forbids (not among
+    `properties`, matching no `patternProperties`) on an object node: nothing is valid."""
+    if node.get("additionalProperties") is not False or not _only(node, {"object"}):
+        return
+    required, props = node.get("required"), node.get("properties") or {}
+    patterns = node.get("patternProperties") or {}
+    if not isinstance(required, list) or not isinstance(props, dict) or patterns:
+        return  # with patternProperties, a name may match one: left to the validator
+    missing = [name for name in required if isinstance(name, str) and name not in props]
+    if missing:
+        raise InvalidSchemaError(
+            f"{where}: no object is valid here: '{missing[0]}' is required but "
+            "'additionalProperties' is false and 'properties' does not list it",
+            pointer=f"{pointer}/required",
+            hint=f"Add '{missing[0]}' to 'properties', or take it out of 'required'.")
 
 
 def _json_type_is(value: Any, kind: str) -> bool:

@@ -119,3 +119,36 @@ def test_a_type_that_no_enum_value_has_is_refused_before_any_decode(schema, poin
 ])
 def test_schemas_some_value_satisfies_pass(schema):
     assert checked_client_schema(schema, where="s") == schema
+
+
+@pytest.mark.parametrize(("schema", "pointer", "says"), [
+    ({"type": "object", "properties": {"n": {"type": "integer", "minimum": 5, "maximum": 3}}},
+     "/properties/n/minimum", "no number is valid here"),
+    ({"type": "number", "exclusiveMinimum": 2, "maximum": 2}, "/exclusiveMinimum",
+     "no number is valid here"),
+    ({"type": "array", "items": {"type": "string", "minLength": 9, "maxLength": 2}},
+     "/items/minLength", "no value is valid here"),
+    ({"type": "array", "minItems": 3, "maxItems": 1}, "/minItems", "no value is valid here"),
+    ({"type": "object", "properties": {"a": {}}, "required": ["a", "b"],
+      "additionalProperties": False}, "/required", "'b' is required"),
+])
+def test_bounds_and_required_that_leave_nothing_are_refused_before_any_decode(
+        schema, pointer, says):
+    with pytest.raises(InvalidSchemaError, match=says) as info:
+        checked_client_schema(schema, where="the schema")
+    assert info.value.pointer == pointer and info.value.hint
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "minimum": 3, "maximum": 3},
+    {"minimum": 5, "maximum": 3},  # no type: a string still matches
+    {"type": ["number", "string"], "minimum": 5, "maximum": 3},
+    {"type": "array", "minItems": 2, "maxItems": 2},
+    {"type": "object", "required": ["x"], "additionalProperties": False,
+     "patternProperties": {"^x$": {}}},
+    {"type": "object", "required": ["b"], "properties": {"b": {}},
+     "additionalProperties": False},
+    {"anyOf": [{"type": "integer", "minimum": 5, "maximum": 3}, {"type": "string"}]},
+])
+def test_bounds_some_value_meets_pass(schema):
+    assert checked_client_schema(schema, where="s") == schema
