@@ -17,7 +17,7 @@ VBIN   := $(VVENV)/bin
 VSTAMP := $(VVENV)/.strictcall-installed
 
 .PHONY: setup serve test test-fast lint fuzz test-vllm setup-vllm serve-vllm bench bench-vllm \
-	clean setup-state test-replicas docs setup-browser test-docs
+	clean setup-state test-replicas docs setup-browser test-docs setup-peers
 
 setup: $(STAMP)
 	$(BIN)/strictcall fetch-model
@@ -107,6 +107,30 @@ setup-browser:
 test-docs: docs setup-browser
 	$(BIN)/python -m pytest -q -rs -m browser tests/docsgen $(PYTEST_ARGS)
 
+# The benches' real peer: llama.cpp's own C++ `llama-server`, built from the llama.cpp
+# vendored in the pinned llama-cpp-python's sdist (the same llama.cpp StrictCall's embedded
+# engine links), into .peers/llama.cpp/build/bin. No network beyond PyPI: its web UI is not
+# fetched. Debian's cmake and g++ when missing. About ten minutes on two cores.
+PEERS  := .peers
+LLAMA_SERVER := $(PEERS)/llama.cpp/build/bin/llama-server
+setup-peers: $(LLAMA_SERVER)
+
+$(LLAMA_SERVER):
+	@command -v cmake >/dev/null && command -v g++ >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++; }
+	mkdir -p $(PEERS)/sdist
+	$(PYTHON) -m pip download --quiet --no-binary :all: --no-deps --dest $(PEERS)/sdist \
+		llama-cpp-python==0.3.36
+	rm -rf $(PEERS)/src $(PEERS)/llama.cpp && mkdir -p $(PEERS)/src
+	tar -xzf $(PEERS)/sdist/llama_cpp_python-0.3.36.tar.gz -C $(PEERS)/src
+	mv $(PEERS)/src/llama_cpp_python-0.3.36/vendor/llama.cpp $(PEERS)/llama.cpp
+	rm -rf $(PEERS)/src
+	cmake -S $(PEERS)/llama.cpp -B $(PEERS)/llama.cpp/build -DCMAKE_BUILD_TYPE=Release \
+		-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+		-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
+	cmake --build $(PEERS)/llama.cpp/build --target llama-server -j$(NPROC)
+	$(LLAMA_SERVER) --version
+
 bench: setup
 	$(BIN)/python -m bench.decode_speed
 
@@ -114,4 +138,4 @@ bench-vllm: setup-vllm
 	$(VBIN)/python -m bench.vllm_engine
 
 clean:
-	rm -rf $(VENV) $(VVENV) build *.egg-info .pytest_cache site
+	rm -rf $(VENV) $(VVENV) $(PEERS) build *.egg-info .pytest_cache site

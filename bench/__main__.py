@@ -33,7 +33,8 @@ BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
               "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection",
               "latency": "bench.latency", "gpu-decode": "bench.gpu_decode",
               "serve": "bench.serve", "grounding": "bench.grounding",
-              "memory": "bench.memory", "agent-loop": "bench.agent_loop"}
+              "memory": "bench.memory", "agent-loop": "bench.agent_loop",
+              "decode-step": "bench.decode_step"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,8 +11,9 @@ BFCL questions with their functions (bench/latency_workload.py): forced tool cal
 tool calls, json_schema answers, and the same json question unconstrained ("free"); greedy,
 streamed, the same max_tokens for all. Requests alternate between systems, one wave of
 `concurrency` requests at a time, the systems' order rotating from wave to wave, so that
-noise on this machine hits every system alike. A cold pass (concurrency 1, the first time
-each server sees each grammar) comes before the warm passes.
+noise on this machine hits every system alike. At each concurrency a cold pass (prompts no
+server has seen: grammars compiled, prefixes prefilled) comes before the warm pass on the
+same prompts; the two are reported apart, cold first.
 
 Per setting: outcomes (valid, invalid, cut off at max_tokens, no call, error), median prompt
 and completion tokens, TTFT, time per output token, end-to-end p50/p90/p99, requests/s and
@@ -67,8 +68,6 @@ from bench.progress import Progress
 from bench.results_file import add_save_flag, save
 from server.model_store import default_cache_dir, embedded_model_dir
 
-GRAMMAR_KINDS = ("forced", "auto", "json")  # the kinds a cold pass measures
-
 
 @dataclass(frozen=True)
 class LiveSystem:
@@ -87,18 +86,28 @@ class Plan:
     max_tokens: int
     cold_pass: bool
 
-    def passes(self) -> list[tuple[str, int, list[Kind]]]:
-        """(pass, concurrency, kinds) in the order they run."""
-        cold = [k for k in self.kinds if k in GRAMMAR_KINDS]
-        first = [("cold", 1, cold)] if self.cold_pass and cold else []
-        return first + [("warm", c, self.kinds) for c in self.concurrencies]
+    def passes(self) -> list[tuple[str, int, list[Kind], list[Prompt]]]:
+        """(pass, concurrency, kinds, prompts) in the order they run. With the cold pass,
+        each concurrency has prompts of its own (`limit` each): asked once cold (no server
+        has seen them: not their grammars, not their prefixes), then once more warm (each
+        server has seen each exactly once, so each side's caches are warmed alike).
+        Without it, every concurrency asks the same prompts, warm after the first."""
+        if not self.cold_pass:
+            return [("warm", c, self.kinds, self.prompts) for c in self.concurrencies]
+        size = len(self.prompts) // max(len(self.concurrencies), 1)
+        out: list[tuple[str, int, list[Kind], list[Prompt]]] = []
+        for i, c in enumerate(self.concurrencies):
+            own = self.prompts[i * size:(i + 1) * size]
+            out += [("cold", c, self.kinds, own), ("warm", c, self.kinds, own)]
+        return out
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    plan = Plan(load_prompts(args.categories.split(","), args.limit),
-                [_kind(k) for k in args.kinds.split(",")],
-                [int(c) for c in args.concurrency.split(",")], args.max_tokens,
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    wanted = args.limit * (len(concurrencies) if args.cold_pass else 1)
+    plan = Plan(load_prompts(args.categories.split(","), wanted),
+                [_kind(k) for k in args.kinds.split(",")], concurrencies, args.max_tokens,
                 args.cold_pass)
     if not plan.prompts:
         raise SystemExit("no BFCL questions found (is ../shared/evaldata there?)")
@@ -127,16 +136,19 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="strictcall-bench latency", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--systems", default="strictcall-torch,llamacpp-server",
+    p.add_argument("--systems", default="strictcall-llamacpp,llama-server",
                    help=f"comma-separated, of {', '.join(SYSTEMS)}; or all")
     p.add_argument("--url", help="also measure the StrictCall server already at this URL")
-    p.add_argument("--limit", type=int, default=8, help="BFCL questions")
+    p.add_argument("--limit", type=int, default=8,
+                   help="BFCL questions per concurrency (with the cold pass, each "
+                        "concurrency asks its own)")
     p.add_argument("--categories", default="simple_python")
     p.add_argument("--kinds", default="forced,json,free", help=f"of {', '.join(KINDS)}")
     p.add_argument("--concurrency", default="1,4", help="e.g. 1,4,16")
     p.add_argument("--max-tokens", type=int, default=200)
     p.add_argument("--cold-pass", action=argparse.BooleanOptionalAction, default=True,
-                   help="a concurrency-1 pass on fresh grammars before the warm passes")
+                   help="at each concurrency, a pass on prompts no server has seen before "
+                        "the warm pass on the same prompts")
     p.add_argument("--threads", type=int, default=1, help="compute threads per server")
     p.add_argument("--server-args", default="", help="more `strictcall serve` flags")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
@@ -179,7 +191,8 @@ def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Pat
     where = Where(model_dir=embedded_model_dir(cache), gguf=args.gguf or find_gguf(cache),
                   vllm_python=args.vllm_python.absolute(),
                   llamacpp_python=args.llamacpp_python.absolute(), threads=args.threads,
-                  server_args=tuple(shlex.split(args.server_args)), variants=variants)
+                  server_args=tuple(shlex.split(args.server_args)), variants=variants,
+                  slots=max(int(c) for c in args.concurrency.split(",")))
     names = list(SYSTEMS) if args.systems == "all" else [n for n in args.systems.split(",")
                                                            if n]
     names += [name for name, _ in variants if name not in names]
@@ -247,8 +260,8 @@ async def measure(systems: list[LiveSystem], plan: Plan
     try:
         await _warm_up(systems, clients)
         before = {s.name: await _counters(clients[s.name]) for s in systems}
-        for pass_, c, kinds in plan.passes():
-            for w, wave in enumerate(plan_waves(plan.prompts, c)):
+        for pass_, c, kinds, prompts in plan.passes():
+            for w, wave in enumerate(plan_waves(prompts, c)):
                 for kind in kinds:
                     for system in _rotated(systems, w):
                         got = await _wave(clients[system.name], system, kind, wave, c,
@@ -268,8 +281,8 @@ async def measure(systems: list[LiveSystem], plan: Plan
 
 
 def _planned(systems: list[LiveSystem], plan: Plan) -> int:
-    return sum(len(wave) for _, c, kinds in plan.passes()
-               for wave in plan_waves(plan.prompts, c) for kind in kinds
+    return sum(len(wave) for _, c, kinds, prompts in plan.passes()
+               for wave in plan_waves(prompts, c) for kind in kinds
                for s in systems if kind in DIALECT_KINDS[s.dialect])
 
 

@@ -18,7 +18,8 @@ def upstream_overhead(report: dict[str, Any]) -> list[dict[str, Any]]:
             if r["pass"] == "warm"}
     out = []
     for ratio in report["ratios"]:
-        if (ratio["ours"], ratio["other"]) != (OURS, THEIRS) or ratio["e2e_ratio"] is None:
+        if (ratio["ours"], ratio["other"]) != (OURS, THEIRS) or ratio["e2e_ratio"] is None \
+                or ratio.get("pass", "warm") != "warm":
             continue
         mine = rows.get((OURS, ratio["kind"], ratio["concurrency"]), {})
         theirs = rows.get((THEIRS, ratio["kind"], ratio["concurrency"]), {})

@@ -22,7 +22,8 @@ def build_report(args: dict[str, Any], statuses: list[dict[str, Any]],
     rows = summarize(samples, waves)
     ran = [s["name"] for s in statuses if s["status"] == "ran"]
     ours = [s["name"] for s in statuses if s["status"] == "ran" and not s.get("peer")]
-    ratios = [r for a in ours for b in ran if b != a for r in paired_ratios(samples, a, b)]
+    ratios = [r for pass_ in ("cold", "warm") for a in ours for b in ran if b != a
+              for r in paired_ratios(samples, a, b, pass_=pass_)]
     constrained = [r for name in ran for kind in ("json", "forced")
                    for r in kind_ratios(samples, name, kind, "free")]
     return {"args": {k: str(v) if isinstance(v, Path) else v for k, v in args.items()},
@@ -61,7 +62,8 @@ def markdown(report: dict[str, Any], *, plots: Sequence[str] = ()) -> str:
         parts += ["", "## Constrained against unconstrained, same prompts (any finished "
                   "answer)", "", _ratios(report["constrained_vs_free"])]
     if report["cold_vs_warm"]:
-        parts += ["", "## Grammar cold (first request for the schema) and warm", "",
+        parts += ["", "## Cold (prompts no server had seen) and warm (the same prompts "
+                  "again)", "",
                   _cold(report["cold_vs_warm"])]
     counted = {k: v for k, v in report["engine_counters"].items()
                if any(c in v for c in COUNTERS)}
@@ -108,10 +110,10 @@ def _settings(rows: list[dict[str, Any]]) -> str:
 
 
 def _ratios(rows: list[dict[str, Any]]) -> str:
-    return table(["system", "against", "kind", "conc.", "prompts", "e2e ratio",
+    return table(["system", "against", "kind", "conc.", "pass", "prompts", "e2e ratio",
                    "TTFT ratio", "per-token ratio"], [
-        [r["ours"], r["other"], r["kind"], r["concurrency"], r["pairs"], r["e2e_ratio"],
-         r["ttft_ratio"], r["tpot_ratio"]] for r in rows])
+        [r["ours"], r["other"], r["kind"], r["concurrency"], r.get("pass", "warm"), r["pairs"],
+         r["e2e_ratio"], r["ttft_ratio"], r["tpot_ratio"]] for r in rows])
 
 
 def _cold(rows: list[dict[str, Any]]) -> str:
@@ -135,7 +137,8 @@ def print_ratios(report: dict[str, Any]) -> None:
             print(f"{s['name']}: RSS {s['rss_mib']:.0f} MiB after the run (peak "
                   f"{s.get('peak_rss_mib', 0):.0f}), ready in {s.get('ready_s') or 0:.1f} s")
     for r in report["ratios"]:
-        print(f"{r['ours']} / {r['other']}, {r['kind']} at concurrency {r['concurrency']}: "
+        print(f"{r['ours']} / {r['other']}, {r['kind']} at concurrency {r['concurrency']} "
+              f"({r.get('pass', 'warm')}): "
               f"end to end {_x(r['e2e_ratio'])}, per token {_x(r['tpot_ratio'])}, first "
               f"token {_x(r['ttft_ratio'])} (median over {r['pairs']} prompts)")
 

@@ -135,7 +135,7 @@ def _pair_rows(samples: list[Sample], ours: tuple[str, str], other: tuple[str, s
             pairs[key[0]].append((a, theirs[key]))
     kind = ours[1] if ours[1] == other[1] else f"{ours[1]}/{other[1]}"
     return [{"ours": ours[0], "other": other[0], "kind": kind, "concurrency": c,
-             "pairs": len(got), "e2e_ratio": _ratio(got, lambda s: s.e2e_s),
+             "pass": pass_, "pairs": len(got), "e2e_ratio": _ratio(got, lambda s: s.e2e_s),
              "ttft_ratio": _ratio(got, lambda s: s.ttft_s),
              "tpot_ratio": _ratio(got, lambda s: s.tpot_s)}
             for c, got in sorted(pairs.items())]

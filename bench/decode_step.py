@@ -1,0 +1,158 @@
+"""Free text's cost per decode step, StrictCall beside llama.cpp's own `llama-server`, in one
+run: the same GGUF, one compute thread each, greedy, one client.
+
+    strictcall-bench decode-step [--systems strictcall-llamacpp,llama-server] [--rounds 5]
+        [--tokens 128] [--out bench/results/decode-step]
+
+Per prompt and round, each server is asked the same long-text question twice, not streamed:
+for 1 token and for `--tokens`; its time per step is (T(n) - T(1)) / (n - 1), with n the
+tokens it wrote (the prompt's prefill and the HTTP round trip fall out of the difference).
+Both servers have seen each prompt before it is timed (the first round is not counted), so
+neither prefills more than the other. Asked alike and measured by the same client, the two
+figures compare the servers' decode loops on the same model; llama-server's own count
+(`timings.predicted_per_token_ms`, its forward passes without the HTTP path) is printed
+beside. Requests alternate between the servers. Timings are for comparing in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.latency_systems import ROOT, RunningServer, Skipped, Where, find_gguf, launch_for
+from bench.latency_workload import MODEL
+from server.model_store import default_cache_dir, embedded_model_dir
+
+PROMPTS = (
+    "Write a long story about a dragon who learns to bake bread in a small village.",
+    "Describe, in detail, how a city changes over the four seasons of one year.",
+    "Explain to a new employee, step by step, how a bank checks a money transfer.",
+    "Write a long letter from a sailor to his sister about his first voyage.",
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    cache = default_cache_dir()
+    where = Where(model_dir=embedded_model_dir(cache), gguf=args.gguf or find_gguf(cache),
+                  vllm_python=Path(sys.executable), llamacpp_python=Path(sys.executable),
+                  threads=args.threads, server_args=tuple(shlex.split(args.server_args)))
+    systems: dict[str, str] = {}
+    statuses = []
+    with tempfile.TemporaryDirectory(prefix="strictcall-step-") as scratch, \
+            contextlib.ExitStack() as stack:
+        for name in args.systems.split(","):
+            try:
+                launch = launch_for(name, where)
+                server = stack.enter_context(RunningServer(launch, startup_s=300,
+                                                           scratch=Path(scratch)))
+            except Skipped as skip:
+                statuses.append({"name": name, "status": "skipped", "reason": skip.reason,
+                                 "install": skip.install})
+                print(f"skipped {name}: {skip.reason}", file=sys.stderr)
+                continue
+            systems[name] = server.base_url
+            statuses.append({"name": name, "status": "ran", "command": launch.shown()})
+        if not systems:
+            print("no system could start", file=sys.stderr)
+            return 1
+        rows = measure(systems, rounds=args.rounds, tokens=args.tokens)
+    summary = summarize(rows)
+    report = {"args": {k: str(v) for k, v in vars(args).items()}, "systems": statuses,
+              "summary": summary, "rows": rows}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "decode-step.json").write_text(json.dumps(report, indent=1))
+    print_summary(summary)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="strictcall-bench decode-step", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--systems", default="strictcall-llamacpp,llama-server")
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds over the prompts")
+    p.add_argument("--tokens", type=int, default=128)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--server-args", default="", help="more `strictcall serve` flags")
+    p.add_argument("--gguf", type=Path)
+    p.add_argument("--out", type=Path, default=ROOT / "bench/results/decode-step")
+    return p
+
+
+def _ask(client: httpx.Client, base: str, prompt: str, n: int) -> dict[str, Any]:
+    body = {"model": MODEL, "max_tokens": n, "temperature": 0, "seed": 0,
+            "messages": [{"role": "user", "content": prompt}]}
+    start = time.perf_counter()
+    resp = client.post(f"{base}/v1/chat/completions", json=body)
+    seconds = time.perf_counter() - start
+    resp.raise_for_status()
+    data = resp.json()
+    timings = data.get("timings") or {}
+    return {"s": seconds, "tokens": int(data["usage"]["completion_tokens"]),
+            "own_ms_per_token": timings.get("predicted_per_token_ms")}
+
+
+def measure(systems: dict[str, str], *, rounds: int, tokens: int) -> list[dict[str, Any]]:
+    rows = []
+    names = list(systems)
+    with httpx.Client(timeout=600) as client:
+        for r in range(rounds + 1):  # round 0 warms every prompt's prefix on every server
+            for i, prompt in enumerate(PROMPTS):
+                order = names[(r + i) % len(names):] + names[:(r + i) % len(names)]
+                for name in order:
+                    one = _ask(client, systems[name], prompt, 1)
+                    many = _ask(client, systems[name], prompt, tokens)
+                    if r == 0 or many["tokens"] < 2:
+                        continue
+                    rows.append({"system": name, "round": r, "prompt": i,
+                                 "tokens": many["tokens"],
+                                 "ms_per_step": (many["s"] - one["s"]) / (many["tokens"] - 1)
+                                 * 1e3, "own_ms_per_token": many["own_ms_per_token"]})
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(r["system"] for r in rows):
+        mine = [r for r in rows if r["system"] == name]
+        own = [r["own_ms_per_token"] for r in mine if r["own_ms_per_token"] is not None]
+        out[name] = {"n": len(mine), "ms_per_step_median": statistics.median(
+            r["ms_per_step"] for r in mine), "tokens_median": statistics.median(
+            r["tokens"] for r in mine),
+            "own_ms_per_token_median": statistics.median(own) if own else None}
+    names = list(out)
+    if len(names) >= 2:
+        a, b = names[0], names[1]
+        pairs = {(r["round"], r["prompt"]): r["ms_per_step"] for r in rows if r["system"] == b}
+        ratios = [r["ms_per_step"] / pairs[(r["round"], r["prompt"])] for r in rows
+                  if r["system"] == a and (r["round"], r["prompt"]) in pairs]
+        out["ratio"] = {"ours": a, "other": b, "pairs": len(ratios),
+                        "median": statistics.median(ratios) if ratios else None}
+    return out
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    for name, s in summary.items():
+        if name == "ratio":
+            continue
+        own = s["own_ms_per_token_median"]
+        print(f"{name}: {s['ms_per_step_median']:.2f} ms per step (median of {s['n']}, "
+              f"{s['tokens_median']:.0f} tokens)" + (
+                  f"; its own count {own:.2f} ms per token" if own is not None else ""))
+    if (ratio := summary.get("ratio")) and ratio["median"] is not None:
+        print(f"{ratio['ours']} / {ratio['other']}: {ratio['median']:.2f}x per step "
+              f"(median over {ratio['pairs']} prompt rounds)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
