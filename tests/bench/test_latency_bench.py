@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.latency import plan_waves
+from bench.decode_step import summarize as step_summary
+from bench.latency import Plan, plan_waves
 from bench.latency_client import timed_request
 from bench.latency_report import build_report, markdown, write_report
 from bench.latency_stats import (
@@ -238,7 +239,7 @@ def test_report_markdown_json_and_plots(tmp_path):
     text = markdown(report)
     assert "| vllm-server | skipped | - | not installed (install: `make setup-vllm`) |" in text
     assert "| strictcall-torch | ran | grammar=xgrammar; any_whitespace=False | `x` |" in text
-    assert "| strictcall-torch | llamacpp-server | json | 1 | 1 | 2 |" in text
+    assert "| strictcall-torch | llamacpp-server | json | 1 | warm | 1 | 2 |" in text
     assert "prefix_hits" in text and "TTFT s cold" in text
     paths = write_report(report, tmp_path / "out")
     assert json.loads(paths["json"].read_text())["ratios"]
@@ -280,6 +281,46 @@ def test_vllms_own_server_gets_the_structured_outputs_strictcall_gives_vllm(tmp_
         assert peer.settings[key] == ours.settings[key], key
     assert "--structured-outputs-config '{" in peer.shown()  # a command one can paste
     assert launch_for("strictcall-torch", where).settings["any_whitespace"] is False
+
+
+def test_each_concurrency_is_cold_then_warm_on_prompts_of_its_own():
+    prompts = [Prompt(id=f"p{i}", messages=(), functions=(), target="f") for i in range(6)]
+    passes = Plan(prompts, ["forced", "json"], [1, 4, 16], 50, cold_pass=True).passes()
+    assert [(p, c) for p, c, _, _ in passes] == [("cold", 1), ("warm", 1), ("cold", 4),
+                                                   ("warm", 4), ("cold", 16), ("warm", 16)]
+    own = [tuple(q.id for q in qs) for _, _, _, qs in passes]
+    assert own[0] == own[1] == ("p0", "p1") and own[2] == own[3] == ("p2", "p3")
+    assert not set(own[0]) & set(own[2]) and not set(own[2]) & set(own[4])
+    warm_only = Plan(prompts, ["json"], [1, 4], 50, cold_pass=False).passes()
+    assert [(p, c, len(qs)) for p, c, _, qs in warm_only] == [("warm", 1, 6), ("warm", 4, 6)]
+
+
+def test_llama_server_gets_a_slot_per_client_and_strictcalls_context(tmp_path):
+    built = tmp_path / "llama-server"
+    where = Where(model_dir=tmp_path, gguf=tmp_path / "m.gguf", vllm_python=tmp_path,
+                  llamacpp_python=tmp_path, llama_server=built, slots=16)
+    with pytest.raises(Skipped) as info:
+        launch_for("llama-server", where)
+    assert "make setup-peers" in info.value.install
+    built.write_text("")
+    launch = launch_for("llama-server", where)
+    command = launch.shown()
+    assert launch.peer and launch.dialect == "llama-server"
+    for flag in ("-np 16", "-c 8192", "--kv-unified", "-t 1", "--jinja"):
+        assert flag in command, flag
+    body = request_body(PROMPT, "json", dialect="llama-server", max_tokens=9)
+    assert body is not None and body["response_format"]["type"] == "json_schema"
+
+
+def test_decode_step_pairs_the_same_prompt_rounds():
+    rows = [{"system": s, "round": r, "prompt": 0, "tokens": 128, "ms_per_step": ms,
+             "own_ms_per_token": own}
+            for s, r, ms, own in (("a", 1, 11.0, None), ("b", 1, 10.0, 9.0),
+                                  ("a", 2, 12.0, None), ("b", 2, 10.0, 9.5))]
+    summary = step_summary(rows)
+    assert summary["a"]["ms_per_step_median"] == 11.5
+    assert summary["b"]["own_ms_per_token_median"] == 9.25
+    assert summary["ratio"] == {"ours": "a", "other": "b", "pairs": 2, "median": 1.15}
 
 
 def test_find_gguf_prefers_the_embedded_model(tmp_path):
