@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             print("no system could start", file=sys.stderr)
             return 1
         rows = measure(systems, rounds=args.rounds, tokens=args.tokens)
-    summary = summarize(rows)
+    summary = summarize(rows, order=list(systems))
     report = {"args": {k: str(v) for k, v in vars(args).items()}, "systems": statuses,
               "summary": summary, "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -121,9 +121,13 @@ def measure(systems: dict[str, str], *, rounds: int, tokens: int) -> list[dict[s
     return rows
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(rows: list[dict[str, Any]], *, order: list[str] | None = None
+              ) -> dict[str, Any]:
+    """Per system its median ms per step; the first of `order` (the --systems order)
+    against the second, per prompt round."""
     out: dict[str, Any] = {}
-    for name in dict.fromkeys(r["system"] for r in rows):
+    seen = list(dict.fromkeys(r["system"] for r in rows))
+    for name in [n for n in (order or seen) if n in seen]:
         mine = [r for r in rows if r["system"] == name]
         own = [r["own_ms_per_token"] for r in mine if r["own_ms_per_token"] is not None]
         out[name] = {"n": len(mine), "ms_per_step_median": statistics.median(
