@@ -170,6 +170,10 @@ class Settings(BaseSettings):
     speculate_tokens: int = setting(8, "tokens drafted from the prompt per step, kept where "
                                        "the model agrees (greedy requests; 0: off)",
                                     group=SCHEDULE, ge=0, le=64)
+    draft_cost: float | None = setting(None, "model steps one drafted token costs; rows draft "
+                                             "only as far as their odds pay for it, none at "
+                                             "1 or more (default: measured at start-up)",
+                                       group=SCHEDULE, ge=0, metavar="STEPS")
     grammar_cache_entries: int = setting(512, "compiled grammars kept in memory", ge=1)
     grammar_cache_bytes: int = setting(512 * 2**20, "bytes of compiled grammars kept in "
                                                     "memory", ge=1)

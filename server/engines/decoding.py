@@ -22,7 +22,7 @@ from typing import Any
 from grammars import GrammarMatcher, MaskingBackend
 from server.engines import rules
 from server.engines.base import FinishReason, GenerationRequest, GenerationResult
-from server.engines.drafts import PromptLookup, Speculation, draft_source
+from server.engines.drafts import DraftOdds, PromptLookup, Speculation, draft_length, draft_source
 from server.engines.sampling import GREEDY_BELOW, choose_token
 
 _TAIL_TOKENS = 8  # output tokens decoded to look their text up in the prompt
@@ -52,6 +52,7 @@ class DecodeRow:
     lookup: PromptLookup | None = None  # built at the first draft
     cooldown: int = 0  # steps before this row drafts again
     misses: int = 0  # drafts in a row that all failed
+    odds: DraftOdds = field(default_factory=DraftOdds)  # that this row's next draft stands
     rejected: int = 0  # drafts the last step fed that did not stand: their cells go
 
     @property
@@ -73,7 +74,8 @@ class RowDecoder:
         self.backend, self.eos, self.decode, self.encode = backend, eos, decode, encode
         self.max_context = max_context
         self.jump_forward = jump_forward
-        self.speculation = speculation if speculation and speculation.max_tokens > 0 else None
+        # None where no draft can pay (off, or a drafted token costs a step or more).
+        self.speculation = speculation if speculation and speculation.pays else None
         self.max_feed = max_feed  # tokens one row may be fed in one step
         self.counts = counts
         self._row_mask = backend.allocate_bitmask(1)  # for drafted positions, one at a time
@@ -125,6 +127,7 @@ class RowDecoder:
         self.counts["draft_accepted"] += kept
         seq.timings["drafted"] = seq.timings.get("drafted", 0) + proposed
         seq.timings["draft_accepted"] = seq.timings.get("draft_accepted", 0) + kept
+        seq.odds.update(proposed, kept)
         seq.misses = 0 if kept else seq.misses + 1
         seq.cooldown = 0 if kept else min(2 ** seq.misses, _MAX_COOLDOWN)
 
@@ -186,7 +189,10 @@ class RowDecoder:
         if seq.cooldown > 0:
             seq.cooldown -= 1
             return
-        left = min(room, seq.request.sampling.max_tokens - len(seq.out),
+        # As far as the row's odds pay for; at least one token, as its odds change only
+        # when drafts are tried (drafts that all fail make the row wait: `cooldown`).
+        worth = max(1, draft_length(seq.odds.odds, spec.token_cost or 0.0, spec.max_tokens))
+        left = min(room, worth, seq.request.sampling.max_tokens - len(seq.out),
                    self.max_context - len(seq.request.prompt_ids) - len(seq.out) - 1)
         if left <= 0:
             return

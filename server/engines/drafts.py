@@ -5,6 +5,15 @@ model, under its grammar mask, would have chosen itself (engines/decoding.py), s
 the same with and without them; a draft saves a model step when it is right and costs about
 one prefill token when it is not.
 
+Whether a draft pays depends on the engine: a GPU feeds eight more tokens almost for free,
+a CPU pays for each (on the embedded model under llama.cpp, a drafted token with its logits
+costs more than a whole one-token step). So the engine says what a drafted token costs in
+steps (`Speculation.token_cost`, measured at start-up where it is None), and each row drafts
+only as far as it expects drafts to stand: token i of a draft stands with probability
+odds**i (`DraftOdds`, from what this row's earlier drafts did) and is proposed only while
+that is above its cost (`draft_length`). Where a drafted token costs a step or more, no
+draft can pay and the engine drafts none.
+
 Matching is on text, not token ids: a value copied into JSON is tokenized apart from the
 words around it in the prompt (`"San` after a quote, ` San` in a sentence), so the ids of
 the prompt and of the output differ where the text is the same. The output's last
@@ -25,6 +34,43 @@ class Speculation:
 
     max_tokens: int = 8
     min_match: int = 3
+    # Model steps one drafted token (fed with its logits) costs; None: the engine measures.
+    token_cost: float | None = None
+
+    @property
+    def pays(self) -> bool:
+        """Whether any draft can save time: on, and a drafted token costs less than a step."""
+        return self.max_tokens > 0 and (self.token_cost is None or self.token_cost < 1.0)
+
+
+def draft_length(odds: float, cost: float, most: int) -> int:
+    """How many tokens to draft: token i stands with probability odds**i (it needs those
+    before it), saves a step when it does and costs `cost` steps either way; each is worth
+    proposing while odds**i > cost."""
+    n, stands = 0, odds
+    while n < most and stands > cost:
+        n, stands = n + 1, stands * odds
+    return n
+
+
+@dataclass
+class DraftOdds:
+    """One row's odds that its next drafted token stands: drafted tokens that stood over
+    those tried (each draft tries its kept tokens and the one that failed), each draft's
+    count weighing `decay` times the next one's. It starts from 0.8 over four tokens: copying
+    from the prompt is what tool calls mostly do."""
+
+    stood: float = 3.2
+    tried: float = 4.0
+    decay: float = 0.7
+
+    @property
+    def odds(self) -> float:
+        return self.stood / self.tried
+
+    def update(self, proposed: int, kept: int) -> None:
+        self.stood = self.stood * self.decay + kept
+        self.tried = self.tried * self.decay + kept + (1 if kept < proposed else 0)
 
 
 class PromptLookup:

@@ -247,7 +247,8 @@ def _build(settings: Settings) -> Engine:
                                    prefill_share=settings.prefill_share,
                                    short_prefill=settings.short_prefill,
                                    prefill_order=settings.prefill_order),
-        "speculation": Speculation(max_tokens=settings.speculate_tokens)}
+        "speculation": Speculation(max_tokens=settings.speculate_tokens,
+                                   token_cost=settings.draft_cost)}
     if engine == "llamacpp":
         from server.engines.llamacpp_engine import LlamaCppEngine
 

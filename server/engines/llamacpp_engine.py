@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -189,6 +190,22 @@ class LlamaCppEngine(SteppedEngine):
         return array[:outputs]
 
     # -- the loop's hooks ------------------------------------------------------------------
+    def _draft_token_cost(self) -> float:
+        """A one-token step against one token and four drafts with their logits, on an
+        empty row, timed alternately (best of three each, after one to warm); the extra time
+        per drafted token, in one-token steps. About 0.2 s on the embedded model."""
+        seq, drafts = self._free_rows[-1], 4
+        best = {1: float("inf"), 1 + drafts: float("inf")}
+        for round_ in range(4):
+            for n in best:
+                start = time.perf_counter()
+                self._decode([(seq, 0, [0] * n, n)])
+                took = time.perf_counter() - start
+                self._ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
+                if round_:
+                    best[n] = min(best[n], took)
+        return max(0.0, (best[1 + drafts] / best[1] - 1) / drafts)
+
     def _reusable(self, prompt: Sequence[int]) -> int:
         return self._best_parked(tuple(prompt))[1]
 

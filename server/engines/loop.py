@@ -25,6 +25,7 @@ import abc
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import queue
 import threading
@@ -45,6 +46,8 @@ from server.errors import EngineFailure
 
 __all__ = ["DecodeRow", "SteppedEngine"]
 log = logging.getLogger("strictcall.engine")
+# Steps a drafted token is taken to cost on an engine that does not measure it.
+ASSUMED_DRAFT_COST = 0.5
 Chunk = tuple[DecodeRow, int]  # a prompt and how many more of its tokens to prefill
 
 
@@ -65,6 +68,15 @@ class SteppedEngine(Engine):
         """Called by the subclass once its model, tokenizer and grammar backend are set."""
         self.max_batch = max_batch
         self.jump_forward = jump_forward
+        if speculation is not None and speculation.max_tokens > 0 \
+                and speculation.token_cost is None:
+            speculation = dataclasses.replace(speculation,
+                                              token_cost=self._draft_token_cost())
+            log.info("a drafted token costs %.2f model steps here: %s",
+                     speculation.token_cost,
+                     "drafts where a row's odds pay for them" if speculation.pays
+                     else "no draft can pay, none are made")
+        self.speculation = speculation
         self._inbox: queue.Queue[DecodeRow | None] = queue.Queue()
         self._waiting: list[DecodeRow] = []  # queued; no cache yet
         self._prefilling: list[DecodeRow] = []  # part of the prompt in its cache
@@ -90,6 +102,11 @@ class SteppedEngine(Engine):
         self._thread.start()
 
     # -- the model, per engine ---------------------------------------------------------
+    def _draft_token_cost(self) -> float:
+        """Model steps one drafted token costs, fed with its logits after a one-token step
+        (called once at start, before the loop runs). Engines that can, measure it."""
+        return ASSUMED_DRAFT_COST
+
     def _reusable(self, prompt: Sequence[int]) -> int:
         """How many leading tokens of `prompt` a prefix cache would give now (an estimate
         for the scheduler; `_begin` reuses for real)."""
@@ -159,7 +176,10 @@ class SteppedEngine(Engine):
         # Finished rows leave the batch at the end of their step: not counted as running.
         running = sum(1 for seq in self._rows if not seq.finished)
         queued = self._inbox.qsize() + len(self._waiting) + len(self._prefilling)
-        return {"running": running, "queued": queued, **self._counts}
+        cost = self.speculation.token_cost if self.speculation is not None else None
+        return {"running": running, "queued": queued, **self._counts,
+                # what a drafted token costs, in hundredths of a model step (-1: no drafts)
+                "draft_cost_pct": -1 if cost is None else round(100 * cost)}
 
     def close(self) -> None:
         self._inbox.put(None)

@@ -3,7 +3,7 @@ is, and when there is none."""
 
 from __future__ import annotations
 
-from server.engines.drafts import PromptLookup, draft_source
+from server.engines.drafts import DraftOdds, PromptLookup, Speculation, draft_length, draft_source
 
 PROMPT = ("<|im_start|>user\nWhat is the weather in San Francisco, CA tomorrow? My order "
           "id is ORD-48213.<|im_end|>\n<|im_start|>assistant\n")
@@ -40,3 +40,30 @@ def test_drafts_are_capped(tokenizer):
 def test_extra_sources_come_last_and_win():
     assert draft_source("prompt", ("2024-05-01",)) == "prompt\n2024-05-01"
     assert draft_source("prompt", ()) == "prompt"
+
+
+def test_a_draft_is_as_long_as_its_tokens_pay():
+    # token i stands with probability odds**i and costs `cost` steps
+    assert draft_length(0.9, 0.5, 8) == 6  # 0.9**6 = 0.53 > 0.5 > 0.9**7
+    assert draft_length(0.9, 0.0, 8) == 8  # free drafts: as far as allowed
+    assert draft_length(0.7, 0.5, 8) == 1
+    assert draft_length(0.5, 0.5, 8) == 0
+    assert draft_length(0.99, 1.0, 8) == 0  # a drafted token costing a step never pays
+
+
+def test_odds_follow_what_the_rows_drafts_did():
+    odds = DraftOdds()
+    assert odds.odds == 0.8  # the prior, before any draft
+    odds.update(proposed=4, kept=4)
+    assert odds.odds > 0.8
+    for _ in range(5):
+        odds.update(proposed=2, kept=0)
+    assert odds.odds < 0.3  # recent failures outweigh the prior and the early success
+    odds.update(proposed=1, kept=1)
+    assert 0.3 < odds.odds < 0.6
+
+
+def test_drafts_pay_only_below_a_step():
+    assert Speculation(token_cost=0.3).pays and Speculation().pays  # None: to be measured
+    assert not Speculation(token_cost=1.2).pays
+    assert not Speculation(max_tokens=0, token_cost=0.0).pays

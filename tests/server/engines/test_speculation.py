@@ -43,9 +43,17 @@ def calls(model_dir, *flags: str) -> tuple[list[tuple], dict]:
 
 def test_drafts_change_no_greedy_call_on_bfcl_questions(model_dir):
     plain, plain_stats = calls(model_dir, "--speculate-tokens", "0")
-    drafted, stats = calls(model_dir, "--speculate-tokens", "8")
+    # --draft-cost 0: draft as far as the prompt allows, whatever a drafted token costs here
+    drafted, stats = calls(model_dir, "--speculate-tokens", "8", "--draft-cost", "0")
     assert plain_stats["draft_tokens"] == 0
     assert drafted == plain
     assert stats["draft_tokens"] > 0 and stats["draft_accepted"] > 0
     # Kept drafts are model steps saved.
     assert stats["decode_steps"] < plain_stats["decode_steps"]
+
+
+def test_the_server_measures_what_a_draft_costs_and_drafts_only_where_it_pays(model_dir):
+    _, stats = calls(model_dir)
+    assert stats["draft_cost_pct"] >= 0  # measured at start-up on this machine
+    if stats["draft_cost_pct"] >= 100:  # a drafted token costs a step or more: none pay
+        assert stats["draft_tokens"] == 0
