@@ -1,16 +1,22 @@
-"""Resident memory beside llama.cpp's own server, the same GGUF at the same context: each
-system is started alone, asked one json question, then more, and its RSS read at each point
-(Linux /proc), with StrictCall's own account of what it sized (`/health` `memory`).
+"""Resident memory and start-up beside llama.cpp's own C++ `llama-server`: each system is
+started alone, asked one json question, then more, and its RSS read at each point (Linux
+/proc), with StrictCall's own account of what it sized (`/health` `memory`).
 
-    strictcall-bench memory [--requests 8] [--systems one-row,two-rows,...] [--save]
+    strictcall-bench memory [--requests 8] [--systems default,one-row,...] [--save]
 
-StrictCall's systems (`strictcall serve --engine llamacpp` with `--max-model-len` set to the
-peer's n_ctx, except `default`, which keeps the model's own context):
-- one-row: `--max-batch 1`, the goal's configuration (at most 1.5x the peer's RSS);
+The peer, `llama-server` (`make setup-peers`), runs StrictCall's defaults: the same GGUF,
+one thread, one slot per row of StrictCall's default batch (`-np 2`) over the same
+8192-token unified context (`-c 8192 --kv-unified`). llama-cpp-python's Python server
+(`llamacpp-server`, its n_ctx 2048) is a second row, as what it is.
+
+StrictCall's systems (`strictcall serve --engine llamacpp`):
+- default: no flags but the engine's (the model's own 8192-token context, 2 rows): the one
+  compared with llama-server;
+- one-row: `--max-batch 1 --max-model-len 2048`, the Python server's context;
 - one-row-prefix-off: and `--prefix-cache-mb 0` (no prompt beginnings kept);
-- two-rows: `--max-batch 2`, the default batch: what one more row costs;
-- default: no flags but the engine's.
-The ratio is each system's RSS over the peer's at the same point of the run.
+- two-rows: `--max-batch 2 --max-model-len 2048`: what one more row costs.
+The ratio is each system's RSS over llama-server's at the same point of the run, and its
+time to ready over llama-server's.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from bench.markdown_table import table as markdown_table
 from bench.results_file import add_save_flag, save
 from server.model_store import default_cache_dir, embedded_model_dir
 
-PEER = "llamacpp-server"
+PEER = "llama-server"
+PEERS = (PEER, "llamacpp-server")  # the C++ server; llama-cpp-python's, as a second row
+DEFAULT_ROWS = 2  # StrictCall's default --max-batch: llama-server's slots
 _CONTEXT = ("--max-model-len", str(PEER_CONTEXT))
 CONFIGS: dict[str, tuple[str, ...]] = {
     "one-row": ("--engine", "llamacpp", "--max-batch", "1", *_CONTEXT),
@@ -45,12 +53,13 @@ CONFIGS: dict[str, tuple[str, ...]] = {
     "two-rows": ("--engine", "llamacpp", "--max-batch", "2", *_CONTEXT),
     "default": ("--engine", "llamacpp"),
 }
+DEFAULT_SYSTEMS = ("default", "one-row")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="strictcall-bench memory", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--systems", default=",".join(CONFIGS),
+    p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
                    help=f"StrictCall configurations, of {', '.join(CONFIGS)}")
     p.add_argument("--requests", type=int, default=8,
                    help="json questions after the first (BFCL simple_python)")
@@ -75,12 +84,12 @@ def run(names: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
     cache = default_cache_dir()
     where = Where(model_dir=embedded_model_dir(cache), gguf=args.gguf or find_gguf(cache),
                   vllm_python=Path(sys.executable),
-                  llamacpp_python=args.llamacpp_python.absolute(),
+                  llamacpp_python=args.llamacpp_python.absolute(), slots=DEFAULT_ROWS,
                   variants=tuple((f"strictcall-{n}", CONFIGS[n]) for n in names))
     prompts = load_prompts(["simple_python"], 1 + args.requests)
     rows = []
     with tempfile.TemporaryDirectory(prefix="strictcall-memory-") as scratch:
-        for name in [PEER, *(f"strictcall-{n}" for n in names)]:  # one at a time, alone
+        for name in [*PEERS, *(f"strictcall-{n}" for n in names)]:  # one at a time, alone
             print(f"measuring {name} ...", file=sys.stderr)
             try:
                 rows.append(measure(name, where, prompts, args.startup_s, Path(scratch)))
@@ -91,6 +100,8 @@ def run(names: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
         if peer is not None and "skipped" not in row:
             for point in ("ready", "first", "last"):
                 row[f"{point}_ratio"] = round(row[f"{point}_mib"] / peer[f"{point}_mib"], 2)
+            if peer["ready_s"]:
+                row["ready_s_ratio"] = round(row["ready_s"] / peer["ready_s"], 2)
     return rows
 
 
@@ -125,10 +136,12 @@ def _rss(server: RunningServer) -> float:
 
 
 def table_of(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
-    header = ["system", "ready s", "RSS MiB ready", "after 1 json", "after all", "ratio ready",
-              "ratio after 1", "ratio after all"]
-    body = [[r["name"], "skipped: " + r["skipped"], "", "", "", "", "", ""] if "skipped" in r
+    header = ["system", "ready s", "RSS MiB ready", "after 1 json", "after all",
+              f"ready s / {PEER}'s", "RSS ratio ready", "after 1", "after all"]
+    body = [[r["name"], "skipped: " + r["skipped"], "", "", "", "", "", "", ""]
+            if "skipped" in r
             else [r["name"], r["ready_s"], r["ready_mib"], r["first_mib"], r["last_mib"],
-                  r.get("ready_ratio", ""), r.get("first_ratio", ""), r.get("last_ratio", "")]
+                  r.get("ready_s_ratio", ""), r.get("ready_ratio", ""),
+                  r.get("first_ratio", ""), r.get("last_ratio", "")]
             for r in rows]
     return header, body
