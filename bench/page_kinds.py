@@ -181,18 +181,39 @@ def latency(results: dict[str, Any]) -> Rendered:
         images = {f"latency-{p.name}": p.read_bytes() for p in plot(results, Path(tmp)).values()}
     text = markdown(results, plots=[]).split("\n", 1)[1]  # its title is the page's
     text = text.replace("\n## ", "\n### ")
-    warm = [r for r in results["settings"] if r["pass"] == "warm" and r["concurrency"] == 1]
-    head = ""
-    if warm:
-        fastest = min(warm, key=lambda r: r["e2e_s_p50"] or float("inf"))
-        head = (f"fastest warm end-to-end p50 at concurrency 1: {fastest['system']} on "
-                f"{fastest['kind']}, {fastest['e2e_s_p50']:.2f} s")
+    head = _cold_headline(results)
     if overhead := results.get("upstream_overhead"):  # the run measured StrictCall's overhead
         head = "StrictCall in front of vLLM / vLLM alone, end to end: " + ", ".join(
             f"{r['kind']} {r['e2e_ratio']:.2f}x at concurrency {r['concurrency']}"
             for r in overhead)
     return Rendered(sections=[text, "", *(f"![{n}]({n})" for n in images), ""],
                     images=images, headline=head)
+
+
+def _cold_headline(results: dict[str, Any]) -> str:
+    """The cold pass against the run's peer (its second system): the median per-prompt
+    end-to-end ratio per kind and concurrency; a kind the peer answered validly nowhere says
+    so, with the valid counts."""
+    systems = [s["name"] for s in results.get("systems", []) if s.get("status") == "ran"]
+    if len(systems) < 2:
+        return ""
+    ours, peer = systems[0], systems[1]
+    cold = [r for r in results["ratios"] if r.get("pass", "warm") == "cold"
+            and r["ours"] == ours and r["other"] == peer]
+    parts = []
+    for kind in dict.fromkeys(r["kind"] for r in results["settings"] if r["system"] == ours):
+        mine = [r for r in cold if r["kind"] == kind]
+        if mine:
+            parts.append(f"{kind} " + ", ".join(f"{r['e2e_ratio']:.2f}x at {r['concurrency']}"
+                                                for r in mine))
+            continue
+        rows = [r for r in results["settings"] if r["kind"] == kind and r["pass"] == "cold"]
+        valid = {name: (sum(r["valid"] for r in rows if r["system"] == name),
+                        sum(r["n"] for r in rows if r["system"] == name)) for name in (ours, peer)}
+        parts.append(f"{kind}: no ratio, valid {valid[ours][0]} of {valid[ours][1]} against "
+                     f"{peer}'s {valid[peer][0]} of {valid[peer][1]}")
+    return (f"cold pass, {ours} / {peer} median end to end by clients: " + "; ".join(parts)
+            if parts else "")
 
 
 def serve(results: dict[str, Any]) -> Rendered:
@@ -323,13 +344,16 @@ def agent_loop(results: dict[str, Any]) -> Rendered:
 
 
 def schema_prompt(results: list[dict[str, Any]]) -> Rendered:
-    by = {r["schema_prompt"]: r for r in results}
+    ours = {r["schema_prompt"]: r for r in results if r.get("system", "strictcall")
+            == "strictcall"}
+    peer = next((r for r in results if r.get("system", "strictcall") != "strictcall"), None)
     head = ""
-    if "none" in by and "raw" in by:
-        head = (f"schema left to the grammar: {by['none']['prompt_tokens_median']:.0f} prompt "
-                f"tokens against {by['raw']['prompt_tokens_median']:.0f} with the raw schema "
-                f"written in, AST accuracy {by['none']['ast_accuracy']:.0%} against "
-                f"{by['raw']['ast_accuracy']:.0%}")
+    if ours:
+        head = f"AST accuracy over {max(r['n'] for r in ours.values())} BFCL json answers: " + \
+            ", ".join(f"schema {k} {r['ast_accuracy']:.0%} ({r['prompt_tokens_median']:.0f} "
+                      f"prompt tokens)" for k, r in ours.items())
+        if peer is not None:
+            head += f"; {peer['system']} {peer['ast_accuracy']:.0%}"
     return Rendered(sections=[table(results), ""], headline=head)
 
 
@@ -349,13 +373,18 @@ def memory(results: dict[str, Any]) -> Rendered:
     rows = [dict(zip(header, line, strict=True)) for line in body]
     sized = [{"system": r["name"], **r["sized_mib"]} for r in results["systems"]
              if r.get("sized_mib")]
-    one = next((r for r in results["systems"] if r["name"] == "strictcall-one-row"
-                and "first_ratio" in r), None)
-    head = (f"one row at llama.cpp's context ({results['context']}): "
-            f"{one['first_ratio']:.2f}x its RSS after one json question" if one else "")
+    ran = {r["name"]: r for r in results["systems"] if "skipped" not in r}
+    peer = "llama-server" if "llama-server" in ran else "llamacpp-server"
+    one = ran.get("strictcall-default") if peer == "llama-server" else \
+        ran.get("strictcall-one-row")
+    head = ""
+    if one is not None and "first_ratio" in one:
+        head = (f"{one['name']}: {one['first_ratio']:.2f}x {peer}'s RSS after one json "
+                f"question ({one['first_mib']:.0f} against {ran[peer]['first_mib']:.0f} MiB), "
+                f"ready in {one['ready_s']:.1f} s against {ran[peer]['ready_s']:.1f} s")
     return Rendered(sections=[
         f"RSS in MiB after start-up, after one json question and after all "
-        f"{results['requests']}; the ratio is over llama.cpp's server at the same point.", "",
+        f"{results['requests']}; the ratio is over {peer}'s at the same point.", "",
         table(rows), "", "What StrictCall sized from its settings (MiB, `/health` memory):",
         "", table(sized), ""], headline=head)
 

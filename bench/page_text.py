@@ -17,7 +17,7 @@ TITLES = {
     "schema-prompt": "What goes into the prompt for a JSON answer",
     "grounding": "Grounded fields: copied or asked, never invented",
     "cpu-variants": "CPU variants: why llama.cpp is the CPU default",
-    "latency": "Latency beside llama.cpp's own server",
+    "latency": "Latency beside llama.cpp's C++ llama-server, cold and warm",
     "latency-upstream": "StrictCall's overhead in front of the vLLM it fronts",
     "latency-vllm": "Latency on vLLM: StrictCall's engine and its upstream mode beside vLLM's "
                     "own server",
@@ -25,7 +25,7 @@ TITLES = {
     "tool-selection": "Tool selection (BM25 over a large catalog)",
     "vllm-engine": "The vLLM engine: start-up, warm-up, decode",
     "serve": "bench serve: a running server under load",
-    "memory": "Memory beside llama.cpp's own server",
+    "memory": "Memory and start-up beside llama.cpp's C++ llama-server",
 }
 
 ABOUT = {
@@ -119,12 +119,16 @@ ABOUT = {
         "Real server processes on 127.0.0.1, the same model, one compute thread each, "
         "BFCL questions asked as a forced call, a JSON answer and a free answer with the "
         "schema in words; requests alternate between systems wave by wave, greedy and "
-        "streamed. A cold pass (each prompt's first time on each server) comes before the "
-        "warm passes. Every answer is checked against its schema; a cut-off is never valid."),
+        "streamed. At each concurrency a cold pass (each prompt's first time on each "
+        "server) comes before the warm pass on the same prompts; the headline is the cold "
+        "pass. The peer is llama.cpp's C++ `llama-server` (`make setup-peers`), one slot "
+        "per client, the same 8192-token unified context, its prompt cache on. Every answer "
+        "is checked against its schema; a cut-off is never valid."),
     "memory": (
-        "llama.cpp's own server (llama-cpp-python) and StrictCall on the same GGUF, each "
-        "started alone, at the server's context (`--max-model-len`) except StrictCall's "
-        "`default`, which keeps the model's own. Each is asked one BFCL json question, then "
+        "llama.cpp's C++ `llama-server` at StrictCall's defaults (2 slots, the same "
+        "8192-token unified context), llama-cpp-python's server (n_ctx 2048) and StrictCall "
+        "on the same GGUF, each started alone: StrictCall's `default` keeps the model's own "
+        "context, `one-row` runs at 2048. Each is asked one BFCL json question, then "
         "more; its resident memory (VmRSS) is read after start-up and after each stage. "
         "StrictCall's `/health` says what it sized: the rows' KV cells, the prefix budget "
         "and what kept prompts hold."),

@@ -1,21 +1,28 @@
 """What goes into the prompt for a JSON answer, measured: the raw JSON Schema, a compact
-rendering, or nothing beyond the grammar.
+rendering, or nothing beyond the grammar; and llama.cpp's `llama-server` on the same
+questions, as the peer's accuracy to match.
 
     strictcall-bench schema-prompt [--limit 20] [--categories simple_python,multiple]
+        [--peer llama-server]
 
 BFCL questions, each asking for the function's arguments under `response_format` with the
 function's JSON Schema (the first function of the question), greedy, max_tokens 200,
 streamed, against one real server on the embedded model; the three renderings alternate
-per question. Per rendering: median prompt tokens, median time to first token and end to
-end, valid JSON answers, cut-offs, BFCL AST accuracy of the arguments.
+per question. StrictCall writes compact JSON. The peer (`make setup-peers`; `--peer ''`
+leaves it out) gets the same messages and `response_format`: its grammar, from the schema,
+allows whitespace, and nothing is added to its prompt. Per rendering: median prompt tokens,
+median time to first token and end to end, valid JSON answers, cut-offs, BFCL AST accuracy
+of the arguments.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,29 +33,40 @@ from grammars import bfcl_to_json_schema
 from server.process import ServerProcess
 
 STYLES = ("raw", "compact", "none")
+PEER_ROW = "peer"  # the peer's row: its name is in the row's "system"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="strictcall-bench schema-prompt", description=__doc__)
     p.add_argument("--limit", type=int, default=20, help="questions per category")
     p.add_argument("--categories", default="simple_python,multiple")
+    p.add_argument("--peer", default="llama-server",
+                   help="a peer asked the same questions ('' for none): llama-server")
     p.add_argument("--out", type=Path, default=Path("bench/results/scratch/schema-prompt.json"))
     add_save_flag(p)
     args = p.parse_args(argv)
     from openai import OpenAI
 
     samples: dict[str, list[dict[str, Any]]] = {s: [] for s in STYLES}
-    with ServerProcess("--served-model-name", "m") as server:
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(ServerProcess("--served-model-name", "m"))
         client = OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
                         timeout=600)
+        peer = _peer(args.peer, stack) if args.peer else None
+        if peer is not None:
+            samples[PEER_ROW] = []
         for category in args.categories.split(","):
             pairs = load(category, args.limit)
             for i, (question, answer) in enumerate(pairs):
                 for style in STYLES:
                     samples[style].append(_ask(client, question, answer, style))
+                if peer is not None:
+                    samples[PEER_ROW].append(_ask(peer, question, answer, None))
                 print(f"\r{category}: {i + 1}/{len(pairs)}", end="", file=sys.stderr)
             print(file=sys.stderr)
     rows = [_summary(style, s) for style, s in samples.items()]
+    for row in rows:
+        row["system"] = args.peer if row["schema_prompt"] == PEER_ROW else "strictcall"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2))
     if args.save:
@@ -57,8 +75,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _ask(client: Any, question: dict[str, Any], answer: dict[str, Any], style: str
+def _peer(name: str, stack: contextlib.ExitStack) -> Any:
+    """The peer's server, started for the run, and an OpenAI client for it."""
+    from openai import OpenAI
+
+    from bench.latency_systems import RunningServer, Where, find_gguf, launch_for
+    from server.model_store import default_cache_dir, embedded_model_dir
+
+    cache = default_cache_dir()
+    where = Where(model_dir=embedded_model_dir(cache), gguf=find_gguf(cache),
+                  vllm_python=Path(sys.executable), llamacpp_python=Path(sys.executable))
+    scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="schema-prompt-")))
+    running = stack.enter_context(RunningServer(launch_for(name, where), startup_s=300,
+                                                scratch=scratch))
+    return OpenAI(base_url=f"{running.base_url}/v1", api_key="-", max_retries=0, timeout=600)
+
+
+def _ask(client: Any, question: dict[str, Any], answer: dict[str, Any], style: str | None
          ) -> dict[str, Any]:
+    """One question; `style` is how StrictCall writes the schema into the prompt (None: a
+    peer, asked with nothing of StrictCall's)."""
     function = question["function"][0]
     schema = bfcl_to_json_schema(function["parameters"])
     started = time.perf_counter()
@@ -68,7 +104,7 @@ def _ask(client: Any, question: dict[str, Any], answer: dict[str, Any], style: s
         stream=True, stream_options={"include_usage": True},
         response_format={"type": "json_schema", "json_schema": {
             "name": "arguments", "schema": schema}},
-        extra_body={"strictcall": {"schema_prompt": style}})
+        extra_body={"strictcall": {"schema_prompt": style}} if style else None)
     for chunk in stream:
         usage = chunk.usage or usage
         for choice in chunk.choices:
@@ -103,11 +139,12 @@ def _summary(style: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| schema in prompt | n | prompt tokens (median) | TTFT s (median) | end to end s "
-             "(median) | output tokens (mean) | valid | cut off | AST accuracy |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| system | schema in prompt | n | prompt tokens (median) | TTFT s (median) | "
+             "end to end s (median) | output tokens (mean) | valid | cut off | AST accuracy |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['schema_prompt']} | {r['n']} | {r['prompt_tokens_median']} | "
+        lines.append(f"| {r.get('system', 'strictcall')} | {r['schema_prompt']} | {r['n']} | "
+                     f"{r['prompt_tokens_median']} | "
                      f"{r['ttft_s_median']} | {r['e2e_s_median']} | "
                      f"{r['mean_output_tokens']} | {r['valid']:.0%} | {r['cut_off']:.0%} | "
                      f"{r['ast_accuracy']:.0%} |")

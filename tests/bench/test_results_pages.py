@@ -88,3 +88,35 @@ def test_the_nav_gets_each_benchmark_page_after_the_index() -> None:
     out = with_benchmarks(nav, ["kept", "new"])
     assert out[1] == {"Benchmarks": ["benchmarks/index.md", "benchmarks/new.md",
                                      "benchmarks/kept.md", {"x": "bench-serve.md"}]}
+
+
+def test_the_latency_headline_is_the_cold_pass_against_the_peer() -> None:
+    from bench.page_kinds import _cold_headline
+
+    setting = {"system": "a", "kind": "json", "concurrency": 1, "pass": "cold", "n": 4,
+               "valid": 4}
+    results = {
+        "systems": [{"name": "a", "status": "ran"}, {"name": "peer", "status": "ran"}],
+        "settings": [setting, {**setting, "pass": "warm"},
+                     {**setting, "kind": "forced"}, {**setting, "kind": "forced", "system": "peer",
+                                                     "valid": 0}],
+        "ratios": [{"ours": "a", "other": "peer", "kind": "json", "concurrency": c,
+                    "pass": p, "e2e_ratio": r}
+                   for c, p, r in ((1, "cold", 0.5), (4, "cold", 0.75), (1, "warm", 2.0))]}
+    head = _cold_headline(results)
+    assert head.startswith("cold pass, a / peer")
+    assert "json 0.50x at 1, 0.75x at 4" in head and "2.00x" not in head  # warm left out
+    assert "forced: no ratio, valid 4 of 4 against peer's 0 of 4" in head
+
+
+def test_the_schema_prompt_headline_sets_the_peer_beside_each_rendering() -> None:
+    from bench.page_kinds import schema_prompt
+
+    row = {"n": 400, "prompt_tokens_median": 52, "ast_accuracy": 0.5}
+    head = schema_prompt([{**row, "schema_prompt": "none", "system": "strictcall"},
+                          {**row, "schema_prompt": "raw", "system": "strictcall",
+                           "ast_accuracy": 0.6},
+                          {**row, "schema_prompt": "peer", "system": "llama-server",
+                           "ast_accuracy": 0.55}]).headline
+    assert head == ("AST accuracy over 400 BFCL json answers: schema none 50% (52 prompt "
+                    "tokens), schema raw 60% (52 prompt tokens); llama-server 55%")
