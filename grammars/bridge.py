@@ -9,36 +9,46 @@ Honest about what it enforces: llguidance's keyword table reads the schema xgram
 compile, and a keyword xgrammar's mask would enforce but llguidance's leaves to the validator
 (`oneOf` whose branches may overlap, `minProperties`, ...) is compiled out and reported as
 validator tier for the bridged request (`reported`): the validator checks every answer
-against the client's schema either way. Not bridged, so they wait for xgrammar as without
-the bridge: structural tags, a schema llguidance's table refuses or its compiler fails on,
-and a string with both `format` and `pattern` (measured: llguidance's mask refused valid
-URIs there, which the validator cannot undo). Masks share one bitmask layout; xgrammar's
-kernel applies both.
+against the client's schema either way. So are, loosening the bridged mask only:
+`format` beside a `pattern` (measured: llguidance's mask for the pair refused valid URIs,
+which the validator cannot undo; the pattern stays in the mask), and the keywords beside a
+recursive `$ref` that llguidance refuses to intersect with its target ("circular references
+with sibling keys"). Not bridged, so they wait for xgrammar as without the bridge:
+structural tags, and a schema llguidance's table refuses or its compiler fails on otherwise.
+The bridge reads the grammar schema, which the keyword layer made from a client schema it
+had already checked: it analyzes it with llguidance's table but does not check it against
+the metaschema again (that alone cost up to 400 ms on Kubernetes schemas, past the time the
+bridge is there to save). Masks share one bitmask layout; xgrammar's kernel applies both.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from grammars._walk import iter_schema_nodes
 from grammars.backend_types import CompiledGrammar, GrammarMatcher, MaskingBackend
 from grammars.errors import GrammarError
-from grammars.keywords import Analysis, EnforcementReport, KeywordUse
+from grammars.keywords import EnforcementReport, KeywordUse, analyze
 from grammars.specs import (
     GrammarSpec,
     JsonSchemaSpec,
     TextOrToolCallsSpec,
     ToolCallsSpec,
     ToolSpec,
-    check_schema,
+    canonical_json,
 )
 
 if TYPE_CHECKING:
     import numpy as np
 
+
+log = logging.getLogger("strictcall.grammars")
 
 DEMOTED_NOTE = ("served under llguidance's mask while xgrammar compiled (cold-compile "
                 "bridge), which leaves this to the validator")
@@ -87,26 +97,44 @@ class BridgedBackend(MaskingBackend):
 
     # -- the bridge -----------------------------------------------------------------------
     def bridge(self, spec: GrammarSpec) -> CompiledGrammar | None:
-        """llguidance's grammar for `spec`, or None where it is not bridged (module doc)."""
+        """llguidance's grammar for `spec`, or None where it is not bridged (module doc).
+        Where llguidance refuses a recursive `$ref` with keywords beside it, those keywords
+        are left out of the bridged schema (only loosening it) and reported as the
+        validator's, and it compiles again; up to `MAX_LOOSENED` such refs."""
+        loosen: frozenset[str] = frozenset()
         try:
-            fast_spec, demoted = self._fast_spec(spec)
-            inner = self.fast.compile(fast_spec)
+            while True:
+                fast_spec, demoted = self._fast_spec(spec, loosen)
+                try:
+                    inner = self.fast.compile(fast_spec)
+                    break
+                except GrammarError as exc:
+                    target = _circular_ref(exc)
+                    if target is None or target in loosen or len(loosen) >= MAX_LOOSENED:
+                        raise
+                    loosen |= {target}
         except (GrammarError, _NotBridged):
+            return None
+        except Exception:  # a bridge is a shortcut: on any surprise, wait for xgrammar
+            log.warning("the cold-compile bridge failed on a schema; it waits for xgrammar",
+                        exc_info=True)
             return None
         return CompiledGrammar(spec, _Bridged(inner, demoted), inner.compile_seconds,
                                inner.size_bytes)
 
-    def _fast_spec(self, spec: GrammarSpec) -> tuple[GrammarSpec, tuple[KeywordUse, ...]]:
+    def _fast_spec(self, spec: GrammarSpec, loosen: frozenset[str] = frozenset()
+                   ) -> tuple[GrammarSpec, tuple[KeywordUse, ...]]:
         """`spec` as llguidance's table reads it, and the keywords it leaves to the validator."""
         if isinstance(spec, JsonSchemaSpec):
-            analysis, demoted = self._read(spec.json_schema(), "")
-            return JsonSchemaSpec.from_analysis(analysis), demoted
+            schema, demoted = self._read(spec.json_schema(), "", loosen)
+            return JsonSchemaSpec(canonical_json(schema)), demoted
         if isinstance(spec, ToolCallsSpec | TextOrToolCallsSpec):
             calls = spec.calls if isinstance(spec, TextOrToolCallsSpec) else spec
             tools, demoted = [], ()
             for tool in calls.tools:
-                analysis, lost = self._read(json.loads(tool.parameters_json), f"{tool.name}#")
-                tools.append(ToolSpec.from_analysis(tool.name, analysis))
+                schema, lost = self._read(json.loads(tool.parameters_json), f"{tool.name}#",
+                                          loosen)
+                tools.append(ToolSpec(tool.name, canonical_json(schema)))
                 demoted += lost
             read = dataclasses.replace(calls, tools=tuple(tools))
             if isinstance(spec, TextOrToolCallsSpec):
@@ -114,13 +142,29 @@ class BridgedBackend(MaskingBackend):
             return read, demoted
         raise _NotBridged  # structural tags: xgrammar's only
 
-    def _read(self, schema: Any, prefix: str) -> tuple[Analysis, tuple[KeywordUse, ...]]:
-        if any("format" in node and "pattern" in node for node, _ in iter_schema_nodes(schema)):
+    def _read(self, schema: Any, prefix: str, loosen: frozenset[str] = frozenset()
+              ) -> tuple[dict[str, Any], tuple[KeywordUse, ...]]:
+        """The schema llguidance compiles for `schema` (a grammar schema: the keyword layer
+        has checked the client's schema it came from, so it is analyzed, not checked against
+        the metaschema again, which cost up to 400 ms on large schemas), and what it leaves
+        to the validator."""
+        if not isinstance(schema, dict):
             raise _NotBridged
-        analysis = check_schema(schema, table=self.fast.keywords)  # GrammarError: not bridged
-        demoted = tuple(dataclasses.replace(u, pointer=prefix + u.pointer, note=DEMOTED_NOTE)
-                        for u in analysis.report.of("validator"))
-        return analysis, demoted
+        schema, lost = _format_beside_pattern_out(schema)
+        analysis = analyze(schema, self.fast.keywords)
+        if analysis.report.of("rejected"):
+            raise _NotBridged
+        grammar_schema = analysis.grammar_schema  # a copy of its own: edited in place
+        _annotations_out(grammar_schema, analysis.report)
+        if loosen:
+            grammar_schema, dropped = _ref_siblings_out(grammar_schema, loosen)
+            lost += tuple(u for u in analysis.report.uses if u.tier == "grammar"
+                          and any(u.pointer == p or u.pointer.startswith(p + "/")
+                                  for p in dropped))
+        demoted = tuple(dataclasses.replace(u, pointer=prefix + u.pointer, tier="validator",
+                                            note=DEMOTED_NOTE)
+                        for u in (*analysis.report.of("validator"), *lost))
+        return grammar_schema, demoted
 
     # -- masks --------------------------------------------------------------------------
     def matcher(self, compiled: CompiledGrammar) -> GrammarMatcher:
@@ -143,6 +187,95 @@ class BridgedBackend(MaskingBackend):
 
 class _NotBridged(Exception):
     """A spec the bridge leaves to xgrammar."""
+
+
+# How many recursive `$ref`s (each with keywords beside it) one bridged schema may loosen.
+MAX_LOOSENED = 8
+_CIRCULAR = re.compile(r"circular references with sibling keys are not supported: \S*?#(\S*)")
+
+
+def _circular_ref(exc: GrammarError) -> str | None:
+    """The fragment (`/definitions/x`) of the recursive `$ref` llguidance refused to
+    intersect with the keywords beside it, if that is what `exc` says."""
+    found = _CIRCULAR.search(exc.message)
+    return found.group(1).rstrip(".") if found else None
+
+
+def _format_beside_pattern_out(schema: dict[str, Any]
+                               ) -> tuple[dict[str, Any], tuple[KeywordUse, ...]]:
+    """`schema` without `format` where a `pattern` stands beside it, and those formats as
+    the validator's. llguidance's mask for the pair refused valid URIs (measured), which the
+    validator cannot undo; the pattern alone only loosens it."""
+    if not any("format" in n and "pattern" in n for n, _ in iter_schema_nodes(schema)):
+        return schema, ()
+    schema = copy.deepcopy(schema)
+    lost = []
+    for node, pointer in iter_schema_nodes(schema):
+        if "format" in node and "pattern" in node:
+            node.pop("format")
+            lost.append(KeywordUse(f"{pointer}/format", "format", "validator", DEMOTED_NOTE))
+    return schema, tuple(lost)
+
+
+# Kept: they say where `$ref`s resolve.
+_RESOLVING = frozenset({"$id", "id", "$schema", "$anchor", "$dynamicAnchor", "$vocabulary"})
+_JSON_TYPES = frozenset({"object", "array", "string", "number", "boolean", "null"})
+_COMBINATORS = frozenset({"anyOf", "oneOf", "allOf", "$ref"})
+_DEFINITIONS = frozenset({"$defs", "definitions"})
+
+
+def _annotations_out(schema: dict[str, Any], report: EnforcementReport) -> None:
+    """In place, what changes no value's validity taken off the schema llguidance compiles:
+    annotations (`description`, `x-taplo`, ...; not one a `$ref` points into), and beside
+    a union or `$ref` alone, a `type` listing every type, `additionalProperties` and
+    `items` that allow anything (`true`, `{}`).
+    llguidance intersects a union's or a `$ref`'s target with any keyword beside it, and
+    cannot where the target is recursive ("circular references with sibling keys"); less
+    text is also less to compile."""
+    notes = {u.pointer for u in report.uses if u.tier == "annotation"}
+    nodes = list(iter_schema_nodes(schema))
+    refs = [ref.partition("#")[2] + "/" for node, _ in nodes
+            if isinstance(ref := node.get("$ref"), str)]
+    for node, pointer in nodes:
+        for key in [k for k in node if k not in _RESOLVING and f"{pointer}/{k}" in notes]:
+            if not any(ref.startswith(f"{pointer}/{key}/") for ref in refs):
+                del node[key]
+        rest = node.keys() - {"type", "additionalProperties", "items"}
+        if rest and rest <= _COMBINATORS:
+            types = node.get("type")
+            if isinstance(types, list) and set(types) >= _JSON_TYPES:
+                del node["type"]
+            for key in ("additionalProperties", "items"):  # no properties, no prefixItems
+                if node.get(key, False) in (True, {}):
+                    del node[key]
+
+
+def _ref_siblings_out(schema: dict[str, Any], targets: frozenset[str]
+                      ) -> tuple[dict[str, Any], list[str]]:
+    """`schema` with only its `$ref` and unions left on each node where llguidance would
+    intersect one of `targets` (fragments of recursive `$ref`s) with other keywords: a
+    `$ref` to it, a union with a branch that is such a `$ref`, and the target itself where
+    it is a union. Kept: definitions, and any keyword a `$ref` points into. Returns the
+    pointers of the keywords taken off: what is left allows every value the node did."""
+    schema = copy.deepcopy(schema)
+    dropped = []
+
+    def aims(node: Any) -> bool:
+        ref = node.get("$ref") if isinstance(node, dict) else None
+        return isinstance(ref, str) and ref.partition("#")[2] in targets
+
+    nodes = list(iter_schema_nodes(schema))
+    refs = [ref.partition("#")[2] + "/" for node, _ in nodes
+            if isinstance(ref := node.get("$ref"), str)]
+    for node, pointer in nodes:
+        unions = [node[k] for k in ("anyOf", "oneOf", "allOf") if isinstance(node.get(k), list)]
+        if aims(node) or any(aims(b) for u in unions for b in u) \
+                or (unions and pointer in targets):
+            for key in [k for k in node if k not in _COMBINATORS | _RESOLVING | _DEFINITIONS
+                        and not any(r.startswith(f"{pointer}/{k}/") for r in refs)]:
+                dropped.append(f"{pointer}/{key}")
+                del node[key]
+    return schema, dropped
 
 
 def is_bridged(compiled: CompiledGrammar) -> bool:
