@@ -3,7 +3,7 @@ rendering, or nothing beyond the grammar; and llama.cpp's `llama-server` on the 
 questions, as the peer's accuracy to match.
 
     strictcall-bench schema-prompt [--limit 20] [--categories simple_python,multiple]
-        [--peer llama-server]
+        [--peer llama-server] [--styles raw,compact,none] [--clients 1]
 
 BFCL questions, each asking for the function's arguments under `response_format` with the
 function's JSON Schema (the first function of the question), greedy, max_tokens 200,
@@ -18,6 +18,7 @@ of the arguments.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import statistics
@@ -42,28 +43,44 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--categories", default="simple_python,multiple")
     p.add_argument("--peer", default="llama-server",
                    help="a peer asked the same questions ('' for none): llama-server")
+    p.add_argument("--styles", default=",".join(STYLES),
+                   help=f"renderings of the schema in StrictCall's prompt, of {STYLES}")
+    p.add_argument("--clients", type=int, default=1,
+                   help="questions asked at once (accuracy does not depend on it; the peer "
+                        "gets as many slots)")
     p.add_argument("--out", type=Path, default=Path("bench/results/scratch/schema-prompt.json"))
     add_save_flag(p)
     args = p.parse_args(argv)
     from openai import OpenAI
 
-    samples: dict[str, list[dict[str, Any]]] = {s: [] for s in STYLES}
+    styles = [s for s in args.styles.split(",") if s]
+    if unknown := [s for s in styles if s not in STYLES]:
+        raise SystemExit(f"unknown style {unknown[0]!r}; use {', '.join(STYLES)}")
+    samples: dict[str, list[dict[str, Any]]] = {s: [] for s in styles}
     with contextlib.ExitStack() as stack:
-        server = stack.enter_context(ServerProcess("--served-model-name", "m"))
+        server = stack.enter_context(ServerProcess("--served-model-name", "m",
+                                                   "--max-batch", str(args.clients)))
         client = OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
                         timeout=600)
-        peer = _peer(args.peer, stack) if args.peer else None
+        peer = _peer(args.peer, stack, slots=args.clients) if args.peer else None
         if peer is not None:
             samples[PEER_ROW] = []
-        for category in args.categories.split(","):
-            pairs = load(category, args.limit)
-            for i, (question, answer) in enumerate(pairs):
-                for style in STYLES:
-                    samples[style].append(_ask(client, question, answer, style))
-                if peer is not None:
-                    samples[PEER_ROW].append(_ask(peer, question, answer, None))
-                print(f"\r{category}: {i + 1}/{len(pairs)}", end="", file=sys.stderr)
-            print(file=sys.stderr)
+
+        def one(pair: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+            question, answer = pair
+            got = {style: _ask(client, question, answer, style) for style in styles}
+            if peer is not None:
+                got[PEER_ROW] = _ask(peer, question, answer, None)
+            return got
+
+        pairs = [pair for category in args.categories.split(",")
+                 for pair in load(category, args.limit)]
+        with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
+            for i, got in enumerate(pool.map(one, pairs)):  # in question order
+                for key, sample in got.items():
+                    samples[key].append(sample)
+                print(f"\r{i + 1}/{len(pairs)} questions", end="", file=sys.stderr)
+        print(file=sys.stderr)
     rows = [_summary(style, s) for style, s in samples.items()]
     for row in rows:
         row["system"] = args.peer if row["schema_prompt"] == PEER_ROW else "strictcall"
@@ -75,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _peer(name: str, stack: contextlib.ExitStack) -> Any:
+def _peer(name: str, stack: contextlib.ExitStack, *, slots: int) -> Any:
     """The peer's server, started for the run, and an OpenAI client for it."""
     from openai import OpenAI
 
@@ -84,7 +101,8 @@ def _peer(name: str, stack: contextlib.ExitStack) -> Any:
 
     cache = default_cache_dir()
     where = Where(model_dir=embedded_model_dir(cache), gguf=find_gguf(cache),
-                  vllm_python=Path(sys.executable), llamacpp_python=Path(sys.executable))
+                  vllm_python=Path(sys.executable), llamacpp_python=Path(sys.executable),
+                  slots=slots)
     scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="schema-prompt-")))
     running = stack.enter_context(RunningServer(launch_for(name, where), startup_s=300,
                                                 scratch=scratch))

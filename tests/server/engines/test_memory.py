@@ -71,17 +71,17 @@ def test_llamacpp_sizes_its_kv_cells_from_batch_and_prefix_budget(model_dir):
     per_token = one["kv_bytes_per_token"]
     assert one["kv_cells"] == 1024 and one["kv_rows_bytes"] == 1024 * per_token
     assert two["kv_rows_bytes"] == 2 * one["kv_rows_bytes"]  # each row: its context
-    # The prefix budget bounds what parked prompts hold of the rows' free cells: none added.
+    # Kept prompts are in host memory, up to the budget: no cells are added for them.
     assert parked["kv_cells"] == one["kv_cells"]
     assert one["prefix_budget_bytes"] == 0 < parked["prefix_budget_bytes"] <= 16 * 2**20
     assert parked["parked_bytes"] == 0
 
 
 @pytest.mark.slow
-def test_llamacpp_parked_prompts_give_their_cells_up_to_a_longer_prompt(model_dir):
-    """Parked prompts hold the rows' free cells, not cells of their own: a prompt that needs
-    those cells gets them (the oldest parked prompts are dropped) and is answered as by an
-    engine that parks nothing."""
+def test_llamacpp_kept_prompts_hold_no_cells_and_come_back_whole(model_dir):
+    """Kept prompts are copies of their state in host memory, not cells of the KV cache: a
+    prompt that needs every cell gets them, a prompt kept before is reused from its copy,
+    and the answers are those of an engine that keeps nothing."""
     needs_module("llama_cpp", "make setup")
     import asyncio
 
@@ -93,9 +93,10 @@ def test_llamacpp_parked_prompts_give_their_cells_up_to_a_longer_prompt(model_di
                                 prefix_cache_bytes=budget)
         try:
             texts = []
-            # ~300 prompt tokens parked, then 480 others: more than the 512 cells.
-            for content in ("Count the words. " + "apple banana cherry " * 60,
-                            "Name the fruits: " + "pear plum grape fig " * 150):
+            # ~240 prompt tokens kept, then 480 others (most of the 512 cells), then the
+            # first again: its prefix comes back from host memory.
+            first = "Count the words. " + "apple banana cherry " * 60
+            for content in (first, "Name the fruits: " + "pear plum grape fig " * 150, first):
                 prompt = engine.encode(engine.render_chat([{"role": "user",
                                                             "content": content}]))
                 result = asyncio.run(engine.generate(GenerationRequest(
@@ -105,7 +106,9 @@ def test_llamacpp_parked_prompts_give_their_cells_up_to_a_longer_prompt(model_di
         finally:
             engine.close()
 
-    plain, _ = run(0)
-    parked, stats = run(64 * 2**20)
-    assert parked == plain
-    assert stats["kv_cells"] == 512 and stats["prefix_evictions"] >= 1
+    plain, plain_stats = run(0)
+    kept, stats = run(64 * 2**20)
+    assert kept == plain and plain_stats["prefix_hits"] == 0
+    assert stats["kv_cells"] == 512 and stats["prefix_hits"] >= 1
+    assert stats["prefix_reused_tokens"] >= 200  # the first prompt but its last token
+    assert 2 <= stats["parked_prompts"] and 0 < stats["parked_bytes"] <= 64 * 2**20
