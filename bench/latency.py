@@ -387,7 +387,7 @@ async def _counters(client: httpx.AsyncClient) -> dict[str, Any]:
 
 def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {k: v - before.get(k, 0) for k, v in after.items()
-            if k not in ("running", "queued")}
+            if k not in ("running", "queued", "draft_cost_pct")}  # gauges, not counters
 
 
 if __name__ == "__main__":
