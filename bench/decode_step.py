@@ -31,6 +31,7 @@ import httpx
 
 from bench.latency_systems import ROOT, RunningServer, Skipped, Where, find_gguf, launch_for
 from bench.latency_workload import MODEL
+from bench.results_file import add_save_flag, save
 from server.model_store import default_cache_dir, embedded_model_dir
 
 PROMPTS = (
@@ -73,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "decode-step.json").write_text(json.dumps(report, indent=1))
     print_summary(summary)
+    if args.save:
+        save("decode-step", {"tokens": args.tokens, "rounds": args.rounds,
+                             "systems": statuses, "summary": summary}, argv)
     return 0
 
 
@@ -85,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--server-args", default="", help="more `strictcall serve` flags")
     p.add_argument("--gguf", type=Path)
-    p.add_argument("--out", type=Path, default=ROOT / "bench/results/decode-step")
+    p.add_argument("--out", type=Path, default=ROOT / "bench/results/scratch/decode-step")
+    add_save_flag(p)
     return p
 
 

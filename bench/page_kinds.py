@@ -389,6 +389,21 @@ def memory(results: dict[str, Any]) -> Rendered:
         "", table(sized), ""], headline=head)
 
 
+def decode_step(results: dict[str, Any]) -> Rendered:
+    summary = results["summary"]
+    rows = [{"system": name, "ms per step (median)": round(s["ms_per_step_median"], 2),
+             "its own count, ms per token": None if s["own_ms_per_token_median"] is None
+             else round(s["own_ms_per_token_median"], 2),
+             "prompt rounds": s["n"], "tokens (median)": s["tokens_median"]}
+            for name, s in summary.items() if name != "ratio"]
+    ratio = summary.get("ratio")
+    head = (f"{ratio['ours']} / {ratio['other']}: {ratio['median']:.2f}x per step "
+            f"({summary[ratio['ours']]['ms_per_step_median']:.2f} against "
+            f"{summary[ratio['other']]['ms_per_step_median']:.2f} ms, {results['tokens']} "
+            f"tokens)" if ratio and ratio["median"] is not None else "")
+    return Rendered(sections=[table(rows), ""], headline=head)
+
+
 RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
     "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
@@ -397,5 +412,6 @@ RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
     "agent-loop": agent_loop,
     "load": load, "serve": serve, "vllm-engine": vllm_engine, "memory": memory,
+    "decode-step": decode_step,
 }
 __all__ = ["RENDERERS", "generic"]

@@ -26,6 +26,7 @@ TITLES = {
     "vllm-engine": "The vLLM engine: start-up, warm-up, decode",
     "serve": "bench serve: a running server under load",
     "memory": "Memory and start-up beside llama.cpp's C++ llama-server",
+    "decode-step": "Free-text decode: time per model step beside llama-server",
 }
 
 ABOUT = {
@@ -124,6 +125,13 @@ ABOUT = {
         "pass. The peer is llama.cpp's C++ `llama-server` (`make setup-peers`), one slot "
         "per client, the same 8192-token unified context, its prompt cache on. Every answer "
         "is checked against its schema; a cut-off is never valid."),
+    "decode-step": (
+        "Free text, greedy, one client, non-streamed, the same prompts on StrictCall's "
+        "default server and llama.cpp's C++ `llama-server` (one thread each), requests "
+        "alternating between them: each prompt asked for 1 token and for N, and the time "
+        "per step is (T(N) - T(1)) / (N - 1). llama-server's own count "
+        "(`timings.predicted_per_token_ms`) is beside it. The ratio is the median per "
+        "prompt round."),
     "memory": (
         "llama.cpp's C++ `llama-server` at StrictCall's defaults (2 slots, the same "
         "8192-token unified context), llama-cpp-python's server (n_ctx 2048) and StrictCall "

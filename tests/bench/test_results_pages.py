@@ -120,3 +120,18 @@ def test_the_schema_prompt_headline_sets_the_peer_beside_each_rendering() -> Non
                            "ast_accuracy": 0.55}]).headline
     assert head == ("AST accuracy over 400 BFCL json answers: schema none 50% (52 prompt "
                     "tokens), schema raw 60% (52 prompt tokens); llama-server 55%")
+
+
+def test_the_decode_step_page_puts_each_server_and_their_ratio() -> None:
+    from bench.page_kinds import decode_step
+
+    summary = {name: {"n": 12, "ms_per_step_median": ms, "tokens_median": 128,
+                      "own_ms_per_token_median": own}
+               for name, ms, own in (("strictcall-llamacpp", 8.0, None),
+                                     ("llama-server", 8.5, 8.4))}
+    summary["ratio"] = {"ours": "strictcall-llamacpp", "other": "llama-server", "pairs": 12,
+                        "median": 0.94}
+    rendered = decode_step({"tokens": 128, "rounds": 3, "summary": summary})
+    assert rendered.headline == ("strictcall-llamacpp / llama-server: 0.94x per step "
+                                 "(8.00 against 8.50 ms, 128 tokens)")
+    assert "| llama-server | 8.5 | 8.4 | 12 | 128 |" in rendered.sections[0]
