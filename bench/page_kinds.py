@@ -78,6 +78,9 @@ def schemas(results: dict[str, Any]) -> Rendered:
 
 def cold_compile(results: dict[str, Any]) -> Rendered:
     rows = [{"category": r["category"], "schemas": f"{r['served']} of {r['schemas']}",
+             "refused (by the first keyword refused)": f"{r.get('refused', 0)}" + (
+                 " (" + ", ".join(f"{k} {n}" for k, n in r["refused_by"].items()) + ")"
+                 if r.get("refused_by") else ""),
              "bridged (validator gets more)": f"{r['bridged']} ({r['demoted']})",
              "wait p50 / p99 ms": f"{r['wait_p50']:.1f} / {r['wait_p99']:.0f}",
              "bridge p50 / p99 ms": f"{r['bridge_p50']:.1f} / {r['bridge_p99']:.0f}",
@@ -88,7 +91,8 @@ def cold_compile(results: dict[str, Any]) -> Rendered:
     worst = max(results["categories"], key=lambda r: r["bridge_p99"])
     return Rendered(sections=[table(rows), ""],
                     headline=f"cold p99 with the bridge at most {worst['bridge_p99']:.0f} ms "
-                             f"per category, against {worst['wait_p99']:.0f} ms waiting there")
+                             f"per category ({worst['category']}), against "
+                             f"{worst['wait_p99']:.0f} ms waiting there")
 
 
 def decode_speed(results: dict[str, Any]) -> Rendered:

@@ -9,12 +9,14 @@ Honest about what it enforces: llguidance's keyword table reads the schema xgram
 compile, and a keyword xgrammar's mask would enforce but llguidance's leaves to the validator
 (`oneOf` whose branches may overlap, `minProperties`, ...) is compiled out and reported as
 validator tier for the bridged request (`reported`): the validator checks every answer
-against the client's schema either way. So are, loosening the bridged mask only:
-`format` beside a `pattern` (measured: llguidance's mask for the pair refused valid URIs,
-which the validator cannot undo; the pattern stays in the mask), and the keywords beside a
-recursive `$ref` that llguidance refuses to intersect with its target ("circular references
-with sibling keys"). Not bridged, so they wait for xgrammar as without the bridge:
-structural tags, and a schema llguidance's table refuses or its compiler fails on otherwise.
+against the client's schema either way. So are, loosening the bridged mask only, the
+keywords beside a recursive `$ref` that llguidance refuses to intersect with its target
+("circular references with sibling keys"). Not bridged, so they wait for xgrammar as without
+the bridge: structural tags, a schema llguidance's table refuses or its compiler fails on
+otherwise, and a string with both `format` and `pattern`: xgrammar's mask follows the
+format there, llguidance's the pattern as a whole match, which refused valid values the
+validator cannot undo (measured: URIs; xAPI's `mailto:` addresses under `"^mailto:"`, when
+the bridge compiled the pattern alone).
 The bridge reads the grammar schema, which the keyword layer made from a client schema it
 had already checked: it analyzes it with llguidance's table but does not check it against
 the metaschema again (that alone cost up to 400 ms on Kubernetes schemas, past the time the
@@ -150,7 +152,9 @@ class BridgedBackend(MaskingBackend):
         to the validator."""
         if not isinstance(schema, dict):
             raise _NotBridged
-        schema, lost = _format_beside_pattern_out(schema)
+        if any("format" in n and "pattern" in n for n, _ in iter_schema_nodes(schema)):
+            raise _NotBridged  # the two masks read the pair differently (module doc)
+        lost: tuple[KeywordUse, ...] = ()
         analysis = analyze(schema, self.fast.keywords)
         if analysis.report.of("rejected"):
             raise _NotBridged
@@ -199,22 +203,6 @@ def _circular_ref(exc: GrammarError) -> str | None:
     intersect with the keywords beside it, if that is what `exc` says."""
     found = _CIRCULAR.search(exc.message)
     return found.group(1).rstrip(".") if found else None
-
-
-def _format_beside_pattern_out(schema: dict[str, Any]
-                               ) -> tuple[dict[str, Any], tuple[KeywordUse, ...]]:
-    """`schema` without `format` where a `pattern` stands beside it, and those formats as
-    the validator's. llguidance's mask for the pair refused valid URIs (measured), which the
-    validator cannot undo; the pattern alone only loosens it."""
-    if not any("format" in n and "pattern" in n for n, _ in iter_schema_nodes(schema)):
-        return schema, ()
-    schema = copy.deepcopy(schema)
-    lost = []
-    for node, pointer in iter_schema_nodes(schema):
-        if "format" in node and "pattern" in node:
-            node.pop("format")
-            lost.append(KeywordUse(f"{pointer}/format", "format", "validator", DEMOTED_NOTE))
-    return schema, tuple(lost)
 
 
 # Kept: they say where `$ref`s resolve.
