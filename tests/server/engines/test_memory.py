@@ -111,4 +111,4 @@ def test_llamacpp_kept_prompts_hold_no_cells_and_come_back_whole(model_dir):
     assert kept == plain and plain_stats["prefix_hits"] == 0
     assert stats["kv_cells"] == 512 and stats["prefix_hits"] >= 1
     assert stats["prefix_reused_tokens"] >= 200  # the first prompt but its last token
-    assert 2 <= stats["parked_prompts"] and 0 < stats["parked_bytes"] <= 64 * 2**20
+    assert stats["parked_prompts"] >= 2 and 0 < stats["parked_bytes"] <= 64 * 2**20
