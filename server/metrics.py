@@ -148,7 +148,9 @@ class Metrics:
 
 
 _GAUGES = (("strictcall:num_requests_running", "running", "Requests decoding now."),
-           ("strictcall:num_requests_waiting", "queued", "Requests waiting for the engine."))
+           ("strictcall:num_requests_waiting", "queued", "Requests waiting for the engine."),
+           ("strictcall_engine_draft_cost_pct", "draft_cost_pct",
+            "What a drafted token costs, in hundredths of a model step (-1: no drafts)."))
 
 
 class _Pulled(Collector):
@@ -185,8 +187,9 @@ class _Pulled(Collector):
             family = GaugeMetricFamily(name, help_, labels=["model_name"])
             family.add_metric([self._model], engine.get(key, 0))
             yield family
+        gauges = {key for _, key, _ in _GAUGES}
         for key, value in sorted(engine.items()):
-            if key not in ("running", "queued"):
+            if key not in gauges:
                 yield CounterMetricFamily(f"strictcall_engine_{key}",
                                           f"Engine {key.replace('_', ' ')}.", value=value)
 
