@@ -14,25 +14,37 @@ SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependent
 
 
 def iter_schema_nodes(node: Any, pointer: str = "") -> Iterator[tuple[dict[str, Any], str]]:
-    """Yield every schema object in `node` with its JSON Pointer, the root first."""
+    """Yield every schema object in `node` with its JSON Pointer, the root first, each node's
+    subschemas in keyword order after it (depth first). A node's subschemas are read after it
+    was yielded, so a caller may edit a node before its children are walked. One explicit
+    stack, not a generator per level: large schemas (Kubernetes', thousands of nodes) are
+    walked on the cold-compile path."""
     if not isinstance(node, dict):
         return
-    yield node, pointer
-    for key in SUB_ONE:
-        yield from iter_schema_nodes(node.get(key), f"{pointer}/{key}")
-    if isinstance(node.get("items"), list):  # draft-4 tuple form
-        for i, sub in enumerate(node["items"]):
-            yield from iter_schema_nodes(sub, f"{pointer}/items/{i}")
-    for key in SUB_LIST:
-        value = node.get(key)
-        if isinstance(value, list):
-            for i, sub in enumerate(value):
-                yield from iter_schema_nodes(sub, f"{pointer}/{key}/{i}")
-    for key in SUB_MAP:
-        value = node.get(key)
-        if isinstance(value, dict):
-            for name, sub in value.items():
-                yield from iter_schema_nodes(sub, f"{pointer}/{key}/{_escape(name)}")
+    stack: list[tuple[dict[str, Any], str]] = [(node, pointer)]
+    while stack:
+        node, pointer = stack.pop()
+        yield node, pointer
+        children: list[tuple[dict[str, Any], str]] = []
+        for key in SUB_ONE:
+            sub = node.get(key)
+            if isinstance(sub, dict):
+                children.append((sub, f"{pointer}/{key}"))
+        items = node.get("items")
+        if isinstance(items, list):  # draft-4 tuple form
+            children.extend((sub, f"{pointer}/items/{i}") for i, sub in enumerate(items)
+                            if isinstance(sub, dict))
+        for key in SUB_LIST:
+            value = node.get(key)
+            if isinstance(value, list):
+                children.extend((sub, f"{pointer}/{key}/{i}") for i, sub in enumerate(value)
+                                if isinstance(sub, dict))
+        for key in SUB_MAP:
+            value = node.get(key)
+            if isinstance(value, dict):
+                children.extend((sub, f"{pointer}/{key}/{_escape(name)}")
+                                for name, sub in value.items() if isinstance(sub, dict))
+        stack.extend(reversed(children))
 
 
 def _escape(name: str) -> str:

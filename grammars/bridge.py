@@ -222,11 +222,10 @@ def _annotations_out(schema: dict[str, Any], report: EnforcementReport) -> None:
     text is also less to compile."""
     notes = {u.pointer for u in report.uses if u.tier == "annotation"}
     nodes = list(iter_schema_nodes(schema))
-    refs = [ref.partition("#")[2] + "/" for node, _ in nodes
-            if isinstance(ref := node.get("$ref"), str)]
+    into = _ref_prefixes(nodes)
     for node, pointer in nodes:
         for key in [k for k in node if k not in _RESOLVING and f"{pointer}/{k}" in notes]:
-            if not any(ref.startswith(f"{pointer}/{key}/") for ref in refs):
+            if f"{pointer}/{key}/" not in into:
                 del node[key]
         rest = node.keys() - {"type", "additionalProperties", "items"}
         if rest and rest <= _COMBINATORS:
@@ -236,6 +235,19 @@ def _annotations_out(schema: dict[str, Any], report: EnforcementReport) -> None:
             for key in ("additionalProperties", "items"):  # no properties, no prefixItems
                 if node.get(key, False) in (True, {}):
                     del node[key]
+
+
+def _ref_prefixes(nodes: list[tuple[dict[str, Any], str]]) -> frozenset[str]:
+    """Every pointer some `$ref` among `nodes` points into or at, each ending in "/": a
+    keyword at `p` holds a `$ref`'s target if and only if `p + "/"` is in it (one set
+    lookup per keyword, not a scan of every `$ref`: large schemas hold thousands)."""
+    into = set()
+    for node, _ in nodes:
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target = ref.partition("#")[2] + "/"
+            into.update(target[:i + 1] for i, c in enumerate(target) if c == "/")
+    return frozenset(into)
 
 
 def _ref_siblings_out(schema: dict[str, Any], targets: frozenset[str]
@@ -253,14 +265,13 @@ def _ref_siblings_out(schema: dict[str, Any], targets: frozenset[str]
         return isinstance(ref, str) and ref.partition("#")[2] in targets
 
     nodes = list(iter_schema_nodes(schema))
-    refs = [ref.partition("#")[2] + "/" for node, _ in nodes
-            if isinstance(ref := node.get("$ref"), str)]
+    into = _ref_prefixes(nodes)
     for node, pointer in nodes:
         unions = [node[k] for k in ("anyOf", "oneOf", "allOf") if isinstance(node.get(k), list)]
         if aims(node) or any(aims(b) for u in unions for b in u) \
                 or (unions and pointer in targets):
             for key in [k for k in node if k not in _COMBINATORS | _RESOLVING | _DEFINITIONS
-                        and not any(r.startswith(f"{pointer}/{k}/") for r in refs)]:
+                        and f"{pointer}/{k}/" not in into]:
                 dropped.append(f"{pointer}/{key}")
                 del node[key]
     return schema, dropped

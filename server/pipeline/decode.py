@@ -63,19 +63,24 @@ async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float,
 
     With a bridged backend and `bridge_wait_s` set, a miss still compiling after that long
     is served by the bridge's grammar (llguidance, milliseconds) where it enforces the same,
-    while the compilation goes on for later requests. `persist=False`: a grammar of one
-    conversation, kept off the disk cache."""
+    while the compilation goes on for later requests. The bridge starts with the miss, beside
+    xgrammar, so a large schema's first mask waits for the longer of the two, not their sum
+    (a bridge that xgrammar beats is thrown away: a miss is rare, the cache keeps the rest).
+    `persist=False`: a grammar of one conversation, kept off the disk cache."""
     started = time.perf_counter()
     future = asyncio.shield(asyncio.wrap_future(cache.submit(spec, persist=persist)))
     backend = cache.backend
     if bridge_wait_s is not None and isinstance(backend, BridgedBackend) and not future.done():
+        bridging = asyncio.ensure_future(asyncio.to_thread(backend.bridge, spec))
         done, _ = await asyncio.wait({future}, timeout=bridge_wait_s)
         if not done:
-            bridged = await asyncio.to_thread(backend.bridge, spec)
-            if bridged is not None:
-                # xgrammar goes on for later requests; a refusal there is theirs to report.
-                future.add_done_callback(lambda f: f.cancelled() or f.exception())
-                return Lookup(bridged, False, time.perf_counter() - started)
+            done, _ = await asyncio.wait({future, bridging},
+                                         return_when=asyncio.FIRST_COMPLETED)
+        bridged = bridging.result() if not future.done() and bridging.done() else None
+        if bridged is not None:
+            # xgrammar goes on for later requests; a refusal there is theirs to report.
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+            return Lookup(bridged, False, time.perf_counter() - started)
     try:
         return await asyncio.wait_for(future, timeout=timeout_s)
     except TimeoutError:

@@ -191,6 +191,37 @@ def test_a_schema_the_bridge_does_not_serve_waits(backend):
         cache.close()
 
 
+def test_the_bridge_starts_with_the_miss_not_after_the_wait(backend, monkeypatch):
+    """A large schema's first mask waits for the longer of xgrammar's wait and the bridge's
+    compile, not their sum: the bridge is already compiling while the miss waits."""
+    slow = _Slow(backend)
+    cache = GrammarCache(backend)
+    bridge_started = threading.Event()
+    bridge = backend.bridge
+
+    def watched(spec):
+        bridge_started.set()
+        return bridge(spec)
+
+    monkeypatch.setattr(backend, "bridge", watched)
+
+    async def ask():
+        asked = asyncio.ensure_future(compiled(cache, _spec(PERSON), timeout_s=10,
+                                               bridge_wait_s=5.0))
+        # Well inside the 5 s wait, the bridge is compiling already.
+        assert await asyncio.to_thread(bridge_started.wait, 4.0)
+        assert not asked.done()  # xgrammar is held and the wait is not over: nothing yet
+        slow.release.set()  # xgrammar ends within the wait: its grammar, the bridge's dropped
+        return await asked
+
+    try:
+        lookup = asyncio.run(ask())
+        assert not is_bridged(lookup.grammar)
+    finally:
+        slow.release.set()
+        cache.close()
+
+
 def test_bridged_mask_decodes_on_the_scripted_engine(model_dir):
     from server.engines.base import GenerationRequest, SamplingParams
     from server.engines.scripted import ScriptedEngine
