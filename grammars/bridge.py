@@ -241,7 +241,7 @@ def _ref_prefixes(nodes: list[tuple[dict[str, Any], str]]) -> frozenset[str]:
     """Every pointer some `$ref` among `nodes` points into or at, each ending in "/": a
     keyword at `p` holds a `$ref`'s target if and only if `p + "/"` is in it (one set
     lookup per keyword, not a scan of every `$ref`: large schemas hold thousands)."""
-    into = set()
+    into: set[str] = set()
     for node, _ in nodes:
         ref = node.get("$ref")
         if isinstance(ref, str):

@@ -92,6 +92,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from server.engines.memory import fix_malloc_thresholds
+
+    fix_malloc_thresholds()  # before anything large is allocated
     from server.engines.factory import EngineConfigError, check_config, keep_torch_out
     from server.state import StateError, check_urls
 

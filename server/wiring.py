@@ -23,6 +23,7 @@ from contracts import ContractRegistry
 from grammars import DiskStore, GrammarCache, GrammarPolicy
 from server.background import Background, reload_on_hangup, replay_journal, sweep_forever
 from server.engines.base import Engine
+from server.engines.memory import release_free_heap
 from server.execution import RecordStore, Runner, ToolPolicy, Tracing, file_provider, load_policy
 from server.execution.journal import OutcomeJournal
 from server.execution.keyed import KeyedRuns
@@ -173,9 +174,15 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
         # In the background: ready as soon as the model is; the first conversation finds
         # dateparser's and lingua's data loaded (about a second on this CPU). A thread:
         # it cannot be cancelled, only waited for.
-        warming = asyncio.create_task(asyncio.to_thread(pipeline.dialogue.warm))
+        release_free_heap()  # start-up's transient blocks, freed: their pages go back
+        warming = asyncio.create_task(asyncio.to_thread(_warm_dialogue, pipeline))
         stack.push_async_callback(lambda: warming)
         yield Services(state, sessions, responses, pipeline, tools, metrics, time.time())
+
+
+def _warm_dialogue(pipeline: ChatPipeline) -> None:
+    pipeline.dialogue.warm()
+    release_free_heap()
 
 
 def _tracing(settings: Settings, given: TracerProvider | None,

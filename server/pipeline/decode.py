@@ -10,6 +10,7 @@ import contextlib
 import logging
 import time
 from dataclasses import replace
+from typing import Any
 
 from grammars import BridgedBackend, GrammarCache, GrammarError, GrammarSpec, Lookup
 from server.engines.base import Engine, GenerationRequest, GenerationResult
@@ -74,8 +75,8 @@ async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float,
         bridging = asyncio.ensure_future(asyncio.to_thread(backend.bridge, spec))
         done, _ = await asyncio.wait({future}, timeout=bridge_wait_s)
         if not done:
-            done, _ = await asyncio.wait({future, bridging},
-                                         return_when=asyncio.FIRST_COMPLETED)
+            racing: set[asyncio.Future[Any]] = {future, bridging}
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
         bridged = bridging.result() if not future.done() and bridging.done() else None
         if bridged is not None:
             # xgrammar goes on for later requests; a refusal there is theirs to report.
