@@ -150,9 +150,13 @@ def runaway(results: list[dict[str, Any]]) -> Rendered:
     cut = {g: sum(r["cut_off"] * r["n"] for r in rs) / sum(r["n"] for r in rs)
            for g, rs in by_guard.items()}
     calls = sum(r["n"] for r in next(iter(by_guard.values())))
+    changed = [f"{g} changed {sum(r['changed'] for r in rs)} ("
+               f"{sum(r['fixed'] for r in rs)} fixed, {sum(r['broke'] for r in rs)} broken)"
+               for g, rs in by_guard.items() if all("changed" in r for r in rs)]
     return Rendered(sections=[table(results), ""],
                     headline="cut off: " + ", ".join(f"{g} {c:.0%}" for g, c in cut.items())
-                             + f" of {calls} forced calls each")
+                             + f" of {calls} forced calls each"
+                             + ("; against off, " + ", ".join(changed) if changed else ""))
 
 
 def cpu_variants(results: dict[str, Any]) -> Rendered:

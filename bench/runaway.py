@@ -7,7 +7,8 @@ request, alternating, same server), max_tokens 256, greedy.
     strictcall-bench runaway --thresholds     # the repeat lengths in BFCL's gold values
 
 Per category and setting: cut-off rate (finish_reason "length"), valid-call rate, BFCL AST
-accuracy, mean latency and completion tokens.
+accuracy, mean latency and completion tokens; beside `off`, how many answers each guard
+setting changed, and of those how many it made BFCL-correct and how many it broke.
 """
 
 from __future__ import annotations
@@ -78,7 +79,21 @@ def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
             print(file=sys.stderr)
     if args.cutoffs is not None:
         args.cutoffs.write_text("".join(json.dumps(c) + "\n" for c in cutoffs))
-    return [_summary(category, setting, s) for (category, setting), s in samples.items()]
+    rows = [_summary(category, setting, s) for (category, setting), s in samples.items()]
+    for row in rows:  # what each guard setting changed, prompt by prompt, against `off`
+        base = samples.get((row["category"], "off"))
+        if base is not None and row["guards"] != "off":
+            row.update(_changed(base, samples[(row["category"], row["guards"])]))
+    return rows
+
+
+def _changed(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> dict[str, int]:
+    """Of the same prompts, answered with the guards off and on: how many answers differ,
+    how many of those became BFCL-correct, and how many stopped being."""
+    pairs = [(a, b) for a, b in zip(off, on, strict=True) if a["text"] != b["text"]]
+    return {"changed": len(pairs),
+            "fixed": sum(b["correct"] and not a["correct"] for a, b in pairs),
+            "broke": sum(a["correct"] and not b["correct"] for a, b in pairs)}
 
 
 def _ask(client: Any, question: dict[str, Any], answer: dict[str, Any], guards: dict[str, Any],
@@ -119,11 +134,14 @@ def _summary(category: str, setting: str, samples: list[dict[str, Any]]) -> dict
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = ["| category | guards | n | cut off | valid calls | AST accuracy | mean s | "
-             "mean tokens |", "|---|---|---|---|---|---|---|---|"]
+             "mean tokens | answers changed vs off (fixed / broke) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        changed = (f"{r['changed']} ({r['fixed']} / {r['broke']})" if "changed" in r
+                   else "")
         lines.append(f"| {r['category']} | {r['guards']} | {r['n']} | {r['cut_off']:.0%} | "
                      f"{r['valid']:.0%} | {r['ast_accuracy']:.0%} | {r['mean_s']:.2f} | "
-                     f"{r['mean_tokens']:.1f} |")
+                     f"{r['mean_tokens']:.1f} | {changed} |")
     return "\n".join(lines)
 
 

@@ -10,13 +10,14 @@ compile, and a keyword xgrammar's mask would enforce but llguidance's leaves to 
 (`oneOf` whose branches may overlap, `minProperties`, ...) is compiled out and reported as
 validator tier for the bridged request (`reported`): the validator checks every answer
 against the client's schema either way. So are, loosening the bridged mask only, the
-keywords beside a recursive `$ref` that llguidance refuses to intersect with its target
-("circular references with sibling keys"). Not bridged, so they wait for xgrammar as without
-the bridge: structural tags, a schema llguidance's table refuses or its compiler fails on
-otherwise, and a string with both `format` and `pattern`: xgrammar's mask follows the
-format there, llguidance's the pattern as a whole match, which refused valid values the
-validator cannot undo (measured: URIs; xAPI's `mailto:` addresses under `"^mailto:"`, when
-the bridge compiled the pattern alone).
+keywords beside a `$ref` (xgrammar's mask ignores them; llguidance's would intersect them
+with the target) and those beside a union whose branch is a recursive `$ref`, which
+llguidance refuses to intersect ("circular references with sibling keys"). Not bridged,
+so they wait for xgrammar as without the bridge: structural tags, a schema llguidance's
+table refuses or its compiler fails on otherwise, and a string with both `format` and
+`pattern`: xgrammar's mask follows the format there, llguidance's the pattern as a whole
+match, which refused valid values the validator cannot undo (measured: URIs; xAPI's
+`mailto:` addresses under `"^mailto:"`, when the bridge compiled the pattern alone).
 The bridge reads the grammar schema, which the keyword layer made from a client schema it
 had already checked: it analyzes it with llguidance's table but does not check it against
 the metaschema again (that alone cost up to 400 ms on Kubernetes schemas, past the time the
@@ -160,8 +161,11 @@ class BridgedBackend(MaskingBackend):
             raise _NotBridged
         grammar_schema = analysis.grammar_schema  # a copy of its own: edited in place
         _annotations_out(grammar_schema, analysis.report)
+        dropped = _beside_refs_out(grammar_schema)
         if loosen:
-            grammar_schema, dropped = _ref_siblings_out(grammar_schema, loosen)
+            grammar_schema, more = _ref_siblings_out(grammar_schema, loosen)
+            dropped += more
+        if dropped:
             lost += tuple(u for u in analysis.report.uses if u.tier == "grammar"
                           and any(u.pointer == p or u.pointer.startswith(p + "/")
                                   for p in dropped))
@@ -248,6 +252,28 @@ def _ref_prefixes(nodes: list[tuple[dict[str, Any], str]]) -> frozenset[str]:
             target = ref.partition("#")[2] + "/"
             into.update(target[:i + 1] for i, c in enumerate(target) if c == "/")
     return frozenset(into)
+
+
+def _beside_refs_out(schema: dict[str, Any]) -> list[str]:
+    """In place, the keywords beside each `$ref` taken off (but the `$ref`, definitions, what
+    says where refs resolve, and any keyword a `$ref` points into); returns their pointers.
+    xgrammar's mask follows the `$ref` alone and ignores what stands beside it (measured:
+    `pattern`, `maxLength`); llguidance's intersects the two. So, beside a `$ref`, the
+    bridged mask would be the stricter one: under the whole-match reading of patterns it
+    refused a Discord webhook's valid URLs (`"^https?://"` beside `{"$ref": "#/definitions/
+    string"}`, JsonSchemaStore) that xgrammar's mask and the validator accept. Taken off,
+    the bridge enforces what xgrammar would, and those keywords are the validator's."""
+    nodes = list(iter_schema_nodes(schema))
+    into = _ref_prefixes(nodes)
+    dropped = []
+    for node, pointer in nodes:
+        if not isinstance(node.get("$ref"), str):
+            continue
+        for key in [k for k in node if k not in _COMBINATORS | _RESOLVING | _DEFINITIONS
+                    and f"{pointer}/{k}/" not in into]:
+            dropped.append(f"{pointer}/{key}")
+            del node[key]
+    return dropped
 
 
 def _ref_siblings_out(schema: dict[str, Any], targets: frozenset[str]

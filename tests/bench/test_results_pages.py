@@ -135,3 +135,20 @@ def test_the_decode_step_page_puts_each_server_and_their_ratio() -> None:
     assert rendered.headline == ("strictcall-llamacpp / llama-server: 0.94x per step "
                                  "(8.00 against 8.50 ms, 128 tokens)")
     assert "| llama-server | 8.5 | 8.4 | 12 | 128 |" in rendered.sections[0]
+
+
+def test_the_runaway_page_counts_what_each_guard_setting_changed_against_off() -> None:
+    from bench.page_kinds import runaway as runaway_page
+    from bench.runaway import _changed
+
+    off = [{"text": "a", "correct": False}, {"text": "b", "correct": True},
+           {"text": "c", "correct": True}]
+    steer = [{"text": "a2", "correct": True}, {"text": "b2", "correct": False},
+             {"text": "c", "correct": True}]
+    assert _changed(off, steer) == {"changed": 2, "fixed": 1, "broke": 1}
+    row = {"category": "simple_python", "n": 3, "cut_off": 0.0, "valid": 1.0,
+           "ast_accuracy": 2 / 3, "mean_s": 1.0, "mean_tokens": 20.0}
+    head = runaway_page([{**row, "guards": "off"},
+                         {**row, "guards": "steer", **_changed(off, steer)}]).headline
+    assert head == ("cut off: off 0%, steer 0% of 3 forced calls each; against off, "
+                    "steer changed 2 (1 fixed, 1 broken)")

@@ -109,6 +109,28 @@ def test_a_recursive_union_beside_vacuous_keywords_is_bridged(backend):
     assert not backend.accepts(bridged, '{"a":{"b":1}}')
 
 
+
+# JsonSchemaStore's Discord webhook: an open-ended pattern beside a `$ref`.
+WEBHOOK = {"type": "object", "properties": {"avatar_url": {"$ref": "#/definitions/url"}},
+           "definitions": {"string": {"type": "string"},
+                           "url": {"$ref": "#/definitions/string", "pattern": "^https?://"}}}
+
+
+def test_keywords_beside_a_ref_are_the_validators_as_in_xgrammars_mask(backend):
+    """xgrammar's mask follows a `$ref` and ignores what stands beside it; llguidance's
+    would intersect the two and, reading the pattern as a whole match, refuse valid URLs.
+    The bridge takes them off and reports them for the validator: never stricter than
+    xgrammar's mask, where a valid value refused is a harm no check after decoding undoes."""
+    valid = '{"avatar_url":"https://example.com/avatar.png"}'
+    spec = _spec(WEBHOOK)
+    assert backend.accepts(backend.primary.compile(spec), valid)  # xgrammar's mask
+    bridged = backend.bridge(spec)
+    assert bridged is not None and is_bridged(bridged)
+    assert backend.accepts(bridged, valid)
+    assert not backend.accepts(bridged, '{"avatar_url":1}')  # the `$ref`'s target holds
+    assert ("/definitions/url/pattern", "pattern") in {
+        (u.pointer, u.keyword) for u in bridge_demoted(bridged)}
+
 def test_keywords_beside_a_recursive_ref_are_left_out_and_reported():
     schema = {"definitions": {"c": {"type": "object", "oneOf": [
         {"$ref": "#/definitions/c", "minProperties": 1}, {"type": "string"}]}},
