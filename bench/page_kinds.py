@@ -1,13 +1,25 @@
 """Each benchmark's results as tables, plots and a headline (bench/pages.py). A benchmark
-with no renderer here gets the generic one (bench/page_parts.py), which tables any shape."""
+with no renderer here gets the generic one (bench/page_parts.py), which tables any shape.
+The speed benchmarks' renderers are in bench/page_speed.py."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from typing import Any
 
 from bench.page_parts import Rendered, cell, generic, png, table
+from bench.page_speed import (
+    cold_compile,
+    cpu_variants,
+    decode_speed,
+    decode_step,
+    gpu_decode,
+    latency,
+    load,
+    memory,
+    serve,
+    vllm_engine,
+)
 
 
 def tool_selection(results: dict[str, Any]) -> Rendered:
@@ -76,62 +88,6 @@ def schemas(results: dict[str, Any]) -> Rendered:
                  f"the validator, over {sum(r['schemas'] for r in rows)} schemas")
 
 
-def cold_compile(results: dict[str, Any]) -> Rendered:
-    rows = [{"category": r["category"], "schemas": f"{r['served']} of {r['schemas']}",
-             "refused (by the first keyword refused)": f"{r.get('refused', 0)}" + (
-                 " (" + ", ".join(f"{k} {n}" for k, n in r["refused_by"].items()) + ")"
-                 if r.get("refused_by") else ""),
-             "bridged (validator gets more)": f"{r['bridged']} ({r['demoted']})",
-             "wait p50 / p99 ms": f"{r['wait_p50']:.1f} / {r['wait_p99']:.0f}",
-             "bridge p50 / p99 ms": f"{r['bridge_p50']:.1f} / {r['bridge_p99']:.0f}",
-             "same verdict as xgrammar": r["same_verdict"], "valid refused": r["refused_valid"],
-             "invalid let through": r["let_through"],
-             "right where xgrammar was not": r["bridge_right"]}
-            for r in results["categories"]]
-    worst = max(results["categories"], key=lambda r: r["bridge_p99"])
-    return Rendered(sections=[table(rows), ""],
-                    headline=f"cold p99 with the bridge at most {worst['bridge_p99']:.0f} ms "
-                             f"per category ({worst['category']}), against "
-                             f"{worst['wait_p99']:.0f} ms waiting there")
-
-
-def decode_speed(results: dict[str, Any]) -> Rendered:
-    backends = results["backends"]
-    rows = [{"backend": name, "unconstrained tok/s": b["unconstrained_tok_s_median"],
-             "constrained tok/s": b["constrained_tok_s_median"],
-             "ratio": b["ratio_constrained_over_unconstrained"],
-             "cache hit ms (median)": b.get("hit_lookup_ms_median"),
-             "mask ms per token (median)": b.get("mask_ms_per_token_median"),
-             "mask share of a step": b.get("mask_share_of_step"),
-             "decode step ms": b.get("decode_step_ms_median")} for name, b in backends.items()]
-    vocab = [{"vocabulary": name, "size": v["vocab_size"], "compile ms": v["compile_ms"],
-              "mask ms per token (median)": v["mask_ms_per_token_median"],
-              "p99": v["mask_ms_per_token_p99"]}
-             for name, v in results.get("masks_by_vocabulary", {}).items() if isinstance(v, dict)]
-
-    def draw(ax: Any) -> None:
-        names = list(backends)
-        width = 0.38
-        xs = range(len(names))
-        ax.bar([x - width / 2 for x in xs], [r["unconstrained tok/s"] for r in rows], width,
-               label="unconstrained")
-        ax.bar([x + width / 2 for x in xs], [r["constrained tok/s"] for r in rows], width,
-               label="constrained")
-        ax.set_xticks(list(xs), names)
-        ax.set_ylabel("tokens/s, median")
-        ax.legend(fontsize=7)
-
-    first = rows[0]
-    return Rendered(
-        sections=["Median tokens per second over paired runs, and the mask's cost:", "",
-                  table(rows), "", "![tokens per second](decode-speed-tokens.png)", "",
-                  "The mask's cost per token by vocabulary (one JSON answer replayed):", "",
-                  table(vocab) if vocab else "-", ""],
-        images={"decode-speed-tokens.png": png(draw, size=(5.5, 3.5))},
-        headline=f"{first['backend']}: constrained decoding at {first['ratio']:.2f}x the "
-                 "unconstrained tokens/s")
-
-
 def contract_repair(results: dict[str, Any]) -> Rendered:
     s = results["summary"]
     rows = [{k: v for k, v in r.items() if k != "arguments"} for r in results["rows"]]
@@ -157,111 +113,6 @@ def runaway(results: list[dict[str, Any]]) -> Rendered:
                     headline="cut off: " + ", ".join(f"{g} {c:.0%}" for g, c in cut.items())
                              + f" of {calls} forced calls each"
                              + ("; against off, " + ", ".join(changed) if changed else ""))
-
-
-def cpu_variants(results: dict[str, Any]) -> Rendered:
-    speeds = {k: statistics.median(v) for k, v in results["speeds"].items() if v}
-    base = speeds.get("fp32")
-    rows = [{"variant": name, "tokens/s (median)": speeds.get(name),
-             "vs torch fp32": f"{speeds[name] / base:.2f}x" if base and name in speeds
-             else "-", "notes": note} for name, note in results["notes"].items()]
-
-    def draw(ax: Any) -> None:
-        ax.bar(list(speeds), list(speeds.values()))
-        ax.set_ylabel("tokens/s, median")
-
-    best = max(speeds, key=lambda k: speeds[k])
-    return Rendered(
-        sections=[f"{results['tokens']} tokens per decode, {results['rounds']} rounds.", "",
-                  table(rows), "", "![tokens per second](cpu-variants-speed.png)", ""],
-        images={"cpu-variants-speed.png": png(draw, size=(5.5, 3.5))},
-        headline=f"{best}: {speeds[best]:.1f} tokens/s"
-                 + (f", {speeds[best] / base:.2f}x torch fp32" if base else ""))
-
-
-def latency(results: dict[str, Any]) -> Rendered:
-    import tempfile
-    from pathlib import Path
-
-    from bench.latency_report import markdown, plot
-
-    with tempfile.TemporaryDirectory() as tmp:
-        images = {f"latency-{p.name}": p.read_bytes() for p in plot(results, Path(tmp)).values()}
-    text = markdown(results, plots=[]).split("\n", 1)[1]  # its title is the page's
-    text = text.replace("\n## ", "\n### ")
-    head = _cold_headline(results)
-    if overhead := results.get("upstream_overhead"):  # the run measured StrictCall's overhead
-        head = "StrictCall in front of vLLM / vLLM alone, end to end: " + ", ".join(
-            f"{r['kind']} {r['e2e_ratio']:.2f}x at concurrency {r['concurrency']}"
-            for r in overhead)
-    return Rendered(sections=[text, "", *(f"![{n}]({n})" for n in images), ""],
-                    images=images, headline=head)
-
-
-def _cold_headline(results: dict[str, Any]) -> str:
-    """The cold pass against the run's peer (its second system): the median per-prompt
-    end-to-end ratio per kind and concurrency; a kind the peer answered validly nowhere says
-    so, with the valid counts."""
-    systems = [s["name"] for s in results.get("systems", []) if s.get("status") == "ran"]
-    if len(systems) < 2:
-        return ""
-    ours, peer = systems[0], systems[1]
-    cold = [r for r in results["ratios"] if r.get("pass", "warm") == "cold"
-            and r["ours"] == ours and r["other"] == peer]
-    parts = []
-    for kind in dict.fromkeys(r["kind"] for r in results["settings"] if r["system"] == ours):
-        mine = [r for r in cold if r["kind"] == kind]
-        if mine:
-            parts.append(f"{kind} " + ", ".join(f"{r['e2e_ratio']:.2f}x at {r['concurrency']}"
-                                                for r in mine))
-            continue
-        rows = [r for r in results["settings"] if r["kind"] == kind and r["pass"] == "cold"]
-        valid = {name: (sum(r["valid"] for r in rows if r["system"] == name),
-                        sum(r["n"] for r in rows if r["system"] == name)) for name in (ours, peer)}
-        parts.append(f"{kind}: no ratio, valid {valid[ours][0]} of {valid[ours][1]} against "
-                     f"{peer}'s {valid[peer][0]} of {valid[peer][1]}")
-    return (f"cold pass, {ours} / {peer} median end to end by clients: " + "; ".join(parts)
-            if parts else "")
-
-
-def serve(results: dict[str, Any]) -> Rendered:
-    import tempfile
-    from pathlib import Path
-
-    from bench.serve.plot import plot
-    from bench.serve.report import markdown
-
-    with tempfile.TemporaryDirectory() as tmp:
-        drawn = Path(tmp) / "serve.png"
-        images = {"serve-load.png": drawn.read_bytes()} if plot(results, drawn) else {}
-    text = markdown(results, plot=next(iter(images), None))
-    text = text.split("\n", 3)[3].replace("\n## ", "\n### ")  # its title and command: the page's
-    rows = results["settings"]
-    valid = sum(r["valid"] for r in rows)
-    checked = sum(r["valid"] + r["invalid"] + r["cut_off"] for r in rows)
-    return Rendered(sections=[text, ""], images=images,
-                    headline=f"{valid} of {checked} checked answers valid over "
-                             f"{len(rows)} settings, {sum(r['error'] for r in rows)} errors")
-
-
-def vllm_engine(results: dict[str, Any]) -> Rendered:
-    first = results["first_request_s"]
-    cold, warm = first["cold_1st"], first["warm_1st"]
-    slowest = max(cold, key=lambda t: cold[t])
-    rows = [{"contract": t, "cold, 1st request s": cold[t],
-             "cold, 2nd request s": first["cold_2nd"].get(t),
-             "after the warm-up, 1st request s": warm.get(t)} for t in cold]
-    start = results["startup_s"]
-    decode = [{"decode": k, **v} for k, v in results["decode"].items()]
-    return Rendered(
-        sections=[table([{"start-up": k, "s to healthy": v,
-                          "grammars warmed": results["grammars_warmed"].get(k)}
-                         for k, v in start.items()]), "",
-                  "### The first request for each contract", "", table(rows), "",
-                  "### Decode", "", table(decode), ""],
-        headline=f"first {slowest} request {cold[slowest]:.2f} s cold, "
-                 f"{warm[slowest]:.2f} s after the start-up warm-up; constrained decode at "
-                 f"{results['ratio_constrained_over_unconstrained']:.2f}x unconstrained")
 
 
 def bfcl(results: dict[str, Any]) -> Rendered:
@@ -297,14 +148,6 @@ def bfcl_multi_turn(results: dict[str, Any]) -> Rendered:
                   f"{args['max_tokens']}, model {args['model']}.", "",
                   multi_turn_table(rows), ""],
         headline=f"dialogues correct: {head}")
-
-
-def gpu_decode(results: dict[str, Any]) -> Rendered:
-    from bench.gpu_decode import table as gpu_table
-
-    return Rendered(sections=[gpu_table(results), ""],
-                    headline=f"--tiny on {results['device']}: the script's path only, "
-                             "no GPU figures")
 
 
 def grounding(results: dict[str, Any]) -> Rendered:
@@ -363,53 +206,6 @@ def schema_prompt(results: list[dict[str, Any]]) -> Rendered:
         if peer is not None:
             head += f"; {peer['system']} {peer['ast_accuracy']:.0%}"
     return Rendered(sections=[table(results), ""], headline=head)
-
-
-def load(results: list[dict[str, Any]]) -> Rendered:
-    rows = [{k: v for k, v in r.items() if not isinstance(v, dict | list)} for r in results]
-    lost = sum(r["lost"] + r["duplicated"] + r["server_error"] for r in results)
-    sent = sum(r["sent"] for r in results)
-    return Rendered(sections=[table(rows), ""],
-                    headline=f"{sent} requests from {results[0]['clients']} clients: "
-                             f"{lost} lost, duplicated or 5xx")
-
-
-def memory(results: dict[str, Any]) -> Rendered:
-    from bench.memory import table_of
-
-    header, body = table_of(results["systems"])
-    rows = [dict(zip(header, line, strict=True)) for line in body]
-    sized = [{"system": r["name"], **r["sized_mib"]} for r in results["systems"]
-             if r.get("sized_mib")]
-    ran = {r["name"]: r for r in results["systems"] if "skipped" not in r}
-    peer = "llama-server" if "llama-server" in ran else "llamacpp-server"
-    one = ran.get("strictcall-default") if peer == "llama-server" else \
-        ran.get("strictcall-one-row")
-    head = ""
-    if one is not None and "first_ratio" in one:
-        head = (f"{one['name']}: {one['first_ratio']:.2f}x {peer}'s RSS after one json "
-                f"question ({one['first_mib']:.0f} against {ran[peer]['first_mib']:.0f} MiB), "
-                f"ready in {one['ready_s']:.1f} s against {ran[peer]['ready_s']:.1f} s")
-    return Rendered(sections=[
-        f"RSS in MiB after start-up, after one json question and after all "
-        f"{results['requests']}; the ratio is over {peer}'s at the same point.", "",
-        table(rows), "", "What StrictCall sized from its settings (MiB, `/health` memory):",
-        "", table(sized), ""], headline=head)
-
-
-def decode_step(results: dict[str, Any]) -> Rendered:
-    summary = results["summary"]
-    rows = [{"system": name, "ms per step (median)": round(s["ms_per_step_median"], 2),
-             "its own count, ms per token": None if s["own_ms_per_token_median"] is None
-             else round(s["own_ms_per_token_median"], 2),
-             "prompt rounds": s["n"], "tokens (median)": s["tokens_median"]}
-            for name, s in summary.items() if name != "ratio"]
-    ratio = summary.get("ratio")
-    head = (f"{ratio['ours']} / {ratio['other']}: {ratio['median']:.2f}x per step "
-            f"({summary[ratio['ours']]['ms_per_step_median']:.2f} against "
-            f"{summary[ratio['other']]['ms_per_step_median']:.2f} ms, {results['tokens']} "
-            f"tokens)" if ratio and ratio["median"] is not None else "")
-    return Rendered(sections=[table(rows), ""], headline=head)
 
 
 RENDERERS: dict[str, Callable[[Any], Rendered]] = {

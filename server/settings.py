@@ -90,7 +90,8 @@ class Settings(BaseSettings):
                 "mask meanwhile where both enforce the same (default auto: bridge in the "
                 "embedded engines with xgrammar)")
     bridge_wait_s: float = setting(0.025, "how long a cold compile waits for xgrammar before "
-                                          "the bridge serves it", ge=0, le=10)
+                                          "the bridge (compiling beside it) may serve it",
+                                   ge=0, le=10)
     device: str = setting("auto", "auto (default), cpu, cuda, cuda:N")
     # llama.cpp never holds a torch tensor, but libraries import torch wherever it is
     # installed: about 200 MiB (engines/factory.py keep_torch_out).

@@ -91,7 +91,7 @@ def test_the_nav_gets_each_benchmark_page_after_the_index() -> None:
 
 
 def test_the_latency_headline_is_the_cold_pass_against_the_peer() -> None:
-    from bench.page_kinds import _cold_headline
+    from bench.page_speed import _cold_headline
 
     setting = {"system": "a", "kind": "json", "concurrency": 1, "pass": "cold", "n": 4,
                "valid": 4}
@@ -123,7 +123,7 @@ def test_the_schema_prompt_headline_sets_the_peer_beside_each_rendering() -> Non
 
 
 def test_the_decode_step_page_puts_each_server_and_their_ratio() -> None:
-    from bench.page_kinds import decode_step
+    from bench.page_speed import decode_step
 
     summary = {name: {"n": 12, "ms_per_step_median": ms, "tokens_median": 128,
                       "own_ms_per_token_median": own}
