@@ -195,13 +195,18 @@ def agent_loop(results: dict[str, Any]) -> Rendered:
 
 
 def schema_prompt(results: list[dict[str, Any]]) -> Rendered:
-    ours = {r["schema_prompt"]: r for r in results if r.get("system", "strictcall")
-            == "strictcall"}
+    layouts = {r.get("json_layout", "compact") for r in results if "json_layout" in r}
+
+    def name(r: dict[str, Any]) -> str:  # the layout said only where the run compared two
+        return f"schema {r['schema_prompt']}" + (
+            f" {r.get('json_layout', 'compact')}" if len(layouts) > 1 else "")
+
+    ours = {name(r): r for r in results if r.get("system", "strictcall") == "strictcall"}
     peer = next((r for r in results if r.get("system", "strictcall") != "strictcall"), None)
     head = ""
     if ours:
         head = f"AST accuracy over {max(r['n'] for r in ours.values())} BFCL json answers: " + \
-            ", ".join(f"schema {k} {r['ast_accuracy']:.0%} ({r['prompt_tokens_median']:.0f} "
+            ", ".join(f"{k} {r['ast_accuracy']:.0%} ({r['prompt_tokens_median']:.0f} "
                       f"prompt tokens)" for k, r in ours.items())
         if peer is not None:
             head += f"; {peer['system']} {peer['ast_accuracy']:.0%}"

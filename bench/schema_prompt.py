@@ -3,12 +3,14 @@ rendering, or nothing beyond the grammar; and llama.cpp's `llama-server` on the 
 questions, as the peer's accuracy to match.
 
     strictcall-bench schema-prompt [--limit 20] [--categories simple_python,multiple]
-        [--peer llama-server] [--styles raw,compact,none] [--clients 1]
+        [--peer llama-server] [--styles raw,compact,none] [--layouts compact,spaced]
+        [--clients 1]
 
 BFCL questions, each asking for the function's arguments under `response_format` with the
 function's JSON Schema (the first function of the question), greedy, max_tokens 200,
-streamed, against one real server on the embedded model; the three renderings alternate
-per question. StrictCall writes compact JSON. The peer (`make setup-peers`; `--peer ''`
+streamed, against one real server on the embedded model per JSON layout (`--json-layout`:
+compact `,` `:`, the default, or spaced `, ` `: `); the renderings alternate per question,
+and every server is asked every question. The peer (`make setup-peers`; `--peer ''`
 leaves it out) gets the same messages and `response_format`: its grammar, from the schema,
 allows whitespace, and nothing is added to its prompt. Per rendering: median prompt tokens,
 median time to first token and end to end, valid JSON answers, cut-offs, BFCL AST accuracy
@@ -34,6 +36,7 @@ from grammars import bfcl_to_json_schema
 from server.process import ServerProcess
 
 STYLES = ("raw", "compact", "none")
+LAYOUTS = ("compact", "spaced")
 PEER_ROW = "peer"  # the peer's row: its name is in the row's "system"
 
 
@@ -45,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="a peer asked the same questions ('' for none): llama-server")
     p.add_argument("--styles", default=",".join(STYLES),
                    help=f"renderings of the schema in StrictCall's prompt, of {STYLES}")
+    p.add_argument("--layouts", default=LAYOUTS[0],
+                   help=f"StrictCall's JSON layouts (--json-layout), one server each, of "
+                        f"{LAYOUTS}")
     p.add_argument("--clients", type=int, default=1,
                    help="questions asked at once (accuracy does not depend on it; the peer "
                         "gets as many slots)")
@@ -56,21 +62,31 @@ def main(argv: list[str] | None = None) -> int:
     styles = [s for s in args.styles.split(",") if s]
     if unknown := [s for s in styles if s not in STYLES]:
         raise SystemExit(f"unknown style {unknown[0]!r}; use {', '.join(STYLES)}")
-    samples: dict[str, list[dict[str, Any]]] = {s: [] for s in styles}
+    layouts = [s for s in args.layouts.split(",") if s]
+    if unknown := [s for s in layouts if s not in LAYOUTS]:
+        raise SystemExit(f"unknown layout {unknown[0]!r}; use {', '.join(LAYOUTS)}")
+    # (layout, style) -> samples; the peer's under ("", PEER_ROW)
+    samples: dict[tuple[str, str], list[dict[str, Any]]] = {
+        (layout, style): [] for layout in layouts for style in styles}
     with contextlib.ExitStack() as stack:
-        server = stack.enter_context(ServerProcess("--served-model-name", "m",
-                                                   "--max-batch", str(args.clients)))
-        client = OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0,
-                        timeout=600)
+        clients = {}
+        for layout in layouts:
+            server = stack.enter_context(ServerProcess(
+                "--served-model-name", "m", "--max-batch", str(args.clients),
+                "--json-layout", layout))
+            clients[layout] = OpenAI(base_url=f"{server.base_url}/v1", api_key="-",
+                                     max_retries=0, timeout=600)
         peer = _peer(args.peer, stack, slots=args.clients) if args.peer else None
         if peer is not None:
-            samples[PEER_ROW] = []
+            samples[("", PEER_ROW)] = []
 
-        def one(pair: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        def one(pair: tuple[dict[str, Any], dict[str, Any]]
+                ) -> dict[tuple[str, str], dict[str, Any]]:
             question, answer = pair
-            got = {style: _ask(client, question, answer, style) for style in styles}
+            got = {(layout, style): _ask(clients[layout], question, answer, style)
+                   for layout in layouts for style in styles}
             if peer is not None:
-                got[PEER_ROW] = _ask(peer, question, answer, None)
+                got[("", PEER_ROW)] = _ask(peer, question, answer, None)
             return got
 
         pairs = [pair for category in args.categories.split(",")
@@ -81,9 +97,11 @@ def main(argv: list[str] | None = None) -> int:
                     samples[key].append(sample)
                 print(f"\r{i + 1}/{len(pairs)} questions", end="", file=sys.stderr)
         print(file=sys.stderr)
-    rows = [_summary(style, s) for style, s in samples.items()]
-    for row in rows:
+    rows = [_summary(style, s) for (_, style), s in samples.items()]
+    for row, (layout, _) in zip(rows, samples, strict=True):
         row["system"] = args.peer if row["schema_prompt"] == PEER_ROW else "strictcall"
+        if layout:
+            row["json_layout"] = layout
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2))
     if args.save:
@@ -157,11 +175,12 @@ def _summary(style: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| system | schema in prompt | n | prompt tokens (median) | TTFT s (median) | "
-             "end to end s (median) | output tokens (mean) | valid | cut off | AST accuracy |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| system | JSON layout | schema in prompt | n | prompt tokens (median) | "
+             "TTFT s (median) | end to end s (median) | output tokens (mean) | valid | "
+             "cut off | AST accuracy |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r.get('system', 'strictcall')} | {r['schema_prompt']} | {r['n']} | "
+        lines.append(f"| {r.get('system', 'strictcall')} | {r.get('json_layout', '')} | "
+                     f"{r['schema_prompt']} | {r['n']} | "
                      f"{r['prompt_tokens_median']} | "
                      f"{r['ttft_s_median']} | {r['e2e_s_median']} | "
                      f"{r['mean_output_tokens']} | {r['valid']:.0%} | {r['cut_off']:.0%} | "

@@ -26,6 +26,8 @@ from grammars.specs import GrammarSpec, TaggedSpec
 # Compact output: no free whitespace, `,` and `:` separators, no keys outside the schema.
 COMPILE_OPTIONS: dict[str, Any] = {"any_whitespace": False, "separators": (",", ":"),
                                    "strict_mode": True}
+# Each JSON layout's (item, key) separators (`--json-layout`).
+SEPARATORS = {"compact": (",", ":"), "spaced": (", ", ": ")}
 
 
 class XgrammarMatcher(GrammarMatcher):
@@ -107,8 +109,12 @@ class XgrammarBackend(TokenBitmasks):
         """Strict (the default, as in vLLM and OpenAI's strict mode): an object schema that
         lists `properties` and says nothing of `additionalProperties` gets no other keys.
         Off: JSON Schema's own reading, any other key with any value. Set before compiling."""
-        self._options: dict[str, Any] = {**COMPILE_OPTIONS, "strict_mode": strict}
+        self._options: dict[str, Any] = {**getattr(self, "_options", COMPILE_OPTIONS),
+                                         "strict_mode": strict}
         self.keywords = dataclasses.replace(XGRAMMAR_KEYWORDS, strict_objects=strict)
+
+    def set_json_layout(self, layout: str) -> None:
+        self._options = {**self._options, "separators": SEPARATORS[layout]}
 
     @property
     def options_key(self) -> str:

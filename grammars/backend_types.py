@@ -101,6 +101,15 @@ class GrammarBackend(abc.ABC):
                              "engine with the xgrammar backend to turn them off")
 
 
+    def set_json_layout(self, layout: str) -> None:
+        """JSON schemas' output layout: "compact" (`,` and `:`) or "spaced" (`, ` and `: `),
+        no other whitespace either way. Set before compiling. Compact only by default."""
+        if layout != "compact":
+            raise ValueError(f"the {self.name!r} grammar backend writes compact JSON only; "
+                             "use the xgrammar or llguidance backend for --json-layout "
+                             f"{layout}")
+
+
 class MaskingBackend(GrammarBackend):
     """A backend whose token masks the engine applies itself, one bitmask row per request."""
 

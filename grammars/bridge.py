@@ -98,6 +98,10 @@ class BridgedBackend(MaskingBackend):
         self.fast.set_strict_objects(strict)
         self.keywords = self.primary.keywords
 
+    def set_json_layout(self, layout: str) -> None:
+        self.primary.set_json_layout(layout)
+        self.fast.set_json_layout(layout)
+
     # -- the bridge -----------------------------------------------------------------------
     def bridge(self, spec: GrammarSpec) -> CompiledGrammar | None:
         """llguidance's grammar for `spec`, or None where it is not bridged (module doc).

@@ -30,7 +30,7 @@ import llguidance.hf
 import numpy as np
 
 from grammars._walk import iter_schema_nodes
-from grammars.backend import TokenBitmasks, tokenizer_fingerprint
+from grammars.backend import SEPARATORS, TokenBitmasks, tokenizer_fingerprint
 from grammars.backend_types import CompiledGrammar, GrammarMatcher
 from grammars.errors import InvalidSchemaError, native_reason
 from grammars.keywords import LLGUIDANCE_KEYWORDS
@@ -105,6 +105,7 @@ class LlguidanceBackend(TokenBitmasks):
                                                        eos_token=sorted(stop_token_ids))
         self.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer, vocab_size, stop_token_ids)
         self.set_strict_objects(strict_objects)
+        self.set_json_layout("compact")
 
     def set_strict_objects(self, strict: bool) -> None:
         """Strict (default): an object schema that lists `properties` and says nothing of
@@ -113,9 +114,14 @@ class LlguidanceBackend(TokenBitmasks):
         self._strict = strict
         self.keywords = dataclasses.replace(LLGUIDANCE_KEYWORDS, strict_objects=strict)
 
+    def set_json_layout(self, layout: str) -> None:
+        item, key = SEPARATORS[layout]
+        self._json_options = {**JSON_OPTIONS, "item_separator": item, "key_separator": key}
+
     @property
     def options_key(self) -> str:
-        return json.dumps({**JSON_OPTIONS, "strict_objects": self._strict}, sort_keys=True)
+        return json.dumps({**self._json_options, "strict_objects": self._strict},
+                          sort_keys=True)
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         if isinstance(spec, StructuralTagSpec):
@@ -155,7 +161,8 @@ class LlguidanceBackend(TokenBitmasks):
                       formats: frozenset[str] | None = None) -> str:
         try:
             return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(
-                _for_llguidance(schema, strict_objects=strict_objects, formats=formats)))
+                _for_llguidance(schema, strict_objects=strict_objects, formats=formats,
+                                options=self._json_options)))
         except ValueError as exc:
             raise _rejected(str(exc)) from None
 
@@ -174,7 +181,7 @@ class LlguidanceBackend(TokenBitmasks):
         nothing after (xgrammar's triggered tag with stop_after_first). The lazy rule ends
         the text at the first `begin`, as a structural tag's trigger does."""
         calls = _for_llguidance(spec.calls.json_schema(), strict_objects=self._strict,
-                                formats=self.keywords.formats)
+                                formats=self.keywords.formats, options=self._json_options)
         begin, end = json.dumps(spec.begin), json.dumps(spec.end)
         return (
             "%llguidance {}\n"
@@ -185,7 +192,8 @@ class LlguidanceBackend(TokenBitmasks):
 
 
 def _for_llguidance(schema: Any, *, strict_objects: bool,
-                    formats: frozenset[str] | None = None) -> Any:
+                    formats: frozenset[str] | None = None,
+                    options: dict[str, Any] | None = None) -> Any:
     """The schema as llguidance should read it to mean what the keyword table says:
     - its options in `x-guidance` (replacing any a client sent);
     - strict objects: `additionalProperties: false` where the schema lists properties and
@@ -212,7 +220,7 @@ def _for_llguidance(schema: Any, *, strict_objects: bool,
                 {"pattern": FORMAT_PATTERNS[node.pop("format")]})
         if formats is not None and "format" in node and node["format"] not in formats:
             del node["format"]
-    schema["x-guidance"] = dict(JSON_OPTIONS)
+    schema["x-guidance"] = dict(options or JSON_OPTIONS)
     return schema
 
 

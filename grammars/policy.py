@@ -85,13 +85,14 @@ class GrammarPolicy:
     keywords: KeywordTable
 
     @classmethod
-    def for_backend(cls, backend: GrammarBackend,
-                    policies: dict[str, Any] | None = None) -> GrammarPolicy:
+    def for_backend(cls, backend: GrammarBackend, policies: dict[str, Any] | None = None,
+                    *, json_layout: str = "compact") -> GrammarPolicy:
         """Configure `backend` for `policies` (strict objects is a compile option of its
-        own) and return the policy to plan with. Raises ValueError for a policy the backend
-        cannot follow."""
+        own) and the JSON layout, and return the policy to plan with. Raises ValueError for
+        a policy or layout the backend cannot follow."""
         chosen = {**DEFAULT_POLICIES, **(policies or {})}
         backend.set_strict_objects(chosen["strict_objects"])
+        backend.set_json_layout(json_layout)
         return cls(with_policies(backend.keywords, chosen))
 
     @property

@@ -92,6 +92,13 @@ class Settings(BaseSettings):
     bridge_wait_s: float = setting(0.025, "how long a cold compile waits for xgrammar before "
                                           "the bridge (compiling beside it) may serve it",
                                    ge=0, le=10)
+    # Measured with `strictcall-bench schema-prompt` (README, "Benchmarks"): the default is
+    # the layout that was no less accurate on BFCL's questions, and the shorter one.
+    json_layout: Literal["compact", "spaced"] = setting(
+        "compact", "the layout of JSON the grammar writes from a schema (response_format "
+                   "answers; calls written as a JSON array): compact, `,` and `:` "
+                   "(default), or spaced, `, ` and `: ` as json.dumps and vLLM write it; "
+                   "no other whitespace either way")
     device: str = setting("auto", "auto (default), cpu, cuda, cuda:N")
     # llama.cpp never holds a torch tensor, but libraries import torch wherever it is
     # installed: about 200 MiB (engines/factory.py keep_torch_out).

@@ -200,7 +200,8 @@ def _pipeline(inputs: Inputs, engine: Engine, sessions: SessionStore, tracing: T
               stack: contextlib.AsyncExitStack) -> tuple[ChatPipeline, Metrics]:
     settings = inputs.settings
     # Built once: requests, repairs, warm-up and the compile endpoint all plan with it.
-    policy = GrammarPolicy.for_backend(engine.grammar_backend, settings.policies.model_dump())
+    policy = GrammarPolicy.for_backend(engine.grammar_backend, settings.policies.model_dump(),
+                                       json_layout=settings.json_layout)
     fmt = resolve_format(settings.model_format, model_dir=engine.model_dir,
                          tokenizer=engine.tokenizer)
     engine.skip_special_tokens = fmt.skip_special_tokens  # the reader needs its markers

@@ -129,6 +129,11 @@ def check_config(settings: Settings) -> None:
         raise EngineConfigError("--no-strict-objects needs the torch engine with xgrammar: "
                                 f"{'vLLM' if settings.engine == 'vllm' else 'outlines-core'}"
                                 " never writes keys an object's properties do not list")
+    if settings.json_layout != "compact" and (settings.engine in ("vllm", "upstream")
+                                              or settings.grammar_backend == "outlines"):
+        raise EngineConfigError(f"--json-layout {settings.json_layout} needs an embedded "
+                                "engine with the xgrammar or llguidance backend; vLLM and "
+                                "outlines-core write JSON in their own layout")
     if settings.cold_compile == "bridge" and (settings.engine == "vllm"
                                               or settings.grammar_backend != "xgrammar"):
         raise EngineConfigError("--cold-compile bridge bridges xgrammar's compiles with "

@@ -152,3 +152,14 @@ def test_the_runaway_page_counts_what_each_guard_setting_changed_against_off() -
                          {**row, "guards": "steer", **_changed(off, steer)}]).headline
     assert head == ("cut off: off 0%, steer 0% of 3 forced calls each; against off, "
                     "steer changed 2 (1 fixed, 1 broken)")
+
+
+def test_the_schema_prompt_headline_names_the_layout_where_a_run_compared_two() -> None:
+    from bench.page_kinds import schema_prompt
+
+    row = {"n": 400, "prompt_tokens_median": 51, "schema_prompt": "none",
+           "system": "strictcall"}
+    head = schema_prompt([{**row, "json_layout": "compact", "ast_accuracy": 0.25},
+                          {**row, "json_layout": "spaced", "ast_accuracy": 0.3}]).headline
+    assert head == ("AST accuracy over 400 BFCL json answers: schema none compact 25% (51 "
+                    "prompt tokens), schema none spaced 30% (51 prompt tokens)")

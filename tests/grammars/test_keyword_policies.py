@@ -135,3 +135,37 @@ def test_policies_are_named_and_json_schema_reading_departs_from_none():
     assert departures(with_policies(XGRAMMAR_KEYWORDS, JSON_SCHEMA_READING)) == []
     with pytest.raises(ValueError, match="backend"):
         with_policies(XGRAMMAR_KEYWORDS, {"backend": "other"})
+
+
+@pytest.mark.parametrize("name", ["xgrammar", "llguidance", "bridge"])
+def test_the_spaced_json_layout_writes_json_dumps_separators_and_nothing_else(name, tokenizer):
+    from grammars import BRIDGE, GrammarPolicy, make_backend
+
+    def backend(layout):
+        made = make_backend(BRIDGE if name == "bridge" else name, tokenizer,
+                            vocab_size=len(tokenizer), stop_token_ids=[tokenizer.eos_token_id])
+        return made, GrammarPolicy.for_backend(made, json_layout=layout)
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"},
+                                               "b": {"type": "array", "items": {"type": "string"}}},
+              "required": ["a", "b"]}
+    value = {"a": 1, "b": ["x", "y"]}
+    spaced, policy = backend("spaced")
+    compiled = spaced.compile(policy.json_schema_spec(schema))
+    assert spaced.accepts(compiled, json.dumps(value))  # `, ` and `: `
+    assert not spaced.accepts(compiled, json.dumps(value, separators=(",", ":")))
+    assert not spaced.accepts(compiled, json.dumps(value, indent=1))  # no other whitespace
+    if name == "bridge":  # the bridge's own mask: the same layout
+        bridged = spaced.bridge(policy.json_schema_spec(schema))
+        assert bridged is not None and spaced.accepts(bridged, json.dumps(value))
+    compact, _ = backend("compact")
+    assert compact.options_key != spaced.options_key  # never the same cache entry
+
+
+def test_a_backend_that_writes_compact_json_only_refuses_the_spaced_layout(tokenizer):
+    from grammars import GrammarPolicy, make_backend
+
+    outlines = make_backend("outlines", tokenizer, vocab_size=len(tokenizer),
+                            stop_token_ids=[tokenizer.eos_token_id])
+    with pytest.raises(ValueError, match="compact JSON only"):
+        GrammarPolicy.for_backend(outlines, json_layout="spaced")

@@ -30,6 +30,9 @@ def test_vllm_engine_without_vllm_is_one_line():
     (("--max-model-len", "4"), "max_model_len"),
     (("--engine", "vllm", "--grammar-backend", "llguidance"),
      "--grammar-backend llguidance is for the torch engine"),
+    (("--json-layout", "spaced", "--grammar-backend", "outlines"),
+     "--json-layout spaced needs an embedded engine with the xgrammar or llguidance"),
+    (("--json-layout", "tabs"), "invalid choice"),
 ])
 def test_bad_configuration_is_one_line(args, says):
     done = serve_command(*args)
