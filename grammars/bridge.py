@@ -11,8 +11,10 @@ compile, and a keyword xgrammar's mask would enforce but llguidance's leaves to 
 validator tier for the bridged request (`reported`): the validator checks every answer
 against the client's schema either way. So are, loosening the bridged mask only, the
 keywords beside a `$ref` (xgrammar's mask ignores them; llguidance's would intersect them
-with the target) and those beside a union whose branch is a recursive `$ref`, which
-llguidance refuses to intersect ("circular references with sibling keys"). Not bridged,
+with the target), those beside a union whose branch is a recursive `$ref`, which
+llguidance refuses to intersect ("circular references with sibling keys"), and, where
+llguidance finds a union and the `type` beside it share no value ("incompatible types"),
+each `type` beside a union (xgrammar's mask takes the branches alone). Not bridged,
 so they wait for xgrammar as without the bridge: structural tags, a schema llguidance's
 table refuses or its compiler fails on otherwise, and a string with both `format` and
 `pattern`: xgrammar's mask follows the format there, llguidance's the pattern as a whole
@@ -116,7 +118,8 @@ class BridgedBackend(MaskingBackend):
                     inner = self.fast.compile(fast_spec)
                     break
                 except GrammarError as exc:
-                    target = _circular_ref(exc)
+                    target = _circular_ref(exc) or (
+                        UNION_TYPES if "incompatible types" in exc.message else None)
                     if target is None or target in loosen or len(loosen) >= MAX_LOOSENED:
                         raise
                     loosen |= {target}
@@ -166,8 +169,10 @@ class BridgedBackend(MaskingBackend):
         grammar_schema = analysis.grammar_schema  # a copy of its own: edited in place
         _annotations_out(grammar_schema, analysis.report)
         dropped = _beside_refs_out(grammar_schema)
-        if loosen:
-            grammar_schema, more = _ref_siblings_out(grammar_schema, loosen)
+        if UNION_TYPES in loosen:
+            dropped += _types_beside_unions_out(grammar_schema)
+        if loosen - {UNION_TYPES}:
+            grammar_schema, more = _ref_siblings_out(grammar_schema, loosen - {UNION_TYPES})
             dropped += more
         if dropped:
             lost += tuple(u for u in analysis.report.uses if u.tier == "grammar"
@@ -201,6 +206,8 @@ class _NotBridged(Exception):
     """A spec the bridge leaves to xgrammar."""
 
 
+# Loosened on llguidance's "incompatible types": every `type` beside a union.
+UNION_TYPES = "#types beside unions"
 # How many recursive `$ref`s (each with keywords beside it) one bridged schema may loosen.
 MAX_LOOSENED = 8
 _CIRCULAR = re.compile(r"circular references with sibling keys are not supported: \S*?#(\S*)")
@@ -278,6 +285,24 @@ def _beside_refs_out(schema: dict[str, Any]) -> list[str]:
             dropped.append(f"{pointer}/{key}")
             del node[key]
     return dropped
+
+
+def _types_beside_unions_out(schema: dict[str, Any]) -> list[str]:
+    """In place, `type` taken off each node that also holds anyOf/oneOf/allOf; returns the
+    pointers. xgrammar's mask takes a union's branches and ignores a `type` beside them;
+    llguidance's intersects the two and refuses the whole schema where one such node has
+    no value left ("incompatible types": `{"type": "object", "oneOf": [{"type": "string"},
+    ...]}` under an optional property, Github_hard's Atom feeds), though the schema is
+    satisfiable. Taken off, the bridge reads the node as xgrammar's mask does."""
+    dropped = []
+    for node, pointer in iter_schema_nodes(schema):
+        if "type" in node and any(isinstance(node.get(k), list) for k in _UNIONS):
+            dropped.append(f"{pointer}/type")
+            del node["type"]
+    return dropped
+
+
+_UNIONS = ("anyOf", "oneOf", "allOf")
 
 
 def _ref_siblings_out(schema: dict[str, Any], targets: frozenset[str]

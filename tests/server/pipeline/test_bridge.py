@@ -131,6 +131,29 @@ def test_keywords_beside_a_ref_are_the_validators_as_in_xgrammars_mask(backend):
     assert ("/definitions/url/pattern", "pattern") in {
         (u.pointer, u.keyword) for u in bridge_demoted(bridged)}
 
+# Github_hard's Atom feed: a `rel` whose `type` (object) shares no value with its oneOf's
+# branches (strings): no value can be written there, but the property is optional.
+ATOM = {"type": "object", "properties": {"rel": {"$ref": "#/definitions/rel"},
+                                         "href": {"type": "string"}},
+        "required": ["href"],
+        "definitions": {"rel": {"type": "object", "oneOf": [
+            {"enum": ["alternate", "self"]}, {"type": "string", "minLength": 1}]}}}
+
+
+def test_a_type_no_union_branch_shares_is_read_as_xgrammars_mask_reads_it(backend):
+    """llguidance refuses the whole schema ("incompatible types"); xgrammar's mask takes the
+    union's branches and ignores the `type` beside them. The bridge compiles again without
+    such `type`s, reported for the validator, and agrees with xgrammar's mask."""
+    spec = _spec(ATOM)
+    bridged = backend.bridge(spec)
+    assert bridged is not None and is_bridged(bridged)
+    assert ("/definitions/rel/type", "type") in {
+        (u.pointer, u.keyword) for u in bridge_demoted(bridged)}
+    primary = backend.primary.compile(spec)
+    for text in ('{"href":"x"}', '{"rel":"self","href":"x"}', '{"rel":1,"href":"x"}'):
+        assert backend.accepts(bridged, text) == backend.accepts(primary, text), text
+
+
 def test_keywords_beside_a_recursive_ref_are_left_out_and_reported():
     schema = {"definitions": {"c": {"type": "object", "oneOf": [
         {"$ref": "#/definitions/c", "minProperties": 1}, {"type": "string"}]}},
