@@ -91,9 +91,12 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int,
     if name == BRIDGE:  # xgrammar, bridged over cold compiles by llguidance
         from grammars.llguidance_backend import LlguidanceBackend
 
+        # The bridge's masks serve a schema's first requests only, until xgrammar's grammar
+        # is ready: llguidance without its slices, which would hold 16 MiB for that.
         return BridgedBackend(
             XgrammarBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids),
-            LlguidanceBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids))
+            LlguidanceBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
+                              slices=[]))
     raise ValueError(f"unknown grammar backend {name!r}; use xgrammar, llguidance or outlines")
 
 

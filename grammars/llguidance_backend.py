@@ -97,12 +97,17 @@ class LlguidanceBackend(TokenBitmasks):
     version = importlib.metadata.version("llguidance")
 
     def __init__(self, tokenizer: Any, *, vocab_size: int, stop_token_ids: list[int],
-                 strict_objects: bool = True) -> None:
+                 strict_objects: bool = True, slices: list[str] | None = None) -> None:
+        """`slices`: llguidance's precomputed token subsets that speed its masks up (None:
+        its general ones; [] for none: about 16 MiB less resident memory and 0.1 s less
+        start-up, and masks about 4x slower, 121 against 33 us a token on a JSON schema
+        here, beside a model step of about 8 ms)."""
         self.vocab_size = vocab_size
         self._stop = frozenset(stop_token_ids)
         # ~0.5 s: built once per backend (llguidance's token trie over the vocabulary).
         self._tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size,
-                                                       eos_token=sorted(stop_token_ids))
+                                                       eos_token=sorted(stop_token_ids),
+                                                       slices=slices)
         self.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer, vocab_size, stop_token_ids)
         self.set_strict_objects(strict_objects)
         self.set_json_layout("compact")
