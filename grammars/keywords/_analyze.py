@@ -49,6 +49,8 @@ def _classify(key: str, value: Any, node: dict[str, Any], table: KeywordTable) -
     union (it overrides the keyword's own family), then the keyword's family."""
     found = _annotations.classify(key, value)
     if found is None:
+        found = _shapes.beside_ref(key, node, table)
+    if found is None:
         found = _unions.beside(key, node, table)
     if found is None and key == "format":
         found = _formats.classify(value, node, table)

@@ -42,6 +42,23 @@ def classify(key: str, value: Any, node: dict[str, Any],
     return None
 
 
+# Beside a `$ref`, what still holds in every reading: the ref, where refs resolve, and
+# definitions (subschemas, not assertions).
+_BESIDE_REFS = frozenset({"$ref", "$defs", "definitions", "$id", "$schema", "$anchor",
+                          "$dynamicAnchor", "$comment"})
+
+
+def beside_ref(key: str, node: dict[str, Any], table: KeywordTable) -> Verdicts | None:
+    """A keyword beside a `$ref`, where the mask follows the `$ref` alone (measured on
+    xgrammar 0.2.9: `minimum`, `maxLength`, `pattern`, `enum`, `const`, `type`, `format`,
+    `required` beside a `$ref` were not enforced): the validator's."""
+    if table.refs_with_siblings or not isinstance(node.get("$ref"), str) \
+            or key in _BESIDE_REFS or key not in table.grammar:
+        return None
+    return [("validator", "beside '$ref' the mask follows the $ref only: checked after "
+                          "decoding")]
+
+
 def absent(node: dict[str, Any], pointer: str, table: KeywordTable) -> list[KeywordUse]:
     """What the mask does where additionalProperties is absent, under strict objects."""
     if isinstance(node.get("properties"), dict) and "additionalProperties" not in node \

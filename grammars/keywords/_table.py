@@ -26,6 +26,10 @@ class KeywordTable:
     # (xgrammar 0.2.9 does not: it takes the branches and drops the rest, or refuses valid
     # values where `properties` stand beside; one side goes to the validator.)
     unions_beside_properties: bool = False
+    # Assertions beside a `$ref` ({"$ref": "#/definitions/s", "maxLength": 5}): the mask
+    # intersects them with the target. (xgrammar 0.2.9 does not: it follows the `$ref`
+    # alone; they go to the validator.)
+    refs_with_siblings: bool = False
     # multipleOf on `number` (not only `integer`) values.
     multiple_of_numbers: bool = False
     # `required` names that `properties` does not list.
@@ -171,7 +175,7 @@ LLGUIDANCE_KEYWORDS = dataclasses.replace(
                        "hostname", "duration", "json-pointer", "relative-json-pointer"}),
     # (format_subsets: not measured on llguidance. Its masks held listed names "Größe" and
     # 'a"b' to their schemas beside additionalProperties true, tried once by hand.)
-    format_unions=(), format_subsets=(), extras_take_odd_names=False,
+    format_unions=(), format_subsets=(), extras_take_odd_names=False, refs_with_siblings=True,
     multiple_of_numbers=True,
     multiple_of_limits=None, bounded_number_decimals=None,
     bounded_numbers_without_exponent=True, no_escapes_under=frozenset())

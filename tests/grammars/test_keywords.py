@@ -139,6 +139,14 @@ VALIDATOR = [
     ({"type": "integer", "multipleOf": 5, "minimum": 0, "maximum": 10000}, "multipleOf",
      "/multipleOf", "3", "5"),
     ({"type": "integer", "multipleOf": 2000}, "multipleOf", "/multipleOf", "3", "4000"),
+    # Beside a $ref, xgrammar 0.2.9 follows the $ref alone: other assertions are not
+    # enforced (JsonSchemaStore's Discord webhook: a pattern beside a string $ref).
+    ({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "pattern": "^https?://.*$"},
+     "pattern", "/pattern", '"ftp://x"', '"https://x"'),
+    ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n", "minimum": 5},
+     "minimum", "/minimum", "1", "7"),
+    ({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "enum": ["a"]},
+     "enum", "/enum", '"b"', '"a"'),
     # ...and reads a $ref outside '#/...' (an embedded $id's) as any value.
     ({"$defs": {"n": {"$id": "https://example.com/n", "type": "integer"}},
       "$ref": "https://example.com/n"}, "$ref", "/$ref", '"x"', "1"),

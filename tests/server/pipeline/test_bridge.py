@@ -124,12 +124,21 @@ def test_keywords_beside_a_ref_are_the_validators_as_in_xgrammars_mask(backend):
     valid = '{"avatar_url":"https://example.com/avatar.png"}'
     spec = _spec(WEBHOOK)
     assert backend.accepts(backend.primary.compile(spec), valid)  # xgrammar's mask
+    tiers = {(u.pointer, u.keyword): u.tier
+             for u in analyze(WEBHOOK, XGRAMMAR_KEYWORDS).report.uses}
+    assert tiers[("/definitions/url/pattern", "pattern")] == "validator"
     bridged = backend.bridge(spec)
     assert bridged is not None and is_bridged(bridged)
     assert backend.accepts(bridged, valid)
     assert not backend.accepts(bridged, '{"avatar_url":1}')  # the `$ref`'s target holds
-    assert ("/definitions/url/pattern", "pattern") in {
-        (u.pointer, u.keyword) for u in bridge_demoted(bridged)}
+    # Whatever else stands beside a `$ref` in the schema the bridge reads is taken off too,
+    # and said so.
+    schema = {"definitions": {"s": {"type": "string"}},
+              "properties": {"u": {"$ref": "#/definitions/s", "maxLength": 3,
+                                   "type": ["string", "null"]}}}
+    assert sorted(bridge_module._beside_refs_out(schema)) == [
+        "/properties/u/maxLength", "/properties/u/type"]
+    assert schema["properties"]["u"] == {"$ref": "#/definitions/s"}
 
 # Github_hard's Atom feed: a `rel` whose `type` (object) shares no value with its oneOf's
 # branches (strings): no value can be written there, but the property is optional.
