@@ -95,8 +95,9 @@ class Settings(BaseSettings):
     # Measured with `strictcall-bench schema-prompt --layouts compact,spaced` (400 BFCL json
     # answers each): with no schema in the prompt (the default), compact 25% AST-correct,
     # spaced 27% (8 answers of 400: two rates near 26% over 400 answers, read as independent
-    # samples, differ by about 3 points by chance); with the raw schema, 21% and 26%. Spaced writes 8% more tokens (44.7 against 41.3 an answer),
-    # so compact stays the default until a difference shows at the default prompt.
+    # samples, differ by about 3 points by chance); with the raw schema, 21% and 26%.
+    # Spaced writes 8% more tokens (44.7 against 41.3 an answer), so compact stays the
+    # default until a difference shows at the default prompt.
     json_layout: Literal["compact", "spaced"] = setting(
         "compact", "the layout of JSON the grammar writes from a schema (response_format "
                    "answers; calls written as a JSON array): compact, `,` and `:` "
