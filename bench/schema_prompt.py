@@ -104,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             row["json_layout"] = layout
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2))
+    # Per question, each setting's verdict: for paired comparisons (McNemar's test).
+    args.out.with_suffix(".questions.json").write_text(json.dumps(
+        [{"setting": f"{layout or 'peer'}/{style}",
+          "correct": [int(x["correct"]) for x in got]}
+         for (layout, style), got in samples.items()]))
     if args.save:
         save("schema-prompt", rows, argv)
     print(_table(rows))
