@@ -16,10 +16,10 @@ llguidance refuses to intersect ("circular references with sibling keys"), and, 
 llguidance finds a union and the `type` beside it share no value ("incompatible types"),
 each `type` beside a union (xgrammar's mask takes the branches alone). Not bridged,
 so they wait for xgrammar as without the bridge: structural tags, a schema llguidance's
-table refuses or its compiler fails on otherwise, and a string with both `format` and
-`pattern`: xgrammar's mask follows the format there, llguidance's the pattern as a whole
-match, which refused valid values the validator cannot undo (measured: URIs; xAPI's
-`mailto:` addresses under `"^mailto:"`, when the bridge compiled the pattern alone).
+table refuses or its compiler fails on otherwise, and a string left with both `format` and
+`pattern` (the keyword layer leaves a pattern beside a format xgrammar enforces to the
+validator, since xgrammar's mask follows the format alone; llguidance's would intersect
+the two, which refused xAPI's valid `mailto:` addresses under `"^mailto:"`).
 The bridge reads the grammar schema, which the keyword layer made from a client schema it
 had already checked: it analyzes it with llguidance's table but does not check it against
 the metaschema again (that alone cost up to 400 ms on Kubernetes schemas, past the time the

@@ -30,6 +30,9 @@ class KeywordTable:
     # intersects them with the target. (xgrammar 0.2.9 does not: it follows the `$ref`
     # alone; they go to the validator.)
     refs_with_siblings: bool = False
+    # A `pattern` beside a `format` the mask enforces: the mask intersects the two.
+    # (xgrammar 0.2.9 does not: it follows the format and ignores the pattern.)
+    patterns_with_format: bool = False
     # multipleOf on `number` (not only `integer`) values.
     multiple_of_numbers: bool = False
     # `required` names that `properties` does not list.
@@ -176,6 +179,7 @@ LLGUIDANCE_KEYWORDS = dataclasses.replace(
     # (format_subsets: not measured on llguidance. Its masks held listed names "Größe" and
     # 'a"b' to their schemas beside additionalProperties true, tried once by hand.)
     format_unions=(), format_subsets=(), extras_take_odd_names=False, refs_with_siblings=True,
+    patterns_with_format=True,
     multiple_of_numbers=True,
     multiple_of_limits=None, bounded_number_decimals=None,
     bounded_numbers_without_exponent=True, no_escapes_under=frozenset())

@@ -147,6 +147,9 @@ VALIDATOR = [
      "minimum", "/minimum", "1", "7"),
     ({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "enum": ["a"]},
      "enum", "/enum", '"b"', '"a"'),
+    # Beside a format it enforces, xgrammar 0.2.9 ignores the pattern.
+    ({"type": "string", "format": "uri", "pattern": "^mailto:"}, "pattern", "/pattern",
+     '"https://example.com/x"', '"mailto:a@b.co"'),
     # ...and reads a $ref outside '#/...' (an embedded $id's) as any value.
     ({"$defs": {"n": {"$id": "https://example.com/n", "type": "integer"}},
       "$ref": "https://example.com/n"}, "$ref", "/$ref", '"x"', "1"),

@@ -92,11 +92,23 @@ def test_what_the_bridged_mask_leaves_to_the_validator_is_reported_so(backend):
     assert reported(backend.bridge(_spec(PERSON)), report) is report  # nothing left out
 
 
-def test_a_format_beside_a_pattern_waits_for_xgrammar(backend):
-    # the two masks read the pair differently: llguidance's refused valid values there
-    assert backend.bridge(_spec(URI)) is None
-    assert backend.bridge(_spec({"type": "object", "properties": {"m": {
-        "type": "string", "format": "uri", "pattern": "^mailto:"}}})) is None
+def test_a_pattern_beside_a_format_is_the_validators_and_the_bridge_follows_the_format(
+        backend):
+    # xgrammar's mask follows the format alone; llguidance's would intersect the pattern
+    # (which, read as a whole match, refused xAPI's valid `mailto:` addresses). The keyword
+    # layer leaves such a pattern to the validator, so both masks follow the format.
+    mailto = {"type": "object", "properties": {"m": {
+        "type": "string", "format": "uri", "pattern": "^mailto:"}}}
+    tiers = {(u.pointer, u.keyword): u.tier
+             for u in analyze(mailto, XGRAMMAR_KEYWORDS).report.uses}
+    assert tiers[("/properties/m/pattern", "pattern")] == "validator"
+    for schema in (URI, mailto):
+        spec = _spec(schema)
+        bridged, primary = backend.bridge(spec), backend.primary.compile(spec)
+        assert bridged is not None and is_bridged(bridged)
+        for text in ('{"m":"mailto:a@b.co"}', '{"u":"https://a.b/c"}', '{"m":"not a uri"}',
+                     '{"u":"http://a.b"}'):
+            assert backend.accepts(bridged, text) == backend.accepts(primary, text), text
 
 
 def test_a_recursive_union_beside_vacuous_keywords_is_bridged(backend):
