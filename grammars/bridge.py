@@ -223,7 +223,8 @@ def _circular_ref(exc: GrammarError) -> str | None:
 # Kept: they say where `$ref`s resolve.
 _RESOLVING = frozenset({"$id", "id", "$schema", "$anchor", "$dynamicAnchor", "$vocabulary"})
 _JSON_TYPES = frozenset({"object", "array", "string", "number", "boolean", "null"})
-_COMBINATORS = frozenset({"anyOf", "oneOf", "allOf", "$ref"})
+_UNIONS = ("anyOf", "oneOf", "allOf")
+_COMBINATORS = frozenset({*_UNIONS, "$ref"})
 _DEFINITIONS = frozenset({"$defs", "definitions"})
 
 
@@ -302,9 +303,6 @@ def _types_beside_unions_out(schema: dict[str, Any]) -> list[str]:
     return dropped
 
 
-_UNIONS = ("anyOf", "oneOf", "allOf")
-
-
 def _ref_siblings_out(schema: dict[str, Any], targets: frozenset[str]
                       ) -> tuple[dict[str, Any], list[str]]:
     """`schema` with only its `$ref` and unions left on each node where llguidance would
@@ -322,7 +320,7 @@ def _ref_siblings_out(schema: dict[str, Any], targets: frozenset[str]
     nodes = list(iter_schema_nodes(schema))
     into = _ref_prefixes(nodes)
     for node, pointer in nodes:
-        unions = [node[k] for k in ("anyOf", "oneOf", "allOf") if isinstance(node.get(k), list)]
+        unions = [node[k] for k in _UNIONS if isinstance(node.get(k), list)]
         if aims(node) or any(aims(b) for u in unions for b in u) \
                 or (unions and pointer in targets):
             for key in [k for k in node if k not in _COMBINATORS | _RESOLVING | _DEFINITIONS
