@@ -20,8 +20,8 @@ def classify(key: str, value: Any, node: dict[str, Any],
     patterned = "pattern" in node or "format" in node
     if key in ("minLength", "maxLength") and patterned and not table.lengths_with_pattern:
         return [("validator", "with 'pattern' or 'format', the mask drops length bounds")]
-    if key == "pattern" and node.get("format") in table.formats \
-            and not table.patterns_with_format:
+    if key == "pattern" and isinstance(node.get("format"), str) \
+            and node["format"] in table.formats and not table.patterns_with_format:
         # Measured on xgrammar 0.2.9: {"format": "uri", "pattern": "^mailto:"} lets
         # "https://a.b/c" through; the format's mask alone applies.
         return [("validator", "beside a 'format' the mask follows the format only: checked "
