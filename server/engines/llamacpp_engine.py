@@ -65,6 +65,17 @@ def _make_callback() -> Any:  # llama.cpp's ctypes log callback
 _LOG_CALLBACK = None  # kept referenced for as long as llama.cpp may call it
 
 
+def amx_in_build() -> bool:
+    """Whether the loaded llama.cpp was built with AMX (GGML_NATIVE on a Sapphire Rapids or
+    later CPU). Its AMX weight buffers, repacked at load, crash in ggml_backend_amx_mul_mat
+    on any batch of two or more tokens, so on the first prefill: seen with the llama.cpp
+    vendored in llama-cpp-python 0.3.36 on Q4_1 weights, and reported upstream
+    (llama.cpp #20824, closed without a fix). Call after llama_backend_init."""
+    import llama_cpp
+
+    return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
+
+
 class LlamaCppEngine(SteppedEngine):
     def __init__(self, model_dir: Path, *, threads: int = 1, max_batch: int = 8,
                  max_context: int | None = None, model_name: str | None = None,
@@ -123,6 +134,11 @@ class LlamaCppEngine(SteppedEngine):
         ll.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
         ll.llama_backend_init()
         params = ll.llama_model_default_params()
+        if amx_in_build():
+            log.info("llama.cpp: this build multiplies with AMX, whose weight buffers crash "
+                     "on any batch of two or more tokens (llama.cpp #20824); the weights "
+                     "stay in plain CPU buffers")
+            params.use_extra_bufts = False
         self._model = ll.llama_model_load_from_file(str(gguf).encode(), params)
         if not self._model:
             raise LlamaCppConfigError(f"llama.cpp could not load {str(gguf)!r}; is it a GGUF "

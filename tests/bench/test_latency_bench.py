@@ -312,6 +312,21 @@ def test_llama_server_gets_a_slot_per_client_and_strictcalls_context(tmp_path):
     assert body is not None and body["response_format"]["type"] == "json_schema"
 
 
+@pytest.mark.parametrize("amx", [True, False])
+def test_peers_keep_weights_out_of_amx_buffers_on_an_amx_cpu(tmp_path, monkeypatch, amx):
+    import bench.latency_systems as systems
+
+    monkeypatch.setattr(systems, "cpu_has_amx", lambda: amx)
+    (tmp_path / "llama-server").write_text("")
+    where = Where(model_dir=tmp_path, gguf=tmp_path / "m.gguf", vllm_python=tmp_path,
+                  llamacpp_python=tmp_path, llama_server=tmp_path / "llama-server")
+    assert ("--no-repack" in launch_for("llama-server", where).command) is amx
+    monkeypatch.setattr(systems, "_require", lambda *args: None)
+    python_peer = launch_for("llamacpp-server", where)
+    assert (python_peer.command[1:3] == ("-c", systems._NO_REPACK)) is amx
+    assert python_peer.settings["weight_repacking"].startswith("off") is amx
+
+
 def test_decode_step_pairs_the_same_prompt_rounds():
     rows = [{"system": s, "round": r, "prompt": 0, "tokens": 128, "ms_per_step": ms,
              "own_ms_per_token": own}

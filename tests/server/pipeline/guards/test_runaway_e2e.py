@@ -7,7 +7,10 @@ tested over the same app with a scripted engine, tests/server/pipeline/test_runa
 
 The server here runs without jump-forward: with it, the grammar's forced keys arrive as
 fewer, longer tokens and the same greedy model writes "deer" and closes the call (seen on
-both engines), so the loop to guard against only shows in the model's own tokenization."""
+both engines), so the loop to guard against only shows in the model's own tokenization.
+It also waits for xgrammar on the cold compile (--cold-compile wait): with the bridge, a
+compile slower than --bridge-wait-s on a loaded machine is served by llguidance's mask,
+and the greedy model took another path there once (a CI run's call closed, no loop)."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ def client(model_dir):
     from openai import OpenAI
 
     with ServerProcess("--model", str(model_dir), "--served-model-name", MODEL,
-                       "--no-jump-forward") as proc, OpenAI(
+                       "--no-jump-forward", "--cold-compile", "wait") as proc, OpenAI(
             base_url=f"{proc.base_url}/v1", api_key="unused", max_retries=0,
             timeout=300) as client:
         yield client
