@@ -12,6 +12,12 @@ neither prefills more than the other. Asked alike and measured by the same clien
 figures compare the servers' decode loops on the same model; llama-server's own count
 (`timings.predicted_per_token_ms`, its forward passes without the HTTP path) is printed
 beside. Requests alternate between the servers. Timings are for comparing in one run.
+
+`--kinds free,json` asks for the same text under a grammar too (a json_schema answer
+whose one property is the text, so both run to the same `--tokens`). StrictCall's own
+account of each answer (its /health counters, one client at a time): model steps, the
+tokens the grammar forced apart from those sampled, and each step's time split into the
+model's forward pass and the host's mask, sampling and bookkeeping.
 """
 
 from __future__ import annotations
@@ -40,6 +46,13 @@ PROMPTS = (
     "Explain to a new employee, step by step, how a bank checks a money transfer.",
     "Write a long letter from a sailor to his sister about his first voyage.",
 )
+# The json kind: the text as one property, long enough not to close before --tokens.
+TEXT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string", "minLength": 4000}},
+               "required": ["text"], "additionalProperties": False}
+KINDS = ("free", "json")
+# StrictCall's /health counters that make its own account of an answer
+OWN = ("decode_steps", "sampled_tokens", "jump_forward_tokens", "step_forward_us",
+       "step_host_us")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         if not systems:
             print("no system could start", file=sys.stderr)
             return 1
-        rows = measure(systems, rounds=args.rounds, tokens=args.tokens)
+        kinds = [k for k in args.kinds.split(",") if k]
+        if unknown := set(kinds) - set(KINDS):
+            print(f"unknown --kinds {sorted(unknown)}; choose from {KINDS}", file=sys.stderr)
+            return 2
+        rows = measure(systems, rounds=args.rounds, tokens=args.tokens, kinds=kinds)
     summary = summarize(rows, order=list(systems))
     report = {"args": {k: str(v) for k, v in vars(args).items()}, "systems": statuses,
               "summary": summary, "rows": rows}
@@ -86,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--systems", default="strictcall-llamacpp,llama-server")
     p.add_argument("--rounds", type=int, default=5, help="timed rounds over the prompts")
     p.add_argument("--tokens", type=int, default=128)
+    p.add_argument("--kinds", default="free", help="free, json, or both (comma-separated)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--server-args", default="", help="more `strictcall serve` flags")
     p.add_argument("--gguf", type=Path)
@@ -94,73 +112,128 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _ask(client: httpx.Client, base: str, prompt: str, n: int) -> dict[str, Any]:
-    body = {"model": MODEL, "max_tokens": n, "temperature": 0, "seed": 0,
-            "messages": [{"role": "user", "content": prompt}]}
+def _counters(client: httpx.Client, base: str) -> dict[str, int]:
+    """StrictCall's engine counters (OWN) from /health; {} from a server without them."""
+    try:
+        engine = client.get(f"{base}/health").json().get("engine")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return {}
+    return {k: int(engine[k]) for k in OWN if isinstance(engine, dict) and k in engine}
+
+
+def _ask(client: httpx.Client, base: str, prompt: str, n: int, kind: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": MODEL, "max_tokens": n, "temperature": 0, "seed": 0,
+                            "messages": [{"role": "user", "content": prompt}]}
+    if kind == "json":
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "text", "schema": TEXT_SCHEMA}}
+    before = _counters(client, base)
     start = time.perf_counter()
     resp = client.post(f"{base}/v1/chat/completions", json=body)
     seconds = time.perf_counter() - start
     resp.raise_for_status()
+    after = _counters(client, base)
     data = resp.json()
     timings = data.get("timings") or {}
     return {"s": seconds, "tokens": int(data["usage"]["completion_tokens"]),
-            "own_ms_per_token": timings.get("predicted_per_token_ms")}
+            "own_ms_per_token": timings.get("predicted_per_token_ms"),
+            "own": {k: after[k] - before.get(k, 0) for k in after} or None}
 
 
-def measure(systems: dict[str, str], *, rounds: int, tokens: int) -> list[dict[str, Any]]:
+def measure(systems: dict[str, str], *, rounds: int, tokens: int,
+            kinds: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     names = list(systems)
     with httpx.Client(timeout=600) as client:
         for r in range(rounds + 1):  # round 0 warms every prompt's prefix on every server
             for i, prompt in enumerate(PROMPTS):
                 order = names[(r + i) % len(names):] + names[:(r + i) % len(names)]
-                for name in order:
-                    one = _ask(client, systems[name], prompt, 1)
-                    many = _ask(client, systems[name], prompt, tokens)
-                    if r == 0 or many["tokens"] < 2:
-                        continue
-                    rows.append({"system": name, "round": r, "prompt": i,
-                                 "tokens": many["tokens"],
-                                 "ms_per_step": (many["s"] - one["s"]) / (many["tokens"] - 1)
-                                 * 1e3, "own_ms_per_token": many["own_ms_per_token"]})
+                for kind in kinds or ["free"]:
+                    for name in order:
+                        one = _ask(client, systems[name], prompt, 1, kind)
+                        many = _ask(client, systems[name], prompt, tokens, kind)
+                        if r == 0 or many["tokens"] < 2:
+                            continue
+                        rows.append({"system": name, "kind": kind, "round": r, "prompt": i,
+                                     "tokens": many["tokens"], "ms_per_step":
+                                     (many["s"] - one["s"]) / (many["tokens"] - 1) * 1e3,
+                                     "own_ms_per_token": many["own_ms_per_token"],
+                                     **_own_account(many["own"])})
     return rows
+
+
+def _own_account(own: dict[str, int] | None) -> dict[str, Any]:
+    """StrictCall's own account of one answer: its model steps, sampled and forced tokens,
+    and ms per step in the forward pass and on the host."""
+    if not own or not own.get("decode_steps"):
+        return {}
+    steps = own["decode_steps"]
+    return {"steps": steps, "sampled": own.get("sampled_tokens"),
+            "forced": own.get("jump_forward_tokens"),
+            "forward_ms_per_step": own.get("step_forward_us", 0) / steps / 1e3,
+            "host_ms_per_step": own.get("step_host_us", 0) / steps / 1e3}
 
 
 def summarize(rows: list[dict[str, Any]], *, order: list[str] | None = None
               ) -> dict[str, Any]:
-    """Per system its median ms per step; the first of `order` (the --systems order)
-    against the second, per prompt round."""
+    """Per system its median ms per step (free text; `by_kind` per kind asked, with
+    StrictCall's own account); the first of `order` (the --systems order) against the
+    second, per prompt round, on free text."""
     out: dict[str, Any] = {}
     seen = list(dict.fromkeys(r["system"] for r in rows))
     for name in [n for n in (order or seen) if n in seen]:
-        mine = [r for r in rows if r["system"] == name]
-        own = [r["own_ms_per_token"] for r in mine if r["own_ms_per_token"] is not None]
-        out[name] = {"n": len(mine), "ms_per_step_median": statistics.median(
-            r["ms_per_step"] for r in mine), "tokens_median": statistics.median(
-            r["tokens"] for r in mine),
-            "own_ms_per_token_median": statistics.median(own) if own else None}
+        by_kind = {kind: _medians([r for r in rows if r["system"] == name
+                                   and r.get("kind", "free") == kind])
+                   for kind in dict.fromkeys(r.get("kind", "free") for r in rows)}
+        out[name] = {**by_kind.get("free", next(iter(by_kind.values()))),
+                     "by_kind": {k: v for k, v in by_kind.items() if v["n"]}}
     names = list(out)
     if len(names) >= 2:
         a, b = names[0], names[1]
-        pairs = {(r["round"], r["prompt"]): r["ms_per_step"] for r in rows if r["system"] == b}
-        ratios = [r["ms_per_step"] / pairs[(r["round"], r["prompt"])] for r in rows
+        free = [r for r in rows if r.get("kind", "free") == "free"]
+        pairs = {(r["round"], r["prompt"]): r["ms_per_step"] for r in free if r["system"] == b}
+        ratios = [r["ms_per_step"] / pairs[(r["round"], r["prompt"])] for r in free
                   if r["system"] == a and (r["round"], r["prompt"]) in pairs]
         out["ratio"] = {"ours": a, "other": b, "pairs": len(ratios),
                         "median": statistics.median(ratios) if ratios else None}
     return out
 
 
+def _medians(mine: list[dict[str, Any]]) -> dict[str, Any]:
+    def median(key: str) -> float | None:
+        values = [r[key] for r in mine if r.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    return {"n": len(mine), "ms_per_step_median": median("ms_per_step"),
+            "tokens_median": median("tokens"),
+            "own_ms_per_token_median": median("own_ms_per_token"),
+            **{f"{key}_median": median(key) for key in (
+                "steps", "sampled", "forced", "forward_ms_per_step", "host_ms_per_step")
+               if median(key) is not None}}
+
+
 def print_summary(summary: dict[str, Any]) -> None:
-    for name, s in summary.items():
+    for name, system in summary.items():
         if name == "ratio":
             continue
-        own = s["own_ms_per_token_median"]
-        print(f"{name}: {s['ms_per_step_median']:.2f} ms per step (median of {s['n']}, "
-              f"{s['tokens_median']:.0f} tokens)" + (
-                  f"; its own count {own:.2f} ms per token" if own is not None else ""))
+        for kind, s in (system.get("by_kind") or {"free": system}).items():
+            own = s["own_ms_per_token_median"]
+            print(f"{name} ({kind}): {s['ms_per_step_median']:.2f} ms per output token "
+                  f"(median of {s['n']}, {s['tokens_median']:.0f} tokens)" + (
+                      f"; its own count {own:.2f} ms per token" if own is not None else "")
+                  + _own_line(s))
     if (ratio := summary.get("ratio")) and ratio["median"] is not None:
         print(f"{ratio['ours']} / {ratio['other']}: {ratio['median']:.2f}x per step "
               f"(median over {ratio['pairs']} prompt rounds)")
+
+
+def _own_line(s: dict[str, Any]) -> str:
+    if "steps_median" not in s:
+        return ""
+    return (f"; its own account: {s['steps_median']:.0f} model steps for "
+            f"{s['sampled_median']:.0f} sampled and {s['forced_median']:.0f} forced tokens, "
+            f"{s['forward_ms_per_step_median']:.2f} ms per step in the model and "
+            f"{s['host_ms_per_step_median']:.2f} on the host")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ from bench.latency_stats import Sample, Wave, cold_vs_warm, kind_ratios, paired_
 from bench.markdown_table import table
 
 # The engine counters worth a column (those a server reports; others are left out).
-COUNTERS = ("decode_steps", "prefill_tokens", "jump_forward_tokens", "prefix_hits",
-            "prefix_reused_tokens")
+COUNTERS = ("decode_steps", "sampled_tokens", "jump_forward_tokens", "prefill_tokens",
+            "prefix_hits", "prefix_reused_tokens")
 
 
 def build_report(args: dict[str, Any], statuses: list[dict[str, Any]],
@@ -124,9 +124,17 @@ def _cold(rows: list[dict[str, Any]]) -> str:
 
 
 def _counters(counters: dict[str, dict[str, Any]]) -> str:
+    """The counters, and each decode step's time in the model and on the host (mask,
+    sampling, bookkeeping), from the engine's own clocks."""
     keys = [k for k in COUNTERS if any(k in c for c in counters.values())]
-    return table(["system", *keys], [[name, *(c.get(k) for k in keys)]
-                                      for name, c in counters.items()])
+
+    def per_step(c: dict[str, Any], key: str) -> float | None:
+        steps = c.get("decode_steps") or 0
+        return round(c[key] / steps / 1e3, 2) if steps and key in c else None
+
+    return table(["system", *keys, "model ms per step", "host ms per step"], [
+        [name, *(c.get(k) for k in keys), per_step(c, "step_forward_us"),
+         per_step(c, "step_host_us")] for name, c in counters.items()])
 
 
 def print_ratios(report: dict[str, Any]) -> None:

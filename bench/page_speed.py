@@ -213,11 +213,20 @@ def memory(results: dict[str, Any]) -> Rendered:
 
 def decode_step(results: dict[str, Any]) -> Rendered:
     summary = results["summary"]
-    rows = [{"system": name, "ms per step (median)": round(s["ms_per_step_median"], 2),
-             "its own count, ms per token": None if s["own_ms_per_token_median"] is None
-             else round(s["own_ms_per_token_median"], 2),
+
+    def cell(value: float | None) -> float | None:
+        return None if value is None else round(value, 2)
+
+    rows = [{"system": name, "kind": kind, "ms per output token (median)":
+             cell(s["ms_per_step_median"]),
+             "its own count, ms per token": cell(s["own_ms_per_token_median"]),
+             "model steps / sampled / forced": "-" if "steps_median" not in s else
+             f"{s['steps_median']:.0f} / {s['sampled_median']:.0f} / {s['forced_median']:.0f}",
+             "ms per step: model / host": "-" if "steps_median" not in s else
+             f"{s['forward_ms_per_step_median']:.2f} / {s['host_ms_per_step_median']:.2f}",
              "prompt rounds": s["n"], "tokens (median)": s["tokens_median"]}
-            for name, s in summary.items() if name != "ratio"]
+            for name, system in summary.items() if name != "ratio"
+            for kind, s in (system.get("by_kind") or {"free": system}).items()]
     ratio = summary.get("ratio")
     head = (f"{ratio['ours']} / {ratio['other']}: {ratio['median']:.2f}x per step "
             f"({summary[ratio['ours']]['ms_per_step_median']:.2f} against "

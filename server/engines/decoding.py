@@ -145,6 +145,7 @@ class RowDecoder:
             raise RuntimeError(f"grammar refused token {token} that its own mask allowed")
         seq.last_token = token
         seq.timings["sampled"] = seq.timings.get("sampled", 0) + 1  # EOS included
+        self.counts["sampled_tokens"] += 1
         if token in self.eos:
             return self.finish(seq, "stop")
         self._emit(seq, token)

@@ -89,7 +89,10 @@ class SteppedEngine(Engine):
                         "prefill_tokens": 0, "prefill_chunks": 0, "hung_steps": 0,
                         "failed_by_watchdog": 0, "jump_forward_tokens": 0, "prefix_hits": 0,
                         "prefix_reused_tokens": 0, "prefix_evictions": 0, "draft_tokens": 0,
-                        "draft_accepted": 0}
+                        "draft_accepted": 0, "sampled_tokens": 0,
+                        # a decode step's time in the model's forward pass (with any prefill
+                        # chunk that rode along) and in the host's mask, sampling and rows
+                        "step_forward_us": 0, "step_host_us": 0}
         self._decoder = RowDecoder(
             backend=self.grammar_backend, eos=self.eos_token_ids, decode=self.decode,
             encode=self.encode, max_context=self.max_context, jump_forward=jump_forward,
@@ -373,6 +376,8 @@ class SteppedEngine(Engine):
             self._scheduler.decoded(max(elapsed - tokens * self._scheduler.token_s, 0.0),
                                     waiting=bool(self._waiting or self._prefilling))
             self._advance_rows(as_float(logits))
+            self._counts["step_forward_us"] += round(elapsed * 1e6)
+            self._counts["step_host_us"] += round((time.perf_counter() - start - elapsed) * 1e6)
         except Exception as exc:  # fail the batch, keep serving
             log.exception("decode step failed")
             if chunk is not None:

@@ -134,7 +134,24 @@ def test_the_decode_step_page_puts_each_server_and_their_ratio() -> None:
     rendered = decode_step({"tokens": 128, "rounds": 3, "summary": summary})
     assert rendered.headline == ("strictcall-llamacpp / llama-server: 0.94x per step "
                                  "(8.00 against 8.50 ms, 128 tokens)")
-    assert "| llama-server | 8.5 | 8.4 | 12 | 128 |" in rendered.sections[0]
+    assert "| llama-server | free | 8.5 | 8.4 | - | - | 12 | 128 |" in rendered.sections[0]
+
+
+def test_the_decode_step_page_shows_strictcalls_own_account_per_kind() -> None:
+    from bench.decode_step import summarize
+    from bench.page_speed import decode_step
+
+    rows = [{"system": "strictcall-llamacpp", "kind": kind, "round": 1, "prompt": 0,
+             "tokens": 128, "ms_per_step": ms, "own_ms_per_token": None, "steps": steps,
+             "sampled": steps, "forced": 128 - steps, "forward_ms_per_step": 7.0,
+             "host_ms_per_step": host}
+            for kind, ms, steps, host in (("free", 8.0, 128, 0.5), ("json", 6.0, 100, 0.9))]
+    rendered = decode_step({"tokens": 128, "rounds": 1, "summary": summarize(rows)})
+    table_ = rendered.sections[0]
+    assert "| strictcall-llamacpp | free | 8 | - | 128 / 128 / 0 | 7.00 / 0.50 | 1 | 128 |" \
+        in table_
+    assert "| strictcall-llamacpp | json | 6 | - | 100 / 100 / 28 | 7.00 / 0.90 | 1 | 128 |" \
+        in table_
 
 
 def test_the_runaway_page_counts_what_each_guard_setting_changed_against_off() -> None:
