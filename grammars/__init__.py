@@ -3,6 +3,7 @@
 A leaf package: it imports neither `server` nor `contracts`.
 """
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 # What the server and the bench use; nothing outside this package imports its modules.
@@ -93,10 +94,15 @@ def make_backend(name: str, tokenizer: Any, *, vocab_size: int,
 
         # The bridge's masks serve a schema's first requests only, until xgrammar's grammar
         # is ready: llguidance without its slices, which would hold 16 MiB for that.
+        # Built in a thread of its own, beside xgrammar's and the model's load (ready()).
+        builder = ThreadPoolExecutor(1, thread_name_prefix="bridge-llguidance")
+        fast: Future[MaskingBackend] = builder.submit(
+            LlguidanceBackend, tokenizer, vocab_size=vocab_size,
+            stop_token_ids=stop_token_ids, slices=[])
+        builder.shutdown(wait=False)
         return BridgedBackend(
             XgrammarBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids),
-            LlguidanceBackend(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids,
-                              slices=[]))
+            fast)
     raise ValueError(f"unknown grammar backend {name!r}; use xgrammar, llguidance or outlines")
 
 

@@ -115,6 +115,10 @@ class MaskingBackend(GrammarBackend):
 
     vocab_size: int
 
+    def ready(self) -> None:
+        """Wait for any part still being built beside the engine's start-up (the bridge's
+        llguidance), raising what building it raised; at once for the rest."""
+
     @abc.abstractmethod
     def matcher(self, compiled: CompiledGrammar) -> GrammarMatcher:
         """A fresh matcher at the start of `compiled`, for one request."""

@@ -33,6 +33,9 @@ import dataclasses
 import json
 import logging
 import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +77,15 @@ class BridgedBackend(MaskingBackend):
     table, so keys, the disk store and every report are xgrammar's. `bridge` gives the
     llguidance grammar for a spec while xgrammar's is not ready."""
 
-    def __init__(self, primary: MaskingBackend, fast: MaskingBackend) -> None:
-        self.primary, self.fast = primary, fast
+    def __init__(self, primary: MaskingBackend,
+                 fast: MaskingBackend | Future[MaskingBackend]) -> None:
+        """`fast`: the llguidance backend, or its build still running (its token trie takes
+        about a quarter of a second, overlapped with the model's load); the first use
+        waits for it, and the settings made meanwhile are applied to it then."""
+        self.primary = primary
+        self._fast = fast
+        self._held: list[Callable[[MaskingBackend], None]] = []  # settings made meanwhile
+        self._lock = threading.Lock()
         self.name, self.version = primary.name, primary.version
         self.tokenizer_fingerprint = primary.tokenizer_fingerprint
         self.persistent = primary.persistent
@@ -95,14 +105,35 @@ class BridgedBackend(MaskingBackend):
     def deserialize(self, spec: GrammarSpec, text: str) -> CompiledGrammar:
         return self.primary.deserialize(spec, text)
 
+    @property
+    def fast(self) -> MaskingBackend:
+        with self._lock:
+            if isinstance(self._fast, Future):
+                built = self._fast.result()
+                for setting in self._held:
+                    setting(built)
+                self._fast, self._held = built, []
+            return self._fast
+
+    def ready(self) -> None:
+        self.primary.ready()
+        _ = self.fast
+
+    def _to_fast(self, setting: Callable[[MaskingBackend], None]) -> None:
+        with self._lock:
+            if isinstance(self._fast, Future):
+                self._held.append(setting)
+                return
+        setting(self._fast)
+
     def set_strict_objects(self, strict: bool) -> None:
         self.primary.set_strict_objects(strict)
-        self.fast.set_strict_objects(strict)
+        self._to_fast(lambda fast: fast.set_strict_objects(strict))
         self.keywords = self.primary.keywords
 
     def set_json_layout(self, layout: str) -> None:
         self.primary.set_json_layout(layout)
-        self.fast.set_json_layout(layout)
+        self._to_fast(lambda fast: fast.set_json_layout(layout))
 
     # -- the bridge -----------------------------------------------------------------------
     def bridge(self, spec: GrammarSpec) -> CompiledGrammar | None:

@@ -101,6 +101,7 @@ class SteppedEngine(Engine):
         self._inflight: list[DecodeRow] = []  # what the step now running holds
         self._watchdog = StepWatchdog(step_timeout_s, on_hang=self._on_hang,
                                       on_recover=self._on_recover)
+        self.grammar_backend.ready()  # a part built beside the start-up above (the bridge's)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 

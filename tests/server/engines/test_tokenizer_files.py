@@ -31,6 +31,16 @@ def test_the_embedded_models_tokenizer_is_autotokenizers(model_dir):
     _same(load_tokenizer(model_dir), AutoTokenizer.from_pretrained(model_dir))
 
 
+def test_the_generic_class_is_built_without_autotokenizers_import_structure(model_dir):
+    child = ("import sys; from server.engines.tokenizer_files import load_tokenizer; "
+             f"t = load_tokenizer({str(model_dir)!r}); "
+             "print(type(t).__name__, 'transformers.models.auto.tokenization_auto' in "
+             "sys.modules)")
+    done = subprocess.run([sys.executable, "-c", child], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "TokenizersBackend False"
+
+
 def test_a_tokenizer_that_names_no_class_goes_through_autotokenizer(model_dir, tmp_path):
     copy = tmp_path / "model"
     copy.mkdir()
