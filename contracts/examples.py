@@ -255,7 +255,10 @@ class ReissueCard(_Contract):
     card_last4: Annotated[str, Field(pattern=r"^[0-9]{4}$",
                                      description="Last four digits of the card")]
     city: Literal["Moscow", "Saint Petersburg", "Kazan", "Novosibirsk"]
-    branch_id: Annotated[int, Field(description="Branch for pickup; must be in the city")]
+    # Branch numbers have three digits: the grammar writes no other (an unbounded integer
+    # let a greedy model loop in digits until the runaway guard cut the call).
+    branch_id: Annotated[int, Field(ge=100, le=999,
+                                    description="Branch for pickup; must be in the city")]
 
     @field_validator("card_last4", mode="before")
     @classmethod

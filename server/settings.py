@@ -118,6 +118,9 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = setting(
         "auto", "vLLM weights dtype", group=VLLM)
     enable_prefix_caching: bool | None = setting(None, "vLLM prefix caching", group=VLLM)
+    vllm_speculate_tokens: int = setting(0, "tokens vLLM drafts from the prompt per step "
+                                            "(its n-gram speculative decoding; 0: off)",
+                                         group=VLLM, ge=0, le=16)
     # --engine upstream (server/engines/upstream.py): vLLM servers StrictCall does not run.
     upstream: list[str] = setting([], "a vLLM server's URL, e.g. http://vllm:8000 (repeatable; "
                                       "or one router's URL)", group=UPSTREAM, metavar="URL")

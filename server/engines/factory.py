@@ -237,7 +237,8 @@ def _build(settings: Settings) -> Engine:
             tensor_parallel_size=settings.tensor_parallel_size,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             max_model_len=settings.max_model_len, dtype=settings.dtype,
-            enable_prefix_caching=settings.enable_prefix_caching)
+            enable_prefix_caching=settings.enable_prefix_caching,
+            speculate_tokens=settings.vllm_speculate_tokens)
         return VllmEngine(model_dir, options=options,
                           cache_dir=settings.cache_dir or default_cache_dir(),
                           model_name=settings.served_model_name or model_dir.name)

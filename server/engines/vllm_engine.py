@@ -60,6 +60,22 @@ class VllmOptions:
     dtype: str = "auto"
     enable_prefix_caching: bool | None = None
     seed: int = 0
+    # vLLM's n-gram (prompt-lookup) speculative decoding, as the embedded engines' drafts:
+    # up to this many tokens a step, from the prompt's last match of at least
+    # `speculate_min_match` tokens; 0: off. It works with structured outputs (vLLM drops
+    # the drafts its grammar refuses) and on vLLM's CPU build.
+    speculate_tokens: int = 0
+    speculate_min_match: int = 3
+
+
+def speculative_config(options: VllmOptions) -> dict[str, Any] | None:
+    """vLLM's `speculative_config` for n-gram drafts (None: off). The match is looked up
+    from its longest (`prompt_lookup_max`) down to `speculate_min_match` tokens."""
+    if options.speculate_tokens <= 0:
+        return None
+    return {"method": "ngram", "num_speculative_tokens": options.speculate_tokens,
+            "prompt_lookup_min": options.speculate_min_match,
+            "prompt_lookup_max": max(options.speculate_min_match, 5)}
 
 
 def cpu_environment(threads: int, cache_dir: Path) -> dict[str, str]:
@@ -134,6 +150,8 @@ class VllmEngine(Engine):
             args["gpu_memory_utilization"] = options.gpu_memory_utilization
         if options.enable_prefix_caching is not None:
             args["enable_prefix_caching"] = options.enable_prefix_caching
+        if (speculative := speculative_config(options)) is not None:
+            args["speculative_config"] = speculative
         if on_cpu:  # CUDA graphs do not exist there; one worker, in the engine-core process
             args.update(enforce_eager=True, distributed_executor_backend="uni")
         started = time.perf_counter()

@@ -67,3 +67,14 @@ def test_drafts_pay_only_below_a_step():
     assert Speculation(token_cost=0.3).pays and Speculation().pays  # None: to be measured
     assert not Speculation(token_cost=1.2).pays
     assert not Speculation(max_tokens=0, token_cost=0.0).pays
+
+
+def test_vllm_ngram_drafts_are_configured_from_the_setting():
+    from server.engines.vllm_engine import VllmOptions, speculative_config
+    from server.settings import Settings
+
+    assert speculative_config(VllmOptions()) is None
+    assert Settings().vllm_speculate_tokens == 0
+    assert speculative_config(VllmOptions(speculate_tokens=4)) == {
+        "method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 3,
+        "prompt_lookup_max": 5}

@@ -184,3 +184,23 @@ def test_client_disconnect_aborts_the_vllm_request(server):
             break
         time.sleep(0.2)
     assert stats["cancelled"] >= 1
+
+
+def test_ngram_drafts_under_a_grammar_give_valid_calls(model_dir):
+    """--vllm-speculate-tokens: vLLM's n-gram drafts beside its structured outputs, on its
+    CPU build; the city copied from the prompt is a run drafts can take."""
+    from openai import OpenAI
+
+    with ServerProcess("--engine", "vllm", "--model", str(model_dir), "--served-model-name",
+                       MODEL, "--vllm-speculate-tokens", "4", startup_s=300) as proc, \
+            OpenAI(base_url=f"{proc.base_url}/v1", api_key="unused", max_retries=0,
+                   timeout=300) as client:
+        for _ in range(2):
+            resp = client.chat.completions.create(
+                model=MODEL, max_tokens=120, temperature=0, tools=[WEATHER],
+                tool_choice="required", messages=[{"role": "user", "content":
+                                                   "Weather in San Francisco, in celsius?"}])
+            call = resp.choices[0].message.tool_calls[0]
+            args = json.loads(call.function.arguments)
+            jsonschema.validate(args, WEATHER["function"]["parameters"])
+            assert call.function.name == "get_weather"
