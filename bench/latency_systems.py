@@ -158,11 +158,15 @@ def launch_for(name: str, where: Where) -> Launch:
     """How to start system `name` here; raises `Skipped` when it cannot be."""
     flags = {**STRICTCALL_FLAGS, **dict(where.variants)}
     if name in flags:
-        python = where.vllm_python if name == "strictcall-vllm" else Path(sys.executable)
-        if name == "strictcall-vllm":
+        # StrictCall's vLLM engine (strictcall-vllm, or a variant with --engine vllm) runs
+        # in the vLLM Python.
+        on_vllm = any(a == "--engine" and b == "vllm"
+                      for a, b in zip(flags[name], flags[name][1:], strict=False))
+        python = where.vllm_python if on_vllm else Path(sys.executable)
+        if on_vllm:
             _require(python, "vllm", VLLM_INSTALL)
         masks = {"structured_outputs_config": STRUCTURED_OUTPUTS_CONFIG, **VLLM_CPU} \
-            if name == "strictcall-vllm" else STRICTCALL_MASKS
+            if on_vllm else STRICTCALL_MASKS
         return Launch(name, "strictcall", False, (
             str(python), "-m", "server.cli", "serve", *flags[name],
             "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", MODEL,

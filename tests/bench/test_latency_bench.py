@@ -281,6 +281,14 @@ def test_vllms_own_server_gets_the_structured_outputs_strictcall_gives_vllm(tmp_
         assert peer.settings[key] == ours.settings[key], key
     assert "--structured-outputs-config '{" in peer.shown()  # a command one can paste
     assert launch_for("strictcall-torch", where).settings["any_whitespace"] is False
+    vllm_python = tmp_path / "vllm-python"
+    variant = launch_for("strictcall-vllm-spec", Where(
+        model_dir=tmp_path, gguf=None, vllm_python=vllm_python,
+        llamacpp_python=Path(sys.executable),
+        variants=(("strictcall-vllm-spec", ("--engine", "vllm", "--vllm-speculate-tokens",
+                                            "4")),)))
+    assert variant.command[0] == str(vllm_python)  # a variant on vLLM runs in vLLM's Python
+    assert variant.settings["structured_outputs_config"] == STRUCTURED_OUTPUTS_CONFIG
 
 
 def test_each_concurrency_is_cold_then_warm_on_prompts_of_its_own():
