@@ -30,7 +30,8 @@ local function load(key, rate, t)
   local v = redis.call('HMGET', key, 'level', 'at', 'rate')
   local level, at = tonumber(v[1]), tonumber(v[2])
   if level == nil or tonumber(v[3]) ~= rate then return rate end
-  return math.min(rate, level + (t - at) * rate / 60)
+  -- Redis's TIME is the wall clock, which can step back: no time, not negative time.
+  return math.min(rate, level + math.max(0, t - at) * rate / 60)
 end
 local function save(key, rate, level, t)
   redis.call('HSET', key, 'level', tostring(level), 'at', tostring(t), 'rate', rate)
