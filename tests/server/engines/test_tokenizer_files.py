@@ -31,14 +31,20 @@ def test_the_embedded_models_tokenizer_is_autotokenizers(model_dir):
     _same(load_tokenizer(model_dir), AutoTokenizer.from_pretrained(model_dir))
 
 
-def test_the_generic_class_is_built_without_autotokenizers_import_structure(model_dir):
+def _loaded_in_a_child(model_dir, shown: str) -> str:
+    """What a fresh Python prints of `shown` (an expression over `t`, the tokenizer, and
+    `sys`) after loading the tokenizer: its last line."""
     child = ("import sys; from server.engines.tokenizer_files import load_tokenizer; "
-             f"t = load_tokenizer({str(model_dir)!r}); "
-             "print(type(t).__name__, 'transformers.models.auto.tokenization_auto' in "
-             "sys.modules)")
+             f"t = load_tokenizer({str(model_dir)!r}); print({shown})")
     done = subprocess.run([sys.executable, "-c", child], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, check=True)
-    assert done.stdout.strip().splitlines()[-1] == "TokenizersBackend False"
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_generic_class_is_built_without_autotokenizers_import_structure(model_dir):
+    assert _loaded_in_a_child(
+        model_dir, "type(t).__name__, 'transformers.models.auto.tokenization_auto' in "
+        "sys.modules") == "TokenizersBackend False"
 
 
 def test_a_tokenizer_that_names_no_class_goes_through_autotokenizer(model_dir, tmp_path):
@@ -54,13 +60,9 @@ def test_a_tokenizer_that_names_no_class_goes_through_autotokenizer(model_dir, t
 
 
 def test_loading_it_imports_none_of_transformers_model_loading(model_dir):
-    child = ("import sys; from server.engines.tokenizer_files import load_tokenizer; "
-             f"load_tokenizer({str(model_dir)!r}); "
-             "print([m for m in ('sympy', 'accelerate', 'torch.distributed.tensor') "
-             "if m in sys.modules])")
-    done = subprocess.run([sys.executable, "-c", child], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, check=True)
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert _loaded_in_a_child(
+        model_dir, "[m for m in ('sympy', 'accelerate', 'torch.distributed.tensor') "
+        "if m in sys.modules]") == "[]"
 
 
 def test_eos_ids_from_generation_config_model_config_and_text_config(tmp_path):
