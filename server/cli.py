@@ -107,17 +107,25 @@ def _serve(args: argparse.Namespace) -> int:
     except (EngineConfigError, StateError) as exc:
         return _fail(str(exc))
     torch_out = keep_torch_out(settings)  # before the app's imports load xgrammar, tvm_ffi
+    from server.api.gate import RequestIdFilter
+    from server.engines.factory import engine_factory
+    from server.logs import HeldLines, configure_logging
+
+    configure_logging(args.log_level, settings.log_format, RequestIdFilter())
+    if settings.log_format == "json":
+        _libraries_log_through_root()
+    # The model loads while the app's modules import and the files below are read; its
+    # lines wait for those checks, so a bad flag or file still ends the server in one line.
+    held = HeldLines()
+    engine = engine_factory(settings)
 
     from contracts import ContractError
     from server.api.app import create_app
-    from server.api.gate import RequestIdFilter
     from server.api.serving import serve
-    from server.engines.factory import build_engine
     from server.execution import PolicyFileError, load_policy
     from server.formats.base import UnsupportedFormat
     from server.formats.detect import check_setting
     from server.identity import KeyFileError, KeyRing
-    from server.logs import configure_logging
     from server.wiring import load_contracts, open_audit_log
 
     try:
@@ -138,9 +146,7 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:  # its folder cannot be made, or the file cannot be written
         return _fail(f"cannot open the audit log {str(settings.audit_log)!r}: "
                      f"{exc.strerror or exc}")
-    configure_logging(args.log_level, settings.log_format, RequestIdFilter())
-    if settings.log_format == "json":
-        _libraries_log_through_root()
+    held.pass_on()
     log = logging.getLogger("strictcall.api")
     if keys is not None:
         log.info("API keys on: %d key(s)", len(keys))
@@ -152,7 +158,7 @@ def _serve(args: argparse.Namespace) -> int:
     if policy is not None:
         log.info("tool policy: %s (%d rules, default %s)", settings.policy, len(policy.rules),
                  policy.default)
-    serve(create_app(settings, build_engine, registry, keys=keys, audit=audit,
+    serve(create_app(settings, engine, registry, keys=keys, audit=audit,
                      tool_policy=policy), settings, log_level=args.log_level)
     return 0
 

@@ -56,6 +56,41 @@ def configure_logging(level: str, fmt: Literal["text", "json"],
     logging.captureWarnings(True)  # warnings.warn() lines in the same format, not raw stderr
 
 
+class HeldLines(logging.Handler):
+    """Stands in for the root logger's handlers until `pass_on()`: what is logged meanwhile
+    (a model loading beside the checks of a server's flags and files) is kept, then
+    handled by those handlers, in order. Never released (a check failed, and the server ends
+    with its one line), it goes with the process. At most `limit` records are kept."""
+
+    def __init__(self, limit: int = 1000) -> None:
+        super().__init__()
+        self._root = logging.getLogger()
+        self._handlers = list(self._root.handlers)
+        self._records: list[logging.LogRecord] = []
+        self._limit = limit
+        self._released = False
+        self._root.handlers = [self]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._released:  # a record that reached this handler as it passed them on
+            self._pass(record)
+        elif len(self._records) < self._limit:
+            self._records.append(record)
+
+    def pass_on(self) -> None:
+        with self.lock:  # type: ignore[union-attr]  # emit() runs under it too
+            self._root.handlers = self._handlers
+            self._released = True
+            for record in self._records:
+                self._pass(record)
+            self._records = []
+
+    def _pass(self, record: logging.LogRecord) -> None:
+        for handler in self._handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
+
 class _Rotating(logging.handlers.RotatingFileHandler):
     def handleError(self, record: logging.LogRecord) -> None:
         """A failed write (disk full, file removed) is one warning line, never a traceback

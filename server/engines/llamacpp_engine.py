@@ -93,24 +93,35 @@ class LlamaCppEngine(SteppedEngine):
                 "tokenizer files; put the model's GGUF there (the embedded model has one)")
         self.model_dir = Path(model_dir)
         self.model_name = model_name or self.model_dir.name
-        self.tokenizer = load_tokenizer(model_dir)
+        # llama.cpp's part first: its native calls run beside the Python work of a server
+        # that builds its engine in the background while it imports (engines/factory.py).
         self._load(gguf, threads=threads)
         train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
         self.max_context = min(max_context or train_ctx, train_ctx)
-        self.eos_token_ids = rules.eos_token_ids(model_dir, self.tokenizer)
-        self.grammar_backend: MaskingBackend = make_backend(
-            grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
-            stop_token_ids=sorted(self.eos_token_ids))
         # One request may use the whole context; a full batch, 2048 tokens a row. Beyond
         # that, a step that finds no free cell fails its batch with a 503 (llama_decode 1).
         rows = max(self.max_context, max_batch * min(self.max_context, 2048))
         self._context(threads=threads, seqs=max_batch, cells=rows)
+        self._free_rows = list(range(max_batch))
+        speculation = self._priced(speculation)
+        # The grammar backend's modules before the tokenizer: both import transformers, which
+        # a server's main thread may be importing meanwhile (BuildingEngine), by this same
+        # module; importing it waits for that import, where transformers' own would race it.
+        import grammars.backend  # noqa: F401
+        self.tokenizer = load_tokenizer(model_dir)
+        if self.vocab_size < len(self.tokenizer):
+            raise LlamaCppConfigError(
+                f"{gguf.name!r} has {self.vocab_size} tokens but the tokenizer in "
+                f"{str(gguf.parent)!r} has {len(self.tokenizer)}: they are not the same model")
+        self.eos_token_ids = rules.eos_token_ids(model_dir, self.tokenizer)
+        self.grammar_backend: MaskingBackend = make_backend(
+            grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
+            stop_token_ids=sorted(self.eos_token_ids))
         self._park_budget = prefix_cache_bytes  # kept prompts' state, in host memory
         self._sizes = {"kv_bytes_per_token": self._kv_bytes_per_token(),
                        "kv_cells": rows,
                        "kv_rows_bytes": rows * self._kv_bytes_per_token(),
                        "prefix_budget_bytes": prefix_cache_bytes}
-        self._free_rows = list(range(max_batch))
         # prompt tokens -> their sequence state (llama_state_seq_get_data), oldest first
         self._parked: OrderedDict[tuple[int, ...], ctypes.Array[ctypes.c_uint8]] = \
             OrderedDict()
@@ -145,10 +156,6 @@ class LlamaCppEngine(SteppedEngine):
                                       "file this llama.cpp build supports?")
         vocab = ll.llama_model_get_vocab(self._model)
         self.vocab_size = int(ll.llama_vocab_n_tokens(vocab))
-        if self.vocab_size < len(self.tokenizer):
-            raise LlamaCppConfigError(
-                f"{gguf.name!r} has {self.vocab_size} tokens but the tokenizer in "
-                f"{str(gguf.parent)!r} has {len(self.tokenizer)}: they are not the same model")
 
     def _kv_bytes_per_token(self) -> int:
         ll, m = self._ll, self._model
@@ -158,6 +165,7 @@ class LlamaCppEngine(SteppedEngine):
 
     def _context(self, *, threads: int, seqs: int, cells: int) -> None:
         ll = self._ll
+        self._threads = threads
         params = ll.llama_context_default_params()
         params.n_ctx = cells
         self._n_batch = 512
@@ -205,14 +213,20 @@ class LlamaCppEngine(SteppedEngine):
         at every position, on an empty row, timed alternately (best of three each, after one
         to warm): the extra time per drafted token, in one-token steps, the larger of the
         two (a short draft costs more per token on a CPU: measured here, 1.5 steps for one
-        against 1.1 each for four). About 0.3 s on the embedded model."""
+        against 1.1 each for four). About 0.3 s on the embedded model.
+
+        On one thread llama.cpp computes in this one, so its CPU time is the clock: other
+        threads' Python (a server's imports, beside a BuildingEngine) holding the GIL when
+        a decode returns would add their time to the wall clock's (measured: 5 ms on an 18 ms
+        step, a third of the difference being timed). More threads: the wall clock."""
         seq = self._free_rows[-1]
+        clock = time.thread_time if self._threads == 1 else time.perf_counter
         best = {n: float("inf") for n in (1, 2, 5)}
         for round_ in range(4):
             for n in best:
-                start = time.perf_counter()
+                start = clock()
                 self._decode([(seq, 0, [0] * n, n)])
-                took = time.perf_counter() - start
+                took = clock() - start
                 self._ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
                 if round_:
                     best[n] = min(best[n], took)

@@ -68,15 +68,7 @@ class SteppedEngine(Engine):
         """Called by the subclass once its model, tokenizer and grammar backend are set."""
         self.max_batch = max_batch
         self.jump_forward = jump_forward
-        if speculation is not None and speculation.max_tokens > 0 \
-                and speculation.token_cost is None:
-            speculation = dataclasses.replace(speculation,
-                                              token_cost=self._draft_token_cost())
-            log.info("a drafted token costs %.2f model steps here: %s",
-                     speculation.token_cost,
-                     "drafts where a row's odds pay for them" if speculation.pays
-                     else "no draft can pay, none are made")
-        self.speculation = speculation
+        self.speculation = speculation = self._priced(speculation)
         self._inbox: queue.Queue[DecodeRow | None] = queue.Queue()
         self._waiting: list[DecodeRow] = []  # queued; no cache yet
         self._prefilling: list[DecodeRow] = []  # part of the prompt in its cache
@@ -104,6 +96,18 @@ class SteppedEngine(Engine):
         self.grammar_backend.ready()  # a part built beside the start-up above (the bridge's)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+
+    def _priced(self, speculation: Speculation | None) -> Speculation | None:
+        """`speculation` with its draft cost measured, where drafts are on and no cost was
+        given; an engine may call it as soon as its model can step (_start does otherwise)."""
+        if speculation is None or speculation.max_tokens <= 0 \
+                or speculation.token_cost is not None:
+            return speculation
+        speculation = dataclasses.replace(speculation, token_cost=self._draft_token_cost())
+        log.info("a drafted token costs %.2f model steps here: %s", speculation.token_cost,
+                 "drafts where a row's odds pay for them" if speculation.pays
+                 else "no draft can pay, none are made")
+        return speculation
 
     # -- the model, per engine ---------------------------------------------------------
     def _draft_token_cost(self) -> float:
