@@ -98,8 +98,8 @@ class XgrammarBackend(TokenBitmasks):
                  compile_threads: int = 1, strict_objects: bool = True) -> None:
         self.vocab_size = vocab_size
         self.set_strict_objects(strict_objects)
-        self._info = xgr.TokenizerInfo.from_huggingface(
-            tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+        self._info = tokenizer_info(tokenizer, vocab_size=vocab_size,
+                                    stop_token_ids=stop_token_ids)
         # Our own GrammarCache does the caching, with keys we control and counters we report.
         self._compiler = xgr.GrammarCompiler(self._info, max_threads=compile_threads,
                                              cache_enabled=False)
@@ -164,6 +164,27 @@ class XgrammarBackend(TokenBitmasks):
 # Per tokenizer object: a server's backends (xgrammar's, the bridge's llguidance) share one.
 _FINGERPRINTS: weakref.WeakKeyDictionary[Any, dict[tuple[int, tuple[int, ...]], str]] = \
     weakref.WeakKeyDictionary()
+
+
+def tokenizer_info(tokenizer: Any, *, vocab_size: int, stop_token_ids: list[int]) -> Any:
+    """xgrammar's TokenizerInfo for `tokenizer`: `from_huggingface` for transformers'
+    tokenizers; for another over a Rust tokenizer (`backend_tokenizer`: a llama.cpp server's,
+    server/engines/json_tokenizer.py), what that method reads of a fast tokenizer (the
+    vocabulary by id; its type and whether it adds a prefix space from the tokenizer's JSON,
+    by xgrammar's own detection) given to the constructor. The two agree
+    (tests/server/engines/test_json_tokenizer.py)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if type(tokenizer).__module__.partition(".")[0] == "transformers" or backend is None:
+        return xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size,
+                                                  stop_token_ids=stop_token_ids)
+    encoded = [""] * vocab_size
+    for text, token_id in tokenizer.get_vocab().items():
+        if token_id < vocab_size:
+            encoded[token_id] = text
+    detected = xgr.TokenizerInfo._detect_metadata_from_hf(backend.to_str())
+    return xgr.TokenizerInfo(encoded, vocab_type=detected["vocab_type"], vocab_size=vocab_size,
+                             stop_token_ids=stop_token_ids,
+                             add_prefix_space=detected["add_prefix_space"])
 
 
 def tokenizer_fingerprint(tokenizer: Any, vocab_size: int, stop_token_ids: list[int]) -> str:

@@ -26,7 +26,6 @@ import time
 from typing import Any
 
 import llguidance
-import llguidance.hf
 import numpy as np
 
 from grammars._walk import iter_schema_nodes
@@ -92,6 +91,21 @@ class LlguidanceMatcher(GrammarMatcher):
         return int(self._m.validate_tokens(token_ids[:upto])) if upto else 0
 
 
+def _tokenizer_json(tokenizer: Any) -> str:
+    """The tokenizer.json llguidance reads, from a fast tokenizer's Rust tokenizer (with the
+    added tokens a config may hold beyond the file) without its padding and truncation,
+    as `llguidance.hf.from_tokenizer` takes it; that module imports transformers, and a
+    llama.cpp server's tokenizer comes without it (server/engines/json_tokenizer.py)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError("llguidance needs a fast (tokenizers) tokenizer, not "
+                         f"{type(tokenizer).__name__}")
+    backend = copy.copy(backend)
+    backend.no_padding()
+    backend.no_truncation()
+    return str(backend.to_str())
+
+
 class LlguidanceBackend(TokenBitmasks):
     name = "llguidance"
     version = importlib.metadata.version("llguidance")
@@ -105,9 +119,9 @@ class LlguidanceBackend(TokenBitmasks):
         self.vocab_size = vocab_size
         self._stop = frozenset(stop_token_ids)
         # ~0.5 s: built once per backend (llguidance's token trie over the vocabulary).
-        self._tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size,
-                                                       eos_token=sorted(stop_token_ids),
-                                                       slices=slices)
+        self._tokenizer = llguidance.LLTokenizer(
+            _tokenizer_json(tokenizer), n_vocab=vocab_size, eos_token=sorted(stop_token_ids),
+            slices=slices)
         self.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer, vocab_size, stop_token_ids)
         self.set_strict_objects(strict_objects)
         self.set_json_layout("compact")

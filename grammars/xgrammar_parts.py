@@ -54,8 +54,49 @@ def _package() -> ModuleType:
     return package
 
 
+class _Deferred(type):
+    """A class that stands for transformers' class of the same name: an instance or subclass
+    of it is one of transformers' class, where transformers is imported; before, nothing is
+    (nothing can be an instance of a class not yet imported)."""
+
+    def _real(cls) -> type | None:
+        loaded = sys.modules.get("transformers")
+        return None if loaded is None or loaded is _STAND_IN \
+            else getattr(loaded, cls.__name__)
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        real = cls._real()
+        return real is not None and isinstance(instance, real)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        real = cls._real()
+        return real is not None and issubclass(subclass, real)
+
+
+_STAND_IN = ModuleType("transformers", "a stand-in while xgrammar.tokenizer_info imports")
+_STAND_IN.PreTrainedTokenizerBase = _Deferred("PreTrainedTokenizerBase", (), {})  # type: ignore[attr-defined]
+_STAND_IN.PreTrainedTokenizerFast = _Deferred("PreTrainedTokenizerFast", (), {})  # type: ignore[attr-defined]
+
+
+def _import_part(name: str) -> ModuleType:
+    """`xgrammar.<name>`. Its `tokenizer_info` imports transformers' two tokenizer base
+    classes at its top, only to test a tokenizer against them in `from_huggingface`, and
+    importing transformers takes about half a second (it scans every model it knows). Where
+    transformers is not imported yet, that module is imported against a stand-in holding
+    two `_Deferred` classes, and the stand-in removed after: a llama.cpp server, whose
+    tokenizer needs no transformers (server/engines/json_tokenizer.py), never imports it."""
+    if name != "tokenizer_info" or "transformers" in sys.modules:
+        return importlib.import_module(f"xgrammar.{name}")
+    sys.modules["transformers"] = _STAND_IN
+    try:
+        return importlib.import_module(f"xgrammar.{name}")
+    finally:
+        if sys.modules.get("transformers") is _STAND_IN:
+            del sys.modules["transformers"]
+
+
 _package()
-_modules = {name: importlib.import_module(f"xgrammar.{name}") for name in _PARTS}
+_modules = {name: _import_part(name) for name in _PARTS}
 
 CompiledGrammar = _modules["compiler"].CompiledGrammar
 GrammarCompiler = _modules["compiler"].GrammarCompiler

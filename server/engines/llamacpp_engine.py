@@ -23,6 +23,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -103,20 +104,15 @@ class LlamaCppEngine(SteppedEngine):
         rows = max(self.max_context, max_batch * min(self.max_context, 2048))
         self._context(threads=threads, seqs=max_batch, cells=rows)
         self._free_rows = list(range(max_batch))
-        speculation = self._priced(speculation)
-        # The grammar backend's modules before the tokenizer: both import transformers, which
-        # a server's main thread may be importing meanwhile (BuildingEngine), by this same
-        # module; importing it waits for that import, where transformers' own would race it.
-        import grammars.backend  # noqa: F401
-        self.tokenizer = load_tokenizer(model_dir)
-        if self.vocab_size < len(self.tokenizer):
-            raise LlamaCppConfigError(
-                f"{gguf.name!r} has {self.vocab_size} tokens but the tokenizer in "
-                f"{str(gguf.parent)!r} has {len(self.tokenizer)}: they are not the same model")
-        self.eos_token_ids = rules.eos_token_ids(model_dir, self.tokenizer)
-        self.grammar_backend: MaskingBackend = make_backend(
-            grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
-            stop_token_ids=sorted(self.eos_token_ids))
+        # The drafts' cost is timed (model steps, in CPU time) on a thread of its own, beside
+        # the tokenizer's and the grammar backend's Python; nothing else uses the context yet.
+        pricing = ThreadPoolExecutor(1, thread_name_prefix="draft-cost")
+        priced = pricing.submit(self._priced, speculation)
+        pricing.shutdown(wait=False)
+        try:
+            self._tokenizer_and_grammars(Path(model_dir), gguf, grammar_backend)
+        finally:
+            speculation = priced.result()  # the context is free again, however this ends
         self._park_budget = prefix_cache_bytes  # kept prompts' state, in host memory
         self._sizes = {"kv_bytes_per_token": self._kv_bytes_per_token(),
                        "kv_cells": rows,
@@ -130,6 +126,23 @@ class LlamaCppEngine(SteppedEngine):
         self._start(name="llamacpp-engine", max_batch=max_batch,
                     step_timeout_s=step_timeout_s, jump_forward=jump_forward,
                     schedule=schedule, speculation=speculation)
+
+    def _tokenizer_and_grammars(self, model_dir: Path, gguf: Path, grammar_backend: str
+                                ) -> None:
+        # The grammar backend's modules first: xgrammar's import stands transformers in for
+        # a moment, and a tokenizer that needs the real one (a class of its own) may load it
+        # on this thread while a server's main thread imports xgrammar (BuildingEngine);
+        # importing this module waits for that import to end.
+        import grammars.backend  # noqa: F401
+        self.tokenizer = load_tokenizer(model_dir)
+        if self.vocab_size < len(self.tokenizer):
+            raise LlamaCppConfigError(
+                f"{gguf.name!r} has {self.vocab_size} tokens but the tokenizer in "
+                f"{str(gguf.parent)!r} has {len(self.tokenizer)}: they are not the same model")
+        self.eos_token_ids = rules.eos_token_ids(model_dir, self.tokenizer)
+        self.grammar_backend: MaskingBackend = make_backend(
+            grammar_backend, self.tokenizer, vocab_size=self.vocab_size,
+            stop_token_ids=sorted(self.eos_token_ids))
 
     def memory(self) -> dict[str, int]:
         # Read from sizes fixed at start-up: the context is the worker thread's alone.

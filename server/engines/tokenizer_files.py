@@ -11,9 +11,10 @@ classes), so a generic config carrying those two gives the same tokenizer. Anyth
 goes through AutoTokenizer unchanged.
 
 A tokenizer whose class is transformers' generic one over tokenizer.json (TokenizersBackend,
-PreTrainedTokenizerFast before transformers 5; the embedded model's) is built by that class
-directly: importing AutoTokenizer builds transformers' import structure over every model it
-knows, about a third of a second of start-up, for a class that is already named.
+PreTrainedTokenizerFast before transformers 5; the embedded model's) is served without
+transformers (engines/json_tokenizer.py), where its files say nothing that class would read
+differently; else it is built by that class directly: importing transformers builds its
+import structure over every model it knows, about half a second of start-up.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from server.engines.json_tokenizer import JsonTokenizer
 
 # The generic class over tokenizer.json: AutoTokenizer would give this one class.
 GENERIC = ("TokenizersBackend", "PreTrainedTokenizerFast")
@@ -31,6 +34,9 @@ def load_tokenizer(model_dir: str | Path) -> Any:
     declared = _json(model_dir / "tokenizer_config.json")
     if declared.get("tokenizer_class") in GENERIC and "auto_map" not in declared \
             and (model_dir / "tokenizer.json").is_file():
+        own = JsonTokenizer.from_dir(model_dir)
+        if own is not None:
+            return own
         from transformers import PreTrainedTokenizerFast
 
         return PreTrainedTokenizerFast.from_pretrained(model_dir)

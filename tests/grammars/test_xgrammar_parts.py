@@ -105,3 +105,37 @@ def test_the_whole_package_loads_after_the_parts():
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["GrammarMatcher", "2", "True"]
+
+
+WITHOUT_TRANSFORMERS = r'''
+import json, sys
+from server.engines.json_tokenizer import JsonTokenizer
+from grammars import JsonSchemaSpec, make_backend
+from grammars.keywords import XGRAMMAR_KEYWORDS
+from pathlib import Path
+
+tokenizer = JsonTokenizer.from_dir(Path(sys.argv[1]))
+backend = make_backend("xgrammar", tokenizer, vocab_size=len(tokenizer),
+                       stop_token_ids=[tokenizer.eos_token_id])
+spec = JsonSchemaSpec.from_schema(json.loads(sys.argv[2]), table=XGRAMMAR_KEYWORDS)
+matcher = backend.matcher(backend.compile(spec))
+before = "transformers" in sys.modules
+from transformers import AutoTokenizer  # the real one, after xgrammar's stand-in
+from xgrammar import TokenizerInfo
+theirs = AutoTokenizer.from_pretrained(sys.argv[1])
+info = TokenizerInfo.from_huggingface(theirs, vocab_size=len(theirs),
+                                      stop_token_ids=[theirs.eos_token_id])
+print(json.dumps({"transformers_before": before, "vocab_type": str(info.vocab_type)}))
+'''
+
+
+def test_the_parts_load_without_transformers_and_leave_the_real_one_importable(model_dir):
+    """xgrammar's tokenizer_info imports transformers' tokenizer classes at its top: the parts
+    import it against a stand-in, so a llama.cpp server never imports transformers; a later
+    import gets the real package, whose tokenizers xgrammar's own `from_huggingface` takes."""
+    done = subprocess.run([sys.executable, "-c", WITHOUT_TRANSFORMERS, str(model_dir),
+                           json.dumps(SCHEMA)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"transformers_before": False, "vocab_type": "VocabType.BYTE_LEVEL"}
