@@ -73,6 +73,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'grammars' has no attribute {name!r}")
 
 
+def import_backends() -> None:
+    """Import the masking backends' module, and xgrammar's parts with it, now. xgrammar's
+    import stands transformers in for a moment (grammars/xgrammar_parts.py): a thread about
+    to load a tokenizer through transformers, while another may be importing these, calls
+    this first, and waits for that import to end rather than meeting the stand-in."""
+    from grammars import backend  # noqa: F401
+
+
 def make_backend(name: str, tokenizer: Any, *, vocab_size: int,
                  stop_token_ids: list[int]) -> MaskingBackend:
     """The masking grammar backend called `name`: "xgrammar" (default), "llguidance" or
@@ -118,7 +126,7 @@ __all__ = [
     "ToolSpec", "UnsupportedSchemaError", "XgrammarBackend", "XgrammarMatcher",
     "get_model_structural_tag",
     "bfcl_to_json_schema", "canonical_json", "tokenizer_fingerprint",
-    "check_schema", "make_backend",
+    "check_schema", "import_backends", "make_backend",
     "MAX_NESTING", "check_json_value", "checked_client_schema",
     "GROUNDED", "NOT_GIVEN", "Narrowing", "grounding_uses", "narrowed_schema", "optional_at",
     "required_at", "schema_pointer", "span_pattern",

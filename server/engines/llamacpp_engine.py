@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from grammars import MaskingBackend, make_backend
+from grammars import MaskingBackend, import_backends, make_backend
 from server.engines import rules
 from server.engines.drafts import Speculation
 from server.engines.loop import DecodeRow, SteppedEngine
@@ -129,11 +129,9 @@ class LlamaCppEngine(SteppedEngine):
 
     def _tokenizer_and_grammars(self, model_dir: Path, gguf: Path, grammar_backend: str
                                 ) -> None:
-        # The grammar backend's modules first: xgrammar's import stands transformers in for
-        # a moment, and a tokenizer that needs the real one (a class of its own) may load it
-        # on this thread while a server's main thread imports xgrammar (BuildingEngine);
-        # importing this module waits for that import to end.
-        import grammars.backend  # noqa: F401
+        # A tokenizer of a class of its own loads transformers, maybe while a server's main
+        # thread imports xgrammar (BuildingEngine), which stands transformers in for a moment.
+        import_backends()
         self.tokenizer = load_tokenizer(model_dir)
         if self.vocab_size < len(self.tokenizer):
             raise LlamaCppConfigError(
