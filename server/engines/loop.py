@@ -24,7 +24,6 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
-import contextlib
 import dataclasses
 import logging
 import queue
@@ -39,10 +38,10 @@ from server.engines.arrays import Logits, as_float, host_bitmask, inference
 from server.engines.base import Engine, GenerationRequest, GenerationResult
 from server.engines.decoding import DecodeRow, RowDecoder, settle
 from server.engines.drafts import Speculation
+from server.engines.hung_steps import HungSteps
 from server.engines.sampling import make_generator
 from server.engines.scheduler import SchedulePolicy, Scheduler
 from server.engines.watchdog import StepWatchdog
-from server.errors import EngineFailure
 
 __all__ = ["DecodeRow", "SteppedEngine"]
 log = logging.getLogger("strictcall.engine")
@@ -51,7 +50,7 @@ ASSUMED_DRAFT_COST = 0.5
 Chunk = tuple[DecodeRow, int]  # a prompt and how many more of its tokens to prefill
 
 
-class SteppedEngine(Engine):
+class SteppedEngine(HungSteps, Engine):
     steers = True
     grammar_backend: MaskingBackend
     max_batch: int
@@ -193,47 +192,6 @@ class SteppedEngine(Engine):
         self._inbox.put(None)
         self._thread.join(timeout=10)
         self._watchdog.close()
-
-    # -- watchdog (its monitor thread, and the worker when a hung step returns) --------
-    def _on_hang(self, elapsed: float, first: bool) -> None:
-        failure = EngineFailure(
-            f"an engine step ran past the {self._watchdog.timeout_s:g} s watchdog; the "
-            "request was failed and the engine is reported unhealthy until the step "
-            "returns; retry (another replica can answer)")
-        if first:
-            self._counts["hung_steps"] += 1
-            log.error("an engine step has run %.1f s (watchdog: %g s): failing its %d "
-                      "request(s); /health reports degraded until it returns", elapsed,
-                      self._watchdog.timeout_s, len(self._inflight))
-            for row in self._inflight:
-                self._fail_watched(row, failure)
-        # New work would wait behind the hung step: failed too (admission refuses more).
-        closing = False
-        while True:
-            try:
-                seq = self._inbox.get_nowait()
-            except queue.Empty:
-                break
-            if seq is None:
-                closing = True
-            else:
-                self._fail_watched(seq, failure)
-        if closing:
-            self._inbox.put(None)
-
-    def _fail_watched(self, seq: DecodeRow, failure: EngineFailure) -> None:
-        if not seq.future.done():
-            self._counts["failed_by_watchdog"] += 1
-        settle(seq.future, exc=failure)
-
-    def _on_recover(self, took: float) -> None:
-        log.warning("the hung engine step returned after %.1f s; its requests had been "
-                    "failed, their results are discarded; serving again", took)
-
-    def _watched(self) -> contextlib.AbstractContextManager[None]:
-        # Everything the worker holds waits on the step, running or not.
-        self._inflight = [*self._rows, *self._prefilling, *self._waiting]
-        return self._watchdog.step()
 
     # -- worker thread ----------------------------------------------------------------
     def _run(self) -> None:
