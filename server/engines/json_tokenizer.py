@@ -62,7 +62,7 @@ class JsonTokenizer:
     def from_dir(cls, model_dir: Path) -> JsonTokenizer | None:
         """The directory's tokenizer, or None where transformers' class would read it
         differently from this one (module doc)."""
-        config = _json(model_dir / "tokenizer_config.json")
+        config = json_file(model_dir / "tokenizer_config.json")
         if not set(config) <= UNDERSTOOD or (model_dir / "chat_template.json").exists() \
                 or (model_dir / "additional_chat_templates").exists():
             return None
@@ -165,7 +165,8 @@ def _templates(value: Any) -> str | dict[str, str] | None:
     raise ValueError(f"chat_template in tokenizer_config.json is a {type(value).__name__}")
 
 
-def _json(path: Path) -> dict[str, Any]:
+def json_file(path: Path) -> dict[str, Any]:
+    """A JSON object file's contents; {} where it is missing, unreadable or not an object."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -19,11 +19,10 @@ import structure over every model it knows, about half a second of start-up.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from server.engines.json_tokenizer import JsonTokenizer
+from server.engines.json_tokenizer import JsonTokenizer, json_file
 
 # The generic class over tokenizer.json: AutoTokenizer would give this one class.
 GENERIC = ("TokenizersBackend", "PreTrainedTokenizerFast")
@@ -31,7 +30,7 @@ GENERIC = ("TokenizersBackend", "PreTrainedTokenizerFast")
 
 def load_tokenizer(model_dir: str | Path) -> Any:
     model_dir = Path(model_dir)
-    declared = _json(model_dir / "tokenizer_config.json")
+    declared = json_file(model_dir / "tokenizer_config.json")
     if declared.get("tokenizer_class") in GENERIC and "auto_map" not in declared \
             and (model_dir / "tokenizer.json").is_file():
         own = JsonTokenizer.from_dir(model_dir)
@@ -49,7 +48,7 @@ def load_tokenizer(model_dir: str | Path) -> Any:
     config = PreTrainedConfig()
     # A class variable of transformers' configs, which AutoTokenizer reads off the instance.
     setattr(config, "model_type",  # noqa: B010 (mypy refuses the plain assignment)
-            str(_json(model_dir / "config.json").get("model_type") or ""))
+            str(json_file(model_dir / "config.json").get("model_type") or ""))
     config._name_or_path = str(model_dir)
     return AutoTokenizer.from_pretrained(model_dir, config=config)
 
@@ -60,7 +59,7 @@ def config_eos_ids(model_dir: str | Path) -> set[int]:
     model_dir = Path(model_dir)
     ids: set[int] = set()
     for name in ("generation_config.json", "config.json"):
-        data = _json(model_dir / name)
+        data = json_file(model_dir / name)
         value = data.get("eos_token_id")
         if value is None and isinstance(data.get("text_config"), dict):
             value = data["text_config"].get("eos_token_id")
@@ -69,11 +68,3 @@ def config_eos_ids(model_dir: str | Path) -> set[int]:
         elif isinstance(value, list):
             ids.update(v for v in value if isinstance(v, int))
     return ids
-
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
