@@ -59,7 +59,7 @@ def configure_logging(level: str, fmt: Literal["text", "json"],
 class HeldLines(logging.Handler):
     """Stands in for the root logger's handlers until `pass_on()`: what is logged meanwhile
     (a model loading beside the checks of a server's flags and files) is kept, then
-    handled by those handlers, in order. Never released (a check failed, and the server ends
+    handled by those handlers, in order. Never passed on (a check failed, and the server ends
     with its one line), it goes with the process. At most `limit` records are kept."""
 
     def __init__(self, limit: int = 1000) -> None:
@@ -68,11 +68,11 @@ class HeldLines(logging.Handler):
         self._handlers = list(self._root.handlers)
         self._records: list[logging.LogRecord] = []
         self._limit = limit
-        self._released = False
+        self._passed = False
         self._root.handlers = [self]
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self._released:  # a record that reached this handler as it passed them on
+        if self._passed:  # a record that reached this handler as it passed them on
             self._pass(record)
         elif len(self._records) < self._limit:
             self._records.append(record)
@@ -80,7 +80,7 @@ class HeldLines(logging.Handler):
     def pass_on(self) -> None:
         with self.lock:  # type: ignore[union-attr]  # emit() runs under it too
             self._root.handlers = self._handlers
-            self._released = True
+            self._passed = True
             for record in self._records:
                 self._pass(record)
             self._records = []

@@ -1,6 +1,6 @@
 """`strictcall serve` holds the root logger's lines while the model loads beside its checks
-of flags and files (server/logs.py HeldLines): released, they come out in order through the
-same handlers; never released, none come out."""
+of flags and files (server/logs.py HeldLines): passed on, they come out in order through the
+same handlers; never passed on, none come out."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def log_from_a_thread(message: str) -> None:
     worker.join()
 
 
-def test_released_lines_come_out_in_order_through_the_same_handlers(root_stream):
+def test_lines_passed_on_come_out_in_order_through_the_same_handlers(root_stream):
     held = HeldLines()
     log_from_a_thread("model loaded")
     logging.getLogger("strictcall.api").info("checked")
@@ -47,7 +47,7 @@ def test_released_lines_come_out_in_order_through_the_same_handlers(root_stream)
     assert logging.getLogger().handlers[0] is not held
 
 
-def test_lines_never_released_never_come_out(root_stream):
+def test_lines_never_passed_on_never_come_out(root_stream):
     HeldLines()
     log_from_a_thread("model loaded")
     assert root_stream.getvalue() == ""
