@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
+from contracts import clock
 from contracts.catalog import (
     KINDS,
     LIFECYCLES,
@@ -150,7 +151,7 @@ class Contract:
                 Violation(f"/{k}", "unknown_field", arguments[k], None,
                           "this field is filled by the server, not by the caller")
                 for k in written))
-        context = {"today": today or dt.date.today()}
+        context = {"today": today or clock.today()}
         try:
             model = self.model.model_validate({**arguments, **runtime}, context=context)
         except ValidationError as exc:

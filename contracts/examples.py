@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from contracts import clock
 from contracts.catalog import ToolContext, ToolFailed
 from contracts.contract import tool
 from contracts.markers import About, Ask, Confirm, FromHeader, Generated, Grounded, Redact
@@ -149,7 +150,7 @@ class OpenDispute(_Contract):
     @field_validator("operation_date", mode="after")
     @classmethod
     def _resolve_date(cls, value: dt.date | str, info: ValidationInfo) -> dt.date:
-        today = (info.context or {}).get("today") or dt.date.today()
+        today = (info.context or {}).get("today") or clock.today()
         day = today - dt.timedelta(days=RELATIVE_DAYS[value]) if isinstance(value, str) \
             else value
         if day > today:

@@ -106,6 +106,12 @@ def _serve(args: argparse.Namespace) -> int:
         return _invalid(exc)
     except (EngineConfigError, StateError) as exc:
         return _fail(str(exc))
+    from contracts import clock
+
+    try:
+        clock.check()  # STRICTCALL_TODAY, where set
+    except ValueError as exc:
+        return _fail(str(exc))
     torch_out = keep_torch_out(settings)  # before the app's imports load xgrammar, tvm_ffi
     from server.api.gate import RequestIdFilter
     from server.engines.factory import engine_factory

@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pytest
 
+# One day for the whole run, in the tests and in every server they start (in process or as
+# a child, which inherits it): a run that crosses midnight must not have a test expect
+# yesterday's date while its server has moved on to a new day (contracts/clock.py).
+os.environ.setdefault("STRICTCALL_TODAY", __import__("datetime").date.today().isoformat())
+
 # Fixtures every tier shares (imported so pytest finds them): the live server process on the
 # embedded model and its openai client; real Postgres, Redis and `vllm serve` for the
 # `replicas` tier, started on first use; the scripted app for the unit tier.

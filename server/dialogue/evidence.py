@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal
 
+from contracts import clock
 from server.dialogue.language import conversation_language
 from server.dialogue.reading import Reader
 from server.task import Turn
@@ -76,7 +77,7 @@ def evidence_of(turns: Sequence[Turn], *, from_system: bool = True,
             pieces.append(Piece(turn.text, "system", i))
     stated = _stated_date(t.text for t in turns if t.role == "system")
     users = [t.text for t in reversed(turns) if t.role == "user" and t.text]
-    return Evidence(tuple(pieces), stated or today or dt.date.today(),
+    return Evidence(tuple(pieces), stated or today or clock.today(),
                     conversation_language(users))
 
 
@@ -117,7 +118,7 @@ def _stated_date(texts: Iterator[str]) -> dt.date | None:
                 return dt.date.fromisoformat(span)
             except ValueError:
                 pass
-            day = Reader(today=dt.date.today(), language=language_of(text) or "en").date(span)
+            day = Reader(today=clock.today(), language=language_of(text) or "en").date(span)
             if day is not None:
                 return day
     return None

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+from contracts import clock
 from server.dialogue.language import STOP_WORDS, script_of
 
 # The locales a number is read in after the conversation's own: the first that reads the
@@ -295,7 +296,7 @@ def _date_parser(language: str, order: str, today: dt.date,
 
 def warm() -> None:
     """Load what the first reading would (dateparser's languages, Babel's locales)."""
-    reader = Reader(today=dt.date.today(), language="ru")
+    reader = Reader(today=clock.today(), language="ru")
     for span in ("позавчера", "30.11", "3 декабря", "last Friday", "vorgestern"):
         reader.dates(span)
     for span in ("1 200,50 ₽", "$1,200.50", "€2.300,00"):

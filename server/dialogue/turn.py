@@ -11,11 +11,10 @@ The prompt never changes: grounding and slots live in the grammar only."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from contracts import Contract, ContractRegistry
+from contracts import Contract, ContractRegistry, clock
 from grammars import narrowed_schema
 from server.dialogue import language, reading
 from server.dialogue.evidence import Evidence, evidence_of
@@ -51,7 +50,7 @@ class Dialogue:
 
     async def begin(self, task: Task, caller: Caller) -> DialogueTurn:
         if not task.tools and task.options.session is None:  # plain chat, JSON answers
-            return DialogueTurn(task, Evidence((), dt.date.today(), "en"), self.registry,
+            return DialogueTurn(task, Evidence((), clock.today(), "en"), self.registry,
                                 None)
         evidence = await asyncio.to_thread(evidence_of, task.turns,
                                            from_system=self.from_system)

@@ -15,6 +15,7 @@ import datetime as dt
 import re
 from typing import Any
 
+from contracts import clock
 from server.eval.runner import same
 
 GOLD_MEASURES = ("correct", "asked_given", "asked_missing", "invented", "wrong", "changed",
@@ -56,7 +57,7 @@ def dated(value: Any) -> Any:
     one that is not past)."""
     if not isinstance(value, str) or "{" not in value:
         return value
-    today = dt.date.today()
+    today = clock.today()
 
     def day(match: re.Match[str]) -> str:
         kind, arg = match.group(1), match.group(2)

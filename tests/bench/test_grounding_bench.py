@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 from bench.grounding import load, outcome, summarize
+from contracts import clock
 from server.eval.judge import judge_fields
 
 GOLD = {"card_last4": "4417", "amount": "1200.50", "original_operation_id": None}
@@ -68,7 +69,7 @@ def test_shipped_dialogues_load_in_four_languages():
     assert {d["language"] for d in dialogues} == {"en", "ru", "de", "es"}
     assert {d["tool"] for d in dialogues} == {"open_dispute", "check_access_request_status",
                                               "book_hotel"}
-    yesterday = (dt.date.today() - dt.timedelta(days=1)).isoformat()
+    yesterday = (clock.today() - dt.timedelta(days=1)).isoformat()
     assert dialogues[0]["steps"][0]["expect"]["operation_date"] == yesterday
     hotel = next(d for d in dialogues if d["id"] == "en-hotel-one-of-two-numbers")
     assert [s["expect"]["nights"] for s in hotel["steps"]] == [2, 5]

@@ -111,3 +111,14 @@ def test_contracts_that_import_torch_say_how_to_let_torch_in(tmp_path):
                        "--no-torch-free") as server:
         health = httpx.get(f"{server.base_url}/health").json()
     assert health["memory"]["torch_loaded"] == 1
+
+
+def test_a_today_that_is_no_date_is_one_line():
+    import os
+
+    done = subprocess.run([sys.executable, "-m", "server.cli", "serve"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "STRICTCALL_TODAY": "yesterday"})
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "STRICTCALL_TODAY='yesterday' is not a date" in line and "YYYY-MM-DD" in line

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from contracts import Contract, Violation
+from contracts import Contract, Violation, clock
 from grammars import GrammarCache, GrammarError, GrammarPolicy
 from server.dialogue import Grounding, Question, Wording
 from server.dialogue.marks import path_of
@@ -237,7 +237,7 @@ def collected(arguments: dict[str, Any], contract: Contract | None, *,
               leave_out: set[str], today: dt.date | None = None) -> dict[str, Any]:
     """The values given so far, as a valid call would hold them (each field normalized on
     its own), without those asked about or broken."""
-    context = {"today": today or dt.date.today()}
+    context = {"today": today or clock.today()}
     out: dict[str, Any] = {}
     for name, value in arguments.items():
         if name in leave_out or value is None:

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from contracts import clock
 from server.identity import KeyRing
 from tests.scripted import Replies, assert_problem
 
@@ -15,7 +16,7 @@ KEYS = [{"key": "sk-acme-agent-0123456789", "name": "agent", "tenant": "acme"},
         {"key": "sk-acme-other-0123456789", "name": "other", "tenant": "acme"},
         {"key": "sk-globex-agent-01234567", "name": "rival", "tenant": "globex"}]
 DISPUTE = "yesterday my card •• 4417 was charged 1 200,50 twice"
-YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
+YESTERDAY = (clock.today() - dt.timedelta(days=1)).isoformat()
 FIRST = {"card_last4": "4417", "operation_date": YESTERDAY, "amount": "1200.50",
          "reason": "duplicate", "original_operation_id": None}
 KNOWN = {"card_last4": "4417", "operation_date": YESTERDAY, "amount": "1200.50",

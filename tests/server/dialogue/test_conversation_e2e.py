@@ -15,11 +15,12 @@ import uuid
 import pytest
 from openai import OpenAI
 
+from contracts import clock
 from tests.live import MODEL
 
 pytestmark = pytest.mark.slow
 
-TODAY = dt.date.today()
+TODAY = clock.today()
 
 
 def _forced(tool: str) -> dict:

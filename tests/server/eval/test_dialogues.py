@@ -13,6 +13,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from contracts import clock
 from server.eval.dialogues import run_dialogues
 from server.eval.report import dialogue_markdown, summarize_dialogues, summarize_gold
 from server.eval.runner import Params
@@ -21,7 +22,7 @@ from tests.server.pipeline.test_slots import KNOWN, NOV_30, dispute
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = sorted((ROOT / "contracts" / "scenarios").glob("*.yaml"))
-YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
+YESTERDAY = (clock.today() - dt.timedelta(days=1)).isoformat()
 
 
 def test_every_shipped_file_has_a_dialogue_in_three_languages_with_gold_values():

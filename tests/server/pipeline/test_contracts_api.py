@@ -9,7 +9,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from contracts import Violation
+from contracts import Violation, clock
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
 from server.errors import problem_type
@@ -51,7 +51,7 @@ def client(scripted, script):
 DISPUTE = ("My card ending 4417 was charged 10 on 2099-01-01 (or was it 2098-01-01 or "
            "2097-01-01?) and I did not make it.")
 UNGROUNDED = {"grounding": False}
-YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
+YESTERDAY = (clock.today() - dt.timedelta(days=1)).isoformat()
 
 
 def call(client, tool, *, headers=None, said="help", **extra):

@@ -20,11 +20,12 @@ import json
 import pytest
 from openai import OpenAI
 
+from contracts import clock
 from tests.live import MODEL
 
 pytestmark = pytest.mark.slow
 
-YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
+YESTERDAY = (clock.today() - dt.timedelta(days=1)).isoformat()
 TURN_1 = {"card_last4": "4417", "operation_date": YESTERDAY, "amount": "1200.50"}
 TOOLS = [{"type": "function", "name": "open_dispute", "parameters": None}]
 FORCED = {"type": "function", "name": "open_dispute"}

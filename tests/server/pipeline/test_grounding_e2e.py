@@ -15,6 +15,7 @@ import anthropic
 import pytest
 from openai import OpenAI
 
+from contracts import clock
 from tests.live import MODEL
 
 pytestmark = pytest.mark.slow
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 # question to ask; tests/server/dialogue/test_conversation_e2e.py asks in Russian.)
 DISPUTE = "yesterday my card •• 4417 was charged 1 200,50 twice, a duplicate: refund the " \
           "second one"
-YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
+YESTERDAY = (clock.today() - dt.timedelta(days=1)).isoformat()
 GIVEN = {"card_last4": "4417", "operation_date": YESTERDAY, "amount": "1200.50"}
 TOOLS = [{"type": "function", "function": {"name": "open_dispute"}}]
 FORCED = {"type": "function", "function": {"name": "open_dispute"}}

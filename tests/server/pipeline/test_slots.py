@@ -14,15 +14,16 @@ import uuid
 
 import pytest
 
+from contracts import clock
 from server.identity import KeyRing
 from tests.scripted import Replies, assert_problem
 
 DISPUTE = "yesterday my card •• 4417 was charged 1 200,50 twice"
-TODAY = dt.date.today().isoformat()
+TODAY = clock.today().isoformat()
 # "30.11": the latest 30 November that is not in the future (a dispute is about the past)
-NOV_30 = max(d for d in (dt.date(dt.date.today().year - i, 11, 30) for i in (0, 1))
-             if d <= dt.date.today()).isoformat()
-YESTERDAY = (dt.date.today() - dt.timedelta(days=1)).isoformat()
+NOV_30 = max(d for d in (dt.date(clock.today().year - i, 11, 30) for i in (0, 1))
+             if d <= clock.today()).isoformat()
+YESTERDAY = (clock.today() - dt.timedelta(days=1)).isoformat()
 ORDER = ("card_last4", "operation_date", "amount", "reason", "original_operation_id")
 TOOLS = [{"type": "function", "function": {"name": n}} for n in
          ("open_dispute", "reissue_card", "check_access_request_status")]
