@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from grammars import CompiledGrammar, GrammarSpec
+from grammars import CompiledGrammar, GrammarSpec, TaggedSpec
 from server.engines import rules
 from server.engines.base import (
     Engine,
@@ -102,10 +102,13 @@ class _Streamed:
     finish: str | None = None
     stop_reason: int | str | None = None
     first_at: float | None = None
+    close: rules.JsonClose | None = None  # for a JSON value's grammar: where it closes
 
-    def add(self, delta: Delta | None, on_token: TokenCallback | None) -> None:
+    def add(self, delta: Delta | None, on_token: TokenCallback | None) -> bool:
+        """Add one event; True once the JSON value a grammar writes has closed, which ends
+        the decode as on EOS without waiting a model step for it (rules.JsonClose)."""
         if delta is None:
-            return
+            return False
         if delta.token_ids and self.first_at is None:
             self.first_at = time.perf_counter()
         for token in delta.token_ids:
@@ -116,6 +119,10 @@ class _Streamed:
         self.finish = delta.finish_reason or self.finish
         if delta.stop_reason is not None:
             self.stop_reason = delta.stop_reason
+        if self.finish is None and self.close is not None and self.close.add(delta.text):
+            self.finish = "stop"  # stop_reason None: as on EOS
+            return True
+        return False
 
     def result(self, request: GenerationRequest, *, constrained: bool) -> GenerationResult:
         ended = time.perf_counter()
@@ -153,7 +160,8 @@ class UpstreamEngine(Engine):
                                  health=self._health(options), transport=probe_transport)
         self._config_context = _config_context(self.model_dir)
         self._warm_specs: list[GrammarSpec] = []
-        self._counts = {"finished": 0, "cancelled": 0, "moved_to_another_upstream": 0,
+        self._counts = {"finished": 0, "cancelled": 0, "ended_at_close": 0,
+                        "moved_to_another_upstream": 0,
                         "failed_after_first_token": 0, "refused_no_upstream": 0,
                         "grammars_warmed": 0}
         self._running = 0  # requests decoding upstream now
@@ -214,7 +222,8 @@ class UpstreamEngine(Engine):
             whitespace=self.options.whitespace, extra_stop_ids=self._extra_stop_ids,
             skip_special_tokens=self.skip_special_tokens,
             request_id=f"strictcall-{uuid.uuid4().hex}")
-        got = _Streamed(time.perf_counter())
+        got = _Streamed(time.perf_counter(), close=rules.JsonClose() if grammar is not None
+                        and not isinstance(grammar.spec, TaggedSpec) else None)
         try:
             sent = self._client.build_request("POST", f"{upstream.url}/v1/completions",
                                               json=body, headers=upstream.headers())
@@ -223,7 +232,9 @@ class UpstreamEngine(Engine):
                 if response.status_code != 200:
                     await _refused(response)
                 async for line in response.aiter_lines():
-                    got.add(read_event(line), request.on_token)
+                    if got.add(read_event(line), request.on_token):
+                        self._counts["ended_at_close"] += 1
+                        break
             finally:
                 # Closing the connection is what makes vLLM abort the request: shielded, so
                 # a second cancellation (the request's end, a client gone) cannot cut it.

@@ -12,6 +12,7 @@ does not have it; `.venv-vllm` (`make setup-vllm`) does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import logging
 import os
@@ -27,6 +28,7 @@ from grammars import (
     GrammarBackend,
     GrammarSpec,
     InvalidSchemaError,
+    TaggedSpec,
     tokenizer_fingerprint,
 )
 from server.engines import rules
@@ -165,7 +167,8 @@ class VllmEngine(Engine):
         self._extra_stop_ids = sorted(self.eos_token_ids - {self.tokenizer.eos_token_id})
         self.grammar_backend = VllmGrammarBackend(
             self.tokenizer, vocab_size=vocab_size, stop_token_ids=sorted(self.eos_token_ids))
-        self._counts = {"running": 0, "finished": 0, "cancelled": 0, "grammars_warmed": 0}
+        self._counts = {"running": 0, "finished": 0, "cancelled": 0, "grammars_warmed": 0,
+                        "ended_at_close": 0}
         log.info("vLLM engine ready in %.1f s (max_model_len %d)", self.startup_seconds,
                  self.max_context)
 
@@ -185,6 +188,10 @@ class VllmEngine(Engine):
             skip_special_tokens=self.skip_special_tokens,
             output_kind=RequestOutputKind.DELTA)
         request_id = f"strictcall-{uuid.uuid4().hex}"
+        # A JSON value's grammar allows only EOS once the value has closed: end there rather
+        # than wait a model step for the EOS token (vLLM aborts the request as we leave).
+        close = rules.JsonClose() if grammar is not None \
+            and not isinstance(grammar.spec, TaggedSpec) else None
         tokens: list[int] = []
         pieces: list[str] = []
         finish: str | None = None
@@ -193,21 +200,27 @@ class VllmEngine(Engine):
         first_at = None
         self._counts["running"] += 1
         try:
-            # Cancelling this task (a client that went away) makes vLLM abort the request.
-            async for out in self._llm.generate(
+            # Cancelling this task (a client that went away), or leaving the loop, makes
+            # vLLM abort the request.
+            async with contextlib.aclosing(self._llm.generate(
                     TokensPrompt(prompt_token_ids=list(request.prompt_ids)), params,
-                    request_id):
-                output = out.outputs[0]
-                if output.token_ids and first_at is None:
-                    first_at = time.perf_counter()
-                for token in output.token_ids:
-                    tokens.append(int(token))
-                    if request.on_token is not None:
-                        request.on_token(int(token))
-                pieces.append(output.text)
-                finish = output.finish_reason or finish
-                stop_reason = output.stop_reason if output.stop_reason is not None \
-                    else stop_reason
+                    request_id)) as outputs:
+                async for out in outputs:
+                    output = out.outputs[0]
+                    if output.token_ids and first_at is None:
+                        first_at = time.perf_counter()
+                    for token in output.token_ids:
+                        tokens.append(int(token))
+                        if request.on_token is not None:
+                            request.on_token(int(token))
+                    pieces.append(output.text)
+                    finish = output.finish_reason or finish
+                    stop_reason = output.stop_reason if output.stop_reason is not None \
+                        else stop_reason
+                    if finish is None and close is not None and close.add(output.text):
+                        finish, stop_reason = "stop", None  # as on EOS (rules.JsonClose)
+                        self._counts["ended_at_close"] += 1
+                        break
         except asyncio.CancelledError:  # vLLM has aborted the request
             self._counts["cancelled"] += 1
             raise

@@ -75,7 +75,10 @@ def test_a_json_answer_goes_as_token_ids_under_a_bounded_grammar(engine, fakes):
                                              on_token=seen.append)))
     assert json.loads(result.text) == {"name": "Alice"}
     assert result.finish_reason == "stop" and result.grammar_complete
-    assert list(result.token_ids) == seen and seen[-1] == engine.tokenizer.eos_token_id
+    # The object closed: the answer ends there, as on EOS, without the step for EOS itself.
+    assert list(result.token_ids) == seen and seen[-1] != engine.tokenizer.eos_token_id
+    assert engine.tokenizer.decode(seen).endswith("}")
+    assert engine.stats()["ended_at_close"] == 1
     body = next(f.bodies[-1] for f in fakes.values() if f.bodies)
     assert body["prompt"] == list(ask(engine).prompt_ids)
     assert body["model"] == "fake-model" and body["stream"] and body["return_token_ids"]

@@ -115,7 +115,8 @@ def test_named_tool_choice(client):
     assert set(json.loads(call.function.arguments)) == {"a", "b"}
 
 
-def test_response_format_json_schema(client):
+def test_response_format_json_schema(client, server):
+    ended_before = httpx.get(f"{server.base_url}/health").json()["engine"]["ended_at_close"]
     schema = {"type": "object", "properties": {
         "name": {"type": "string", "maxLength": 30}, "age": {"type": "integer", "minimum": 0},
         "tags": {"type": "array", "items": {"type": "string", "maxLength": 10},
@@ -127,6 +128,9 @@ def test_response_format_json_schema(client):
     choice = resp.choices[0]
     assert choice.finish_reason == "stop"
     jsonschema.validate(json.loads(choice.message.content), schema)
+    # The object closed, so the engine ended there, not a model step later on EOS.
+    assert httpx.get(f"{server.base_url}/health").json()["engine"]["ended_at_close"] \
+        > ended_before
 
 
 def test_registered_contract_with_repair(client):
