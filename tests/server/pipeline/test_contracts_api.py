@@ -234,10 +234,13 @@ def test_contracts_endpoint_lists_schemas(client):
                                                      "claim": "tenant"}
 
 
+MONTH_AGO = (clock.today() - dt.timedelta(days=30)).isoformat()  # never in the future
+
+
 @pytest.mark.parametrize(("arguments", "expected"), [
-    ({"card_last4": "•• 4417", "operation_date": "2026-11-02", "amount": "1 200,50 ₽",
+    ({"card_last4": "•• 4417", "operation_date": MONTH_AGO, "amount": "1 200,50 ₽",
       "reason": "Duplicate", "original_operation_id": "OP-123456"},
-     {"card_last4": "4417", "operation_date": "2026-11-02", "amount": "1200.50",
+     {"card_last4": "4417", "operation_date": MONTH_AGO, "amount": "1200.50",
       "reason": "duplicate", "original_operation_id": "OP-123456"}),
 ])
 def test_validate_endpoint_normalizes(client, arguments, expected):
