@@ -19,8 +19,7 @@ TITLES = {
     "cpu-variants": "CPU variants: why llama.cpp is the CPU default",
     "latency": "Latency beside llama.cpp's C++ llama-server, cold and warm",
     "latency-upstream": "StrictCall's overhead in front of the vLLM it fronts",
-    "latency-vllm": "Latency on vLLM: StrictCall's vLLM engine, with and without n-gram "
-                    "drafts, beside vLLM's own server",
+    "latency-vllm": "Latency on vLLM: StrictCall's vLLM engine beside vLLM's own server",
     "gpu-decode": "GPU decode: the mask's share of a step",
     "tool-selection": "Tool selection (BM25 over a large catalog)",
     "vllm-engine": "The vLLM engine: start-up, warm-up, decode",
