@@ -63,47 +63,6 @@ class StopStringScanner:
         return text[:min(found)] if found else None
 
 
-class JsonClose:
-    """Follows the text a grammar writes as one JSON value, chunk by chunk, and tells when
-    its root object or array has closed. vLLM's xgrammar backend, with no whitespace
-    allowed (`disable_any_whitespace`), then allows only EOS: that is one more model step
-    for the EOS token alone, which the vLLM engine does not wait for.
-
-    Grammar-written text is valid JSON, so brackets and string quotes are all it tracks. A
-    root that is no object or array (a number could still grow) is never called closed."""
-
-    def __init__(self) -> None:
-        self._depth = 0
-        self._in_string = self._escaped = False
-        self.closed = self._scalar = False
-
-    def add(self, text: str) -> bool:
-        """Add the next chunk of text; True once the root has closed."""
-        if self.closed or self._scalar:
-            return self.closed
-        for char in text:
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif char == "\\":
-                    self._escaped = True
-                elif char == '"':
-                    self._in_string = False
-            elif char in "{[":
-                self._depth += 1
-            elif char in "}]":
-                self._depth -= 1
-                if self._depth == 0:
-                    self.closed = True
-                    return True
-            elif char == '"':
-                self._in_string = True
-            elif self._depth == 0 and not char.isspace():
-                self._scalar = True
-                return False
-        return False
-
-
 def grammar_complete(*, constrained: bool, ended_on_eos: bool) -> bool:
     """True when a grammar was given and the output is a complete sentence of it.
 
@@ -113,7 +72,7 @@ def grammar_complete(*, constrained: bool, ended_on_eos: bool) -> bool:
     vLLM engine reads its output: finish_reason "stop" with stop_reason None (its EOS token)
     or an int (an EOS id of the generation config, which vLLM adds to stop_token_ids); a
     string stop_reason (a stop string) cannot occur, none are sent under a grammar. Or the
-    JSON value a vLLM grammar writes has closed (`JsonClose`): the grammar allows only EOS
+    JSON value a vLLM grammar writes has closed (`json_text.JsonClose`): the grammar allows only EOS
     after it, so the engine ends there, as if on EOS. Cut by max_tokens, the context or a
     cancel, the output is never complete.
     """

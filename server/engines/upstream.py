@@ -44,6 +44,7 @@ from server.engines.base import (
     SamplingParams,
     TokenCallback,
 )
+from server.engines.json_text import JsonClose
 from server.engines.tokenizer_files import load_tokenizer
 from server.engines.upstream_pool import Health, Upstream, UpstreamPool
 from server.engines.upstream_probe import TOKENIZER_PROBE, ProbeSpec, describe
@@ -102,11 +103,11 @@ class _Streamed:
     finish: str | None = None
     stop_reason: int | str | None = None
     first_at: float | None = None
-    close: rules.JsonClose | None = None  # for a JSON value's grammar: where it closes
+    close: JsonClose | None = None  # for a JSON value's grammar: where it closes
 
     def add(self, delta: Delta | None, on_token: TokenCallback | None) -> bool:
         """Add one event; True once the JSON value a grammar writes has closed, which ends
-        the decode as on EOS without waiting a model step for it (rules.JsonClose)."""
+        the decode as on EOS without waiting a model step for it (JsonClose)."""
         if delta is None:
             return False
         if delta.token_ids and self.first_at is None:
@@ -222,7 +223,7 @@ class UpstreamEngine(Engine):
             whitespace=self.options.whitespace, extra_stop_ids=self._extra_stop_ids,
             skip_special_tokens=self.skip_special_tokens,
             request_id=f"strictcall-{uuid.uuid4().hex}")
-        got = _Streamed(time.perf_counter(), close=rules.JsonClose() if grammar is not None
+        got = _Streamed(time.perf_counter(), close=JsonClose() if grammar is not None
                         and not isinstance(grammar.spec, TaggedSpec) else None)
         try:
             sent = self._client.build_request("POST", f"{upstream.url}/v1/completions",

@@ -39,6 +39,7 @@ from server.engines.base import (
     GenerationResult,
     SamplingParams,
 )
+from server.engines.json_text import JsonClose
 from server.engines.tokenizer_files import load_tokenizer
 from server.engines.vllm_specs import structured_outputs
 
@@ -190,7 +191,7 @@ class VllmEngine(Engine):
         request_id = f"strictcall-{uuid.uuid4().hex}"
         # A JSON value's grammar allows only EOS once the value has closed: end there rather
         # than wait a model step for the EOS token (vLLM aborts the request as we leave).
-        close = rules.JsonClose() if grammar is not None \
+        close = JsonClose() if grammar is not None \
             and not isinstance(grammar.spec, TaggedSpec) else None
         tokens: list[int] = []
         pieces: list[str] = []
@@ -218,7 +219,7 @@ class VllmEngine(Engine):
                     stop_reason = output.stop_reason if output.stop_reason is not None \
                         else stop_reason
                     if finish is None and close is not None and close.add(output.text):
-                        finish, stop_reason = "stop", None  # as on EOS (rules.JsonClose)
+                        finish, stop_reason = "stop", None  # as on EOS (JsonClose)
                         self._counts["ended_at_close"] += 1
                         break
         except asyncio.CancelledError:  # vLLM has aborted the request

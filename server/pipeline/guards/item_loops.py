@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.pipeline.guards.json_text import JsonLexer
+from server.engines.json_text import JsonLexer
 
 # Items in a row, each an earlier item again or the previous one with a changed tail, and
 # none found in the conversation, after which an array's string items count as a loop. High

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from server.engines.detokenize import IncrementalDetokenizer
+from server.engines.json_text import JsonLexer
 from server.formats.reading import Reader, Reading
 from server.pipeline.guards.item_loops import JsonShape, Vocabulary, item_steering
-from server.pipeline.guards.json_text import JsonLexer
 from server.pipeline.request_options import GuardOptions
 
 # A value loops when a unit of 1..MAX_PERIOD tokens repeats back to back so often that the

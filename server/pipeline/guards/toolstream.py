@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.pipeline.guards.json_text import JsonLexer, Kind
+from server.engines.json_text import JsonLexer, Kind
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""rules.JsonClose: where a grammar-written JSON object or array closes, in text that comes
+"""json_text.JsonClose: where a grammar-written JSON object or array closes, in text that comes
 in chunks of any size (vLLM's deltas), never earlier, and never for a scalar root."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from server.engines.rules import JsonClose
+from server.engines.json_text import JsonClose
 
 VALUES = [
     {},

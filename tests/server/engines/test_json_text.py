@@ -1,11 +1,11 @@
-"""The one lexer under the guards and the call stream (server/pipeline/guards/json_text.py),
+"""The one lexer under the guards and the call stream (server/engines/json_text.py),
 and the readers built on it read a text the same in whatever pieces it arrives."""
 
 import json
 import random
 
+from server.engines.json_text import JsonLexer
 from server.pipeline.guards.item_loops import JsonShape
-from server.pipeline.guards.json_text import JsonLexer
 from server.pipeline.guards.toolstream import ArgumentsFragment, CallNamed, CallScanner
 
 CALLS = [{"name": "transfer", "arguments": {"to": "Анна \"А\" \\ Б", "amount": 1200.5,

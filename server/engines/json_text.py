@@ -1,8 +1,9 @@
-"""The one lexer the guards and the call stream read a growing JSON text with: what each
-character is (structure, a string's quote, a string's own character, an escape), with the
-depth of the containers open after it. The readers (`runaway.py`'s call splitter,
-`toolstream.py`'s call scanner, `item_loops.py`'s shape) keep only what they need on top.
-Never a validator: the grammar guarantees the text is JSON."""
+"""The one lexer a growing JSON text is read with: what each character is (structure, a
+string's quote, a string's own character, an escape), with the depth of the containers open
+after it. The readers (the runaway guards' call splitter in `pipeline/guards/runaway.py`,
+`toolstream.py`'s call scanner, `item_loops.py`'s shape, and `JsonClose` below for the vLLM
+engines) keep only what they need on top. Never a validator: the grammar guarantees the
+text is JSON."""
 
 from __future__ import annotations
 
@@ -52,3 +53,29 @@ class JsonLexer:
         if ch.isspace():
             return "space"
         return "scalar"
+
+
+class JsonClose:
+    """Where the JSON value a grammar writes closes, read chunk by chunk: its root object or
+    array. vLLM's xgrammar grammar, with no whitespace allowed (`disable_any_whitespace`),
+    then allows only EOS: one more model step for the EOS token alone, which the vLLM
+    engines do not wait for. A root that is no object or array (a number could still grow)
+    is never called closed."""
+
+    def __init__(self) -> None:
+        self._lexer = JsonLexer()
+        self.closed = self._scalar = False
+
+    def add(self, text: str) -> bool:
+        """Add the next chunk of text; True once the root has closed."""
+        if self.closed or self._scalar:
+            return self.closed
+        for char in text:
+            kind = self._lexer.kind(char)
+            if kind == "close" and self._lexer.depth == 0:
+                self.closed = True
+                return True
+            if self._lexer.depth == 0 and kind not in ("open", "space"):
+                self._scalar = True
+                return False
+        return False
