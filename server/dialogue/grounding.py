@@ -22,7 +22,6 @@ not what a tool returned for the intent before)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import unicodedata
@@ -44,6 +43,7 @@ from server.dialogue.marks import (
 )
 from server.dialogue.naming import FieldWords, field_words
 from server.dialogue.reading import Reader, decimal_json, spans, within
+from server.dialogue.shape import Shape, branches, plain_string
 
 SPAN_WORDS = 4  # the longest run of words a value (not a plain string) is looked for in
 MAX_CANDIDATES = 64  # per field: past this, the most recent are kept
@@ -296,60 +296,6 @@ def _newest_values(found: Sequence[Found]) -> list[Any]:
     return list(out.values())[:MAX_CANDIDATES]
 
 
-@dataclass(frozen=True)
-class Shape:
-    """Which readings a field's schema can take."""
-
-    numbers: bool = False
-    integer: bool = False  # numbers, but whole ones only
-    dates: bool = False
-    booleans: bool = False
-    numeric_text: bool = False  # a string with a pattern ("^[0-9]+(\\.[0-9]{2})?$")
-    patterns: tuple[re.Pattern[str], ...] = ()  # its string patterns, unanchored
-
-    @classmethod
-    def of(cls, node: dict[str, Any]) -> Shape:
-        types: set[str] = set()
-        formats: set[str] = set()
-        patterns: list[re.Pattern[str]] = []
-        for branch in _branches(node):
-            kind = branch.get("type")
-            types |= set(kind) if isinstance(kind, list) else {kind} if isinstance(
-                kind, str) else set()
-            if isinstance(branch.get("format"), str):
-                formats.add(branch["format"])
-            if isinstance(branch.get("pattern"), str):
-                with contextlib.suppress(re.error):  # (the planner refuses those)
-                    patterns.append(re.compile(
-                        branch["pattern"].removeprefix("^").removesuffix("$")))
-            if isinstance(branch.get("enum"), list):
-                types |= {_json_type(v) for v in branch["enum"]}
-        return cls(numbers=bool(types & {"number", "integer"}),
-                   integer="integer" in types and "number" not in types,
-                   dates="date" in formats, booleans="boolean" in types,
-                   numeric_text="string" in types and bool(patterns),
-                   patterns=tuple(patterns))
-
-
-def plain_string(node: dict[str, Any]) -> bool:
-    """A string of any words: no pattern, format, enum or const."""
-    return node.get("type") == "string" and not any(
-        k in node for k in ("pattern", "format", "enum", "const", "anyOf", "oneOf"))
-
-
-def _branches(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for key in ("anyOf", "oneOf"):
-        for branch in node.get(key) or ():
-            if isinstance(branch, dict):
-                yield from _branches(branch)
-
-
-def _json_type(value: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "number", str: "string"}.get(
-        type(value), "null")
-
-
 def _inside_another(f: Found, found: list[Found],
                     numbers: list[tuple[int, int, Decimal]]) -> bool:
     """A value inside a longer run that gave the field another value, or that spells
@@ -386,7 +332,7 @@ def _schema_values(schema: dict[str, Any], node: dict[str, Any]) -> ValueOf:
     string the enum holds matches whatever its case and spacing."""
     check = validator_for({**node, **{k: schema[k] for k in ("$defs", "definitions")
                                       if k in schema}})
-    enum = [v for b in _branches(node) if isinstance(b.get("enum"), list) for v in b["enum"]]
+    enum = [v for b in branches(node) if isinstance(b.get("enum"), list) for v in b["enum"]]
 
     def value_of(raw: Any) -> tuple[bool, Any]:
         options = [raw]
