@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from grammars import GrammarSpec, TaggedSpec
+
 # What a character is: a container opens or closes; a string opens (`quote`) or closes
 # (`unquote`); a string's character (`char`, an escaped one included) or its backslash
 # (`escape`); a `colon`, a `comma`, `space` between values, or part of a number or literal
@@ -65,6 +67,13 @@ class JsonClose:
     def __init__(self) -> None:
         self._lexer = JsonLexer()
         self.closed = self._scalar = False
+
+    @classmethod
+    def for_spec(cls, spec: GrammarSpec | None) -> JsonClose | None:
+        """One for a spec whose whole output is a JSON value (a schema's answer, calls as a
+        JSON array); None without a grammar, or for a tagged one (text or tagged calls,
+        after which more than EOS may come)."""
+        return cls() if spec is not None and not isinstance(spec, TaggedSpec) else None
 
     def add(self, text: str) -> bool:
         """Add the next chunk of text; True once the root has closed."""

@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from grammars import CompiledGrammar, GrammarSpec, TaggedSpec
+from grammars import CompiledGrammar, GrammarSpec
 from server.engines import rules
 from server.engines.base import (
     Engine,
@@ -223,8 +223,8 @@ class UpstreamEngine(Engine):
             whitespace=self.options.whitespace, extra_stop_ids=self._extra_stop_ids,
             skip_special_tokens=self.skip_special_tokens,
             request_id=f"strictcall-{uuid.uuid4().hex}")
-        got = _Streamed(time.perf_counter(), close=JsonClose() if grammar is not None
-                        and not isinstance(grammar.spec, TaggedSpec) else None)
+        got = _Streamed(time.perf_counter(),
+                        close=JsonClose.for_spec(grammar.spec if grammar is not None else None))
         try:
             sent = self._client.build_request("POST", f"{upstream.url}/v1/completions",
                                               json=body, headers=upstream.headers())

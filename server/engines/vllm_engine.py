@@ -28,7 +28,6 @@ from grammars import (
     GrammarBackend,
     GrammarSpec,
     InvalidSchemaError,
-    TaggedSpec,
     tokenizer_fingerprint,
 )
 from server.engines import rules
@@ -191,8 +190,7 @@ class VllmEngine(Engine):
         request_id = f"strictcall-{uuid.uuid4().hex}"
         # A JSON value's grammar allows only EOS once the value has closed: end there rather
         # than wait a model step for the EOS token (vLLM aborts the request as we leave).
-        close = JsonClose() if grammar is not None \
-            and not isinstance(grammar.spec, TaggedSpec) else None
+        close = JsonClose.for_spec(grammar.spec if grammar is not None else None)
         tokens: list[int] = []
         pieces: list[str] = []
         finish: str | None = None

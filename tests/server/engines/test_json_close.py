@@ -49,3 +49,12 @@ def test_a_scalar_root_is_never_called_closed(text):
     close = JsonClose()
     assert not close.add(text)
     assert not close.add("]}")
+
+
+def test_only_a_spec_whose_whole_output_is_json_gets_one():
+    from grammars import JsonSchemaSpec, StructuralTagSpec
+
+    assert isinstance(JsonClose.for_spec(JsonSchemaSpec('{"type":"object"}')), JsonClose)
+    assert JsonClose.for_spec(None) is None
+    tagged = StructuralTagSpec.__new__(StructuralTagSpec)  # its fields do not matter here
+    assert JsonClose.for_spec(tagged) is None
