@@ -37,6 +37,7 @@ from grammars.keywords import (
     with_policies,
 )
 from grammars.metaschema import MAX_NESTING, check_json_value, checked_client_schema
+from grammars.patterns import ClientRegex, Match, PatternError, PatternTimeout, client_regex
 from grammars.policy import DEFAULT_POLICIES, POLICY_FLAGS, GrammarPolicy, PolicyFlag
 from grammars.specs import (
     GrammarSpec,
@@ -130,4 +131,5 @@ __all__ = [
     "MAX_NESTING", "check_json_value", "checked_client_schema",
     "GROUNDED", "NOT_GIVEN", "Narrowing", "grounding_uses", "narrowed_schema", "optional_at",
     "required_at", "schema_pointer", "span_pattern",
+    "ClientRegex", "Match", "PatternError", "PatternTimeout", "client_regex",
 ]

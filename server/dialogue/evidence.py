@@ -9,7 +9,12 @@ an id inside compact JSON is a value like any other.
 The conversation's date, which relative dates are read against ("позавчера", "last
 Friday"), is a date the system message states ("Today is 2026-12-02"), else the day the
 request came. Its language, which questions are asked in, is the newest user message's that
-tells one (server/dialogue/language.py)."""
+tells one (server/dialogue/language.py).
+
+What is read is bounded (`Bounds`), newest first: the readers (numbers, dates, languages)
+cost per word, so a conversation of 10,000 messages, or one message of megabytes, costs no
+more than the bounds allow. An older message past them, or the end of a long one, is not
+evidence (a value there is asked for again, never invented)."""
 
 from __future__ import annotations
 
@@ -30,6 +35,19 @@ Source = Literal["user", "tool", "system"]
 _STATED_DATE = re.compile(
     r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}\.\d{1,2}\.\d{4}\b"
     r"|\b\d{1,2}\.?\s+[^\W\d]{3,}\.?\s+\d{4}\b|\b[^\W\d]{3,}\.?\s+\d{1,2},?\s+\d{4}\b")
+
+
+_WORD = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How much of a conversation grounding reads, newest message first (Settings'
+    grounding_max_*)."""
+
+    messages: int = 64
+    chars: int = 24_000
+    words: int = 3_000
 
 
 @dataclass(frozen=True)
@@ -62,23 +80,56 @@ class Evidence:
 
 
 def evidence_of(turns: Sequence[Turn], *, from_system: bool = True,
-                today: dt.date | None = None) -> Evidence:
+                today: dt.date | None = None, bounds: Bounds = Bounds()) -> Evidence:
     """The evidence of a conversation. `today`: the request's date, where the system
     message states none."""
+    read = _read(turns, bounds)
     pieces: list[Piece] = []
-    for i, turn in enumerate(turns):
-        if not turn.text:
-            continue
-        if turn.role == "user":
-            pieces.append(Piece(turn.text, "user", i))
-        elif turn.role == "tool":
-            pieces += [Piece(text, "tool", i) for text in _result_texts(turn.text)]
-        elif turn.role == "system" and from_system:
-            pieces.append(Piece(turn.text, "system", i))
-    stated = _stated_date(t.text for t in turns if t.role == "system")
-    users = [t.text for t in reversed(turns) if t.role == "user" and t.text]
+    for i, text in sorted(read.items()):
+        role = turns[i].role
+        if role == "user":
+            pieces.append(Piece(text, "user", i))
+        elif role == "tool":
+            pieces += [Piece(text, "tool", i) for text in _result_texts(text)]
+        elif role == "system" and from_system:
+            pieces.append(Piece(text, "system", i))
+    stated = _stated_date(text for i, text in sorted(read.items())
+                          if turns[i].role == "system")
+    users = [text for i, text in sorted(read.items(), reverse=True)
+             if turns[i].role == "user"]
     return Evidence(tuple(pieces), stated or today or clock.today(),
                     conversation_language(users))
+
+
+def _read(turns: Sequence[Turn], bounds: Bounds) -> dict[int, str]:
+    """The texts read (by turn index), newest first within `bounds`; a long one is cut
+    between words. (The model's own turns are no evidence and cost nothing.)"""
+    out: dict[int, str] = {}
+    chars, words = bounds.chars, bounds.words
+    for i in range(len(turns) - 1, -1, -1):
+        if len(out) >= bounds.messages or chars <= 0 or words <= 0:
+            break
+        if not turns[i].text or turns[i].role not in ("user", "tool", "system"):
+            continue
+        text = _clipped(turns[i].text, chars, words)
+        if text:
+            out[i] = text
+            chars -= len(text)
+            words -= sum(1 for _ in _WORD.finditer(text))
+    return out
+
+
+def _clipped(text: str, chars: int, words: int) -> str:
+    """`text`'s start, up to `chars` characters and `words` words, cut between words (a
+    single word longer than that is no value: nothing is kept of it)."""
+    if len(text) > chars:
+        head = text[:chars + 1]
+        cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+        text = head[:cut] if cut > 0 else ""
+    for n, word in enumerate(_WORD.finditer(text)):
+        if n == words:
+            return text[:word.start()]
+    return text
 
 
 def _result_texts(text: str) -> list[str]:

@@ -31,7 +31,14 @@ from decimal import Decimal
 from typing import Any
 
 from contracts import Contract
-from grammars import Narrowing, schema_pointer, span_pattern, validator_for
+from grammars import (
+    Match,
+    Narrowing,
+    PatternTimeout,
+    schema_pointer,
+    span_pattern,
+    validator_for,
+)
 from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.marks import (
     Marked,
@@ -177,6 +184,8 @@ class ValueFinder:
         self.shape = Shape.of(node)
         self.reader: Reader = evidence.reader
         self.all = evidence.pieces
+        # Each piece's index (the first, for equal ones), looked up in constant time.
+        self.index = {p: i for i, p in reversed(list(enumerate(self.all)))}
         if contract is not None:
             context = {"today": evidence.today}
             self.value_of: ValueOf = lambda raw: contract.fields.value(path, raw,
@@ -192,8 +201,7 @@ class ValueFinder:
         """Every value found, with its span, in order of the pieces."""
         out: list[Found] = []
         for piece in pieces:
-            index = self.all.index(piece) if piece in self.all else -1
-            out += self._in(piece.text, index)
+            out += self._in(piece.text, self.index.get(piece, -1))
         return out
 
     def _in(self, text: str, index: int) -> list[Found]:
@@ -208,14 +216,14 @@ class ValueFinder:
                 numbers.append((start, end, number))
             for value in self._readings(text[start:end], number):
                 found.append(Found(value, index, start, end))
-        return [f for f in found if not _inside_another(f, found, numbers)]
+        return _outermost(found, numbers)
 
     def _matches(self, text: str) -> Iterator[tuple[int, int]]:
         """Where the field's own `pattern` matches inside a longer word ("id=AR-004217;"),
         but not in one whose other letters or digits belong to it ("204518" of
         "OP-204518" is no value)."""
         for pattern in self.shape.patterns:
-            for match in pattern.finditer(text):
+            for match in _within_budget(pattern.finditer(text)):
                 start, end = match.span()
                 left, right = start, end
                 while left > 0 and not text[left - 1].isspace():
@@ -296,6 +304,15 @@ def _newest_values(found: Sequence[Found]) -> list[Any]:
     return list(out.values())[:MAX_CANDIDATES]
 
 
+def _within_budget(found: Iterator[Match]) -> Iterator[Match]:
+    """The matches of a pattern RE2 cannot run, up to its search budget (grammars/patterns:
+    past it, no more of them; the validator says so of an output)."""
+    try:
+        yield from found
+    except PatternTimeout:
+        return
+
+
 def _inside_another(f: Found, found: list[Found],
                     numbers: list[tuple[int, int, Decimal]]) -> bool:
     """A value inside a longer run that gave the field another value, or that spells
@@ -305,6 +322,25 @@ def _inside_another(f: Found, found: list[Found],
     return any(strictly(o.start, o.end) and o.value != f.value for o in found) or any(
         strictly(start, end) and not _same_number(number, f.value)
         for start, end, number in numbers)
+
+
+def _outermost(found: list[Found], numbers: list[tuple[int, int, Decimal]]) -> list[Found]:
+    """`found` less the values `_inside_another` finds inside another, in linear time: a
+    run is short (`MAX_SPAN_CHARS` at most, a pattern's match aside), so only runs that
+    start that close before a value can hold it."""
+    reach = max([o.end - o.start for o in found] + [end - start for start, end, _ in numbers],
+                default=0)
+    by_start: dict[int, list[Found]] = {}
+    numbers_at: dict[int, list[tuple[int, int, Decimal]]] = {}
+    for one in found:
+        by_start.setdefault(one.start, []).append(one)
+    for number in numbers:
+        numbers_at.setdefault(number[0], []).append(number)
+    def near(f: Found) -> tuple[list[Found], list[tuple[int, int, Decimal]]]:
+        starts = range(max(0, f.start - reach), f.start + 1)
+        return ([o for s in starts for o in by_start.get(s, ())],
+                [n for s in starts for n in numbers_at.get(s, ())])
+    return [f for f in found if not _inside_another(f, *near(f))]
 
 
 def _same_number(number: Decimal, value: Any) -> bool:

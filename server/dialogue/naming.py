@@ -18,6 +18,7 @@ from server.dialogue.marks import Marked, Path
 from server.dialogue.reading import date_word
 
 NEAR = 4  # words between a value and a field's word, at most
+WINDOW = 240  # characters either side of a value that are read for the words naming it
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?;]\s|\n")
 
@@ -47,10 +48,14 @@ class FieldWords:
         "card 4417 was charged 1 200,50" names 4417, not the amount, by the card; "5
         nights and 3 guests" gives each number its own field. (Several: the caller keeps
         those that can take the value.)"""
-        sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)),
-                             default=0)
-        stop = _SENTENCE_END.search(text, end)
-        sentence_end = stop.start() if stop else len(text)
+        # (The sentence within `WINDOW` characters of the value: a field's word names it
+        # from `NEAR` words away at most, and a message of one endless sentence costs no
+        # more per value than a short one.)
+        low, high = max(0, start - WINDOW), min(len(text), end + WINDOW)
+        sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, low, start)),
+                             default=low)
+        stop = _SENTENCE_END.search(text, end, high)
+        sentence_end = stop.start() if stop else high
         tokens = [(m.start(), m.end(), m.group()) for m in
                   _TOKEN.finditer(text, sentence_start, sentence_end)]
         runs = _digit_runs(tokens)

@@ -116,6 +116,12 @@ class Reader:
         return found
 
 
+# No value is read from a longer run of words (the longest date or amount people write is
+# far shorter): a run of digits of megabytes is no amount, and the readers' caches below
+# hold 16,384 runs at most, so at most this many characters each.
+MAX_SPAN_CHARS = 96
+
+
 @functools.lru_cache(maxsize=16384)
 def _number(span: str, language: str) -> Decimal | None:
     if not any(c.isdigit() for c in span):
@@ -156,12 +162,14 @@ def decimal_json(value: Decimal, *, integer: bool = False) -> int | float | None
 
 
 def spans(text: str, longest: int) -> Iterator[tuple[int, int]]:
-    """Every run of 1..`longest` words of `text`, and each without punctuation at its
-    edges ("yesterday," -> "yesterday")."""
+    """Every run of 1..`longest` words of `text` up to `MAX_SPAN_CHARS` characters, and each
+    without punctuation at its edges ("yesterday," -> "yesterday")."""
     words = [m.span() for m in _WORDS.finditer(text)]
     for i in range(len(words)):
         for j in range(i, min(i + longest, len(words))):
             start, end = words[i][0], words[j][1]
+            if end - start > MAX_SPAN_CHARS:
+                break
             yield start, end
             trimmed = trim(text, start, end)
             if trimmed != (start, end) and trimmed[0] < trimmed[1]:

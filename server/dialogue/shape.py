@@ -5,10 +5,11 @@ by (server/dialogue/grounding.py)."""
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from grammars import ClientRegex, PatternError, client_regex
 
 
 @dataclass(frozen=True)
@@ -20,13 +21,13 @@ class Shape:
     dates: bool = False
     booleans: bool = False
     numeric_text: bool = False  # a string with a pattern ("^[0-9]+(\\.[0-9]{2})?$")
-    patterns: tuple[re.Pattern[str], ...] = ()  # its string patterns, unanchored
+    patterns: tuple[ClientRegex, ...] = ()  # its string patterns, unanchored (in RE2)
 
     @classmethod
     def of(cls, node: dict[str, Any]) -> Shape:
         types: set[str] = set()
         formats: set[str] = set()
-        patterns: list[re.Pattern[str]] = []
+        patterns: list[ClientRegex] = []
         for branch in branches(node):
             kind = branch.get("type")
             types |= set(kind) if isinstance(kind, list) else {kind} if isinstance(
@@ -34,8 +35,8 @@ class Shape:
             if isinstance(branch.get("format"), str):
                 formats.add(branch["format"])
             if isinstance(branch.get("pattern"), str):
-                with contextlib.suppress(re.error):  # (the planner refuses those)
-                    patterns.append(re.compile(
+                with contextlib.suppress(PatternError):  # (the planner refuses those)
+                    patterns.append(client_regex(
                         branch["pattern"].removeprefix("^").removesuffix("$")))
             if isinstance(branch.get("enum"), list):
                 types |= {json_type(v) for v in branch["enum"]}

@@ -17,7 +17,7 @@ from typing import Any
 from contracts import Contract, ContractRegistry, clock
 from grammars import narrowed_schema
 from server.dialogue import language, reading
-from server.dialogue.evidence import Evidence, evidence_of
+from server.dialogue.evidence import Bounds, Evidence, evidence_of
 from server.dialogue.grounding import Grounding, ground
 from server.dialogue.marks import marked_fields
 from server.dialogue.questions import NeedsInput, Wording
@@ -40,6 +40,7 @@ class Dialogue:
     store: SessionStore | None
     registry: ContractRegistry = field(default_factory=ContractRegistry)
     from_system: bool = True  # the system and developer messages are evidence too
+    bounds: Bounds = Bounds()  # what of a conversation grounding reads
 
     @staticmethod
     def warm() -> None:
@@ -53,7 +54,7 @@ class Dialogue:
             return DialogueTurn(task, Evidence((), clock.today(), "en"), self.registry,
                                 None)
         evidence = await asyncio.to_thread(evidence_of, task.turns,
-                                           from_system=self.from_system)
+                                           from_system=self.from_system, bounds=self.bounds)
         slots = None
         session = task.options.session
         if session is not None and self.store is not None:

@@ -27,7 +27,7 @@ from grammars import (
     JsonSchemaSpec,
     Lookup,
 )
-from server.dialogue import Dialogue, draft_lines
+from server.dialogue import Dialogue, draft_lines, grounding_bounds
 from server.engines.base import Engine, GenerationRequest, SamplingParams
 from server.errors import InvalidRequest, ModelNotFound, ServiceError
 from server.execution import ToolOffers, ToolPolicy, Tracing, contract_runtime
@@ -90,7 +90,8 @@ class Preparer:
         self.tracing = parts.tracing or Tracing()
         # The conversation: grounding, slots across turns, questions (server/dialogue).
         self.dialogue = Dialogue(parts.sessions, self.registry,
-                                 from_system=settings.ground_from_system)
+                                 from_system=settings.ground_from_system,
+                                 bounds=grounding_bounds(settings))
         self._planning = concurrent.futures.ThreadPoolExecutor(
             max_workers=PLAN_WORKERS, thread_name_prefix="strictcall-plan")
 
@@ -223,7 +224,12 @@ class Preparer:
         prefill = rendering.prefill
         if prefill.strip() and prompt.rstrip().endswith(prefill.strip()):
             prefill = ""
-        prompt_ids = self.engine.encode(prompt + prefill)
+        least = self.engine.fewest_tokens(prompt + prefill)
+        if least > self.engine.max_context:
+            raise InvalidRequest(f"the prompt is at least {least} tokens; this model's context "
+                                 f"is {self.engine.max_context}. Shorten the messages or tools.",
+                                 param=task.names.messages, code="context_length_exceeded")
+        prompt_ids = await asyncio.to_thread(self.engine.encode, prompt + prefill)
         # The limits, before any compile; a reasoning pass adds its budget to the default.
         sampling = self._sampling(task, len(prompt_ids),
                                   reasoning=options.reasoning if rendering.thinks else 0)

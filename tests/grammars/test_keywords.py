@@ -274,7 +274,7 @@ def test_table_is_the_backends_own(backend):
 @pytest.mark.parametrize("schema", [
     {"type": "string", "pattern": "^\\p{L}+$"},
     {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
-     "patternProperties": {"^\\p{L}": {}}},
+     "patternProperties": {"^[z-a]": {}}},  # compiles in neither RE2 nor `regex`
 ])
 def test_patterns_the_validator_cannot_run_are_refused(schema):
     from grammars import GrammarError

@@ -191,3 +191,40 @@ def test_every_json_type_is_grounded():
     assert found["express"] == (True,)
     assert found["count"] == (3,) and 4.5 in found["price"]
     assert found["colour"] == ("dark_blue",)
+
+
+# Hostile conversations: what grounding reads is bounded (evidence.Bounds), newest first,
+# and a client's pattern runs in RE2 (grammars/patterns.py).
+CODE = {"type": "object", "properties": {"code": {
+    "type": "string", "pattern": "^(a+)+$", "x-strictcall-grounded": True}}}
+
+
+def test_a_backtracking_pattern_grounds_in_linear_time():
+    from tests.grammars.test_patterns import finishes
+
+    found = finishes(lambda: _found(CODE, None, ("user", "code " + "a" * 64 + "! or aaaa")))
+    assert set(found["code"]) == {"aaaa", "a" * 64}  # ("!" is punctuation beside it)
+
+
+def test_ten_thousand_messages_read_only_the_newest():
+    from server.dialogue.evidence import Bounds
+
+    turns = [Turn("user", f"card {1000 + i}") for i in range(10_000)]
+    evidence = evidence_of(turns, today=TODAY, bounds=Bounds(messages=64))
+    assert len(evidence.pieces) == 64
+    assert evidence.pieces[-1].text == "card 10999" and evidence.pieces[-1].turn == 9_999
+    assert evidence.pieces[0].turn == 10_000 - 64  # indices stay the conversation's
+
+
+def test_a_long_message_is_cut_between_words_and_a_huge_word_is_no_value():
+    from server.dialogue.evidence import Bounds
+
+    bounds = Bounds(chars=40, words=5)
+    evidence = evidence_of([Turn("user", "one two three four five six seven")], today=TODAY,
+                           bounds=bounds)
+    assert evidence.texts == ["one two three four five "]
+    evidence = evidence_of([Turn("user", "amount 12 " + "7" * 2_000_000),
+                            Turn("user", "card 4417")], today=TODAY, bounds=bounds)
+    assert evidence.texts == ["amount 12", "card 4417"]  # newest first, within the chars
+    digits = evidence_of([Turn("user", "9" * 10_000_000)], today=TODAY)
+    assert digits.pieces == ()
