@@ -90,8 +90,30 @@ def resolve(name: str, *, model_dir: Path | None, tokenizer: Any) -> ModelFormat
         if not renders:
             log.warning("model format %s: the chat template does not render tools; they are "
                         "described in the system turn instead", fmt.name)
-        fmt = FamilyFormat(fmt.name, thinks=fmt.thinks, renders_tools=renders)
+        # (Detected: as its template does. Named by --model-format: as the family does.)
+        thinks = fmt.thinks and (name != "auto" or template_thinks(template, fmt))
+        if fmt.thinks and not thinks:
+            log.info("model format %s: no thinking (its chat template has no thinking block, "
+                     "as Qwen2.5's and Qwen3's -Instruct-2507 have none): no reasoning pass "
+                     "unless a request asks for one", fmt.name)
+        fmt = FamilyFormat(fmt.name, thinks=thinks, renders_tools=renders)
     return fmt
+
+
+# What a chat template that thinks reads or writes, beside its family's own closing marker
+# (Qwen3's `enable_thinking`, DeepSeek's and GLM's `reasoning_content`, gpt-oss's
+# `thinking`): a family's template without any of them is a model of that family's call
+# syntax that does not think (Qwen2.5 and Hermes models write Qwen3's `<tool_call>`).
+THINKING_WORDS = ("reasoning_content", "enable_thinking", "thinking")
+
+
+def template_thinks(template: str | None, fmt: FamilyFormat) -> bool:
+    """Whether a model of `fmt`'s family with this chat template thinks (no template: as
+    the family does)."""
+    if template is None:
+        return fmt.thinks
+    end = fmt.syntax([]).think_end
+    return bool(end and end in template) or any(w in template for w in THINKING_WORDS)
 
 
 def _template(tokenizer: Any) -> str | None:

@@ -41,7 +41,9 @@ class Decode:
             return None
         return RunawayGuard(self.plan.reader, engine.decode, options=self.guards,
                             vocabulary=vocabulary_of(engine.tokenizer),
-                            evidence=self.prompt_text, answered=self.plan.answered)
+                            evidence=self.prompt_text, answered=self.plan.answered,
+                            identifying={name: grounding.grounded for name, grounding
+                                         in self.plan.groundings.items()})
 
     def guarded(self, guard: RunawayGuard | None) -> GenerationRequest:
         """The request, steered by `guard` where it steers."""

@@ -122,10 +122,12 @@ class Finisher:
                 *, complete: bool) -> Checked:
         """Text, JSON, and every cut-off output."""
         if not complete:
-            # A cut-off constrained output is returned as text with finish_reason "length":
-            # never as a call, never with a "stop" that would suggest it is complete. (What
-            # follows the reasoning, if the reasoning ended; the reasoning is its own field.)
-            return Checked(result.text[reading.answer_from:], (), "length")
+            # A cut-off constrained output is finish_reason "length": never a call, never a
+            # "stop" that would suggest it is complete, and never the format's own syntax
+            # (a half-written `<tool_call>{...`, which a chat client would show): the text
+            # the reader would have streamed, what came before any call (a cut-off JSON
+            # answer is that text; the reasoning is its own field).
+            return Checked(plan.reader.showable(result.text, stop_holdback=0), (), "length")
         content = reading.content if reading.content is not None else ""
         match plan.mode:
             case "text" | "auto":

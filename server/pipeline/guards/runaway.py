@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -67,12 +67,17 @@ class RunawayGuard:
     def __init__(self, reader: Reader, decode: Callable[[Sequence[int]], str], *,
                  options: GuardOptions,
                  vocabulary: Callable[[], Vocabulary] | None = None,
-                 evidence: str = "", answered: Sequence[Any] = ()) -> None:
+                 evidence: str = "", answered: Sequence[Any] = (),
+                 identifying: Mapping[str, Sequence[tuple[str, ...]]] | None = None) -> None:
         """`reader`: how the decode reads, in the model's format; `vocabulary`: the
         tokens' texts, for steering away from loops of items and keys (item_loops.py);
         `evidence`: the prompt's text (items copied from it are not loops); `answered`:
-        calls ({"name", "arguments"}) already answered, which are not written again."""
+        calls ({"name", "arguments"}) already answered, which are not written again;
+        `identifying`: per tool, the argument paths whose values the user gives (its
+        grounded fields): a call of that tool with the same values there as an earlier one
+        in the answer repeats it, whatever else it changes."""
         self._answered = list(answered)
+        self._identifying = identifying or {}
         self._vocabulary = vocabulary
         self._shape = JsonShape(evidence)
         self.reader = reader
@@ -123,13 +128,29 @@ class RunawayGuard:
             return False
         new, self._fed = reading.calls[self._fed:], len(reading.calls)
         for ended in self._calls.feed(new):
-            if ended.value in self._calls.values[:-1] or ended.value in self._answered:
+            if any(self._repeats(ended.value, earlier) for earlier in self._calls.values[:-1]) \
+                    or ended.value in self._answered:
                 closed = self.reader.cut_after(text, len(self._calls.values) - 1)
                 self.trip = Trip("duplicate_call", closed,
                                  {"duplicate_calls_dropped": 1,
                                   "calls_kept": len(self._calls.values) - 1})
                 return True
         return False
+
+    def _repeats(self, call: Any, earlier: Any) -> bool:
+        """`call` is `earlier` again: identical, or the same tool with the same values
+        where the user gives them. A small model allowed several calls lists one request
+        over and over with another reason or note each time (Qwen2.5-0.5B: the same
+        dispute as "duplicate", "fraud", "not_received" to max_tokens); one request is one
+        call."""
+        if call == earlier:
+            return True
+        if not (isinstance(call, dict) and isinstance(earlier, dict)) \
+                or call.get("name") != earlier.get("name"):
+            return False
+        paths = self._identifying.get(str(call.get("name")))
+        return bool(paths) and all(_at(call.get("arguments"), p)
+                                   == _at(earlier.get("arguments"), p) for p in paths)
 
     # -- loops inside values -----------------------------------------------------------
     def steer(self, ids: Sequence[int]) -> set[int]:
@@ -196,6 +217,17 @@ class RunawayGuard:
             "kind": kind, "unit": self._decode(self._ids[-period:]), "repeats": repeats,
             "tokens": period * repeats}})
         return True
+
+
+def _at(value: Any, path: tuple[str, ...]) -> Any:
+    """The value at `path` (object keys; `*`, every item of an array) in `value`."""
+    for i, key in enumerate(path):
+        if key == "*" and isinstance(value, list):
+            return [_at(item, path[i + 1:]) for item in value]
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
 
 
 def _same_string_items(unit: str) -> bool:

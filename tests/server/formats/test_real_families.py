@@ -35,6 +35,33 @@ def test_auto_places_official_templates(name, family):
     assert why
 
 
+# Official templates: does a model with it think? Its family's syntax alone does not say
+# (Qwen2.5, Qwen3-2507 Instruct and Hermes write Qwen3's `<tool_call>` and never think).
+THINKS = {
+    "Qwen-Qwen3-0.6B@a55ee1.jinja": True, "Qwen-Qwen3.5-0.8B.jinja": True,
+    "Qwen-Qwen2.5-7B-Instruct.jinja": False, "Qwen-Qwen3-4B-Instruct-2507.jinja": False,
+    "Qwen-Qwen3-4B-Thinking-2507.jinja": True,
+    "Qwen-Qwen3-Coder-30B-A3B-Instruct.jinja": False,
+    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja": False,
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": True,
+    "deepseek-ai-DeepSeek-V3.1.jinja": True, "openai-gpt-oss-120b.jinja": True,
+    "Kimi-K2-Instruct.jinja": False, "Kimi-K2-Thinking.jinja": True, "GLM-4.6.jinja": True,
+    "MiniMax-M2.jinja": True, "google-gemma-4-31B-it.jinja": True,
+    "meta-llama-Llama-3.1-8B-Instruct.jinja": False,
+}
+
+
+@pytest.mark.parametrize("name, thinks", sorted(THINKS.items()))
+def test_a_family_thinks_only_where_its_template_does(name, thinks):
+    from server.formats.detect import template_thinks
+    from server.formats.families import get_format
+
+    text = template(name)
+    found, _ = detect(text, None)
+    fmt = get_format(found)
+    assert (isinstance(fmt, FamilyFormat) and template_thinks(text, fmt)) == thinks, found
+
+
 def test_resolve_logs_and_marks_template_that_renders_tools(qwen, caplog):
     caplog.set_level("INFO", logger="strictcall.formats")
     fmt = resolve("auto", model_dir=None, tokenizer=qwen)
