@@ -148,7 +148,7 @@ class RunawayGuard:
         if not (isinstance(call, dict) and isinstance(earlier, dict)) \
                 or call.get("name") != earlier.get("name"):
             return False
-        paths = self._identifying.get(str(call.get("name")))
+        paths = self._identifying.get(str(call.get("name"))) or ()
         return bool(paths) and all(_at(call.get("arguments"), p)
                                    == _at(earlier.get("arguments"), p) for p in paths)
 
