@@ -16,12 +16,13 @@ VVENV  := .venv-vllm
 VBIN   := $(VVENV)/bin
 VSTAMP := $(VVENV)/.strictcall-installed
 
-.PHONY: setup serve test test-fast lint fuzz test-vllm setup-vllm serve-vllm bench bench-vllm \
+.PHONY: setup serve test test-real test-fast lint fuzz test-vllm setup-vllm serve-vllm bench bench-vllm \
 	clean setup-state test-replicas docs setup-browser test-docs setup-peers
 
 setup: $(STAMP)
 	$(BIN)/strictcall fetch-model
 	$(BIN)/strictcall fetch-model gemma-3-270m
+	$(BIN)/strictcall fetch-model qwen2.5-coder-0.5b
 
 # Reinstall only when the dependency list changes.
 $(STAMP): pyproject.toml
@@ -37,7 +38,13 @@ serve: setup
 # The whole suite, slow tiers (real model, real server process) included; the vLLM tier
 # runs in its own environment (test-vllm).
 test: setup
-	$(BIN)/python -m pytest -q -rs -m "not vllm and not replicas and not browser" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs -m "not vllm and not replicas and not browser and not realmodel" \
+		$(PYTEST_ARGS)
+
+# The real-model tier: the mission's end-to-end requests on Qwen2.5-Coder-0.5B-Instruct (the
+# GGUF `make setup` fetches), a model trained on its own tool-call syntax (a few minutes).
+test-real: setup
+	$(BIN)/python -m pytest -q -rs -m realmodel $(PYTEST_ARGS)
 
 # The gates: ruff (style, imports, bugbear) and mypy (strict on grammars, contracts and
 # server/formats; the default level elsewhere), configured in pyproject.toml.
@@ -47,7 +54,8 @@ lint: $(STAMP)
 
 # Unit tier only: no model load, no server process.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not vllm and not replicas and not browser" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow and not vllm and not replicas and not browser and not realmodel" \
+		$(PYTEST_ARGS)
 
 # The mutation fuzz tier at length (CI runs a few hundred cases): FUZZ_CASES mutated requests
 # and FUZZ_CASES / 8 malformed schemas against a real server; STRICTCALL_FUZZ_SEED=N replays

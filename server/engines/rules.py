@@ -2,7 +2,7 @@
 (tests/server/engines/test_engine_conformance.py holds each engine to them).
 
 - End of sequence: the model's EOS ids are the union of generation_config.json's, config.json's
-  and the tokenizer's (`eos_token_ids`).
+  and the tokenizer's, and the end-of-text tokens its vocabulary has (`eos_token_ids`).
 - Stop strings end free text only: cutting grammar-constrained output would leave it
   incomplete (`applied_stop_strings`); the text ends before the first one
   (`StopStringScanner`; vLLM applies the same list itself).
@@ -23,12 +23,23 @@ from server.engines.detokenize import Decode, IncrementalDetokenizer
 from server.engines.tokenizer_files import config_eos_ids
 
 
+# End-of-text tokens a model may write whatever its files name: a GGUF carries one EOS
+# (Qwen2.5's names `<|im_end|>`), where the model's own generation config also ends on
+# `<|endoftext|>`, which Qwen2.5-0.5B writes after a call. A token of these in the
+# vocabulary ends the answer; it never reaches `content`.
+END_OF_TEXT = ("<|endoftext|>", "<|im_end|>", "<|end_of_text|>", "<|eot_id|>",
+               "<end_of_turn>", "<\uff5cend\u2581of\u2581sentence\uff5c>")
+
+
 def eos_token_ids(model_dir: Path, tokenizer: Any) -> frozenset[int]:
-    """Every token id that ends a sequence: generation config, model config, tokenizer.
-    Read from the model directory's JSON files, without loading weights."""
+    """Every token id that ends a sequence: generation config, model config, tokenizer,
+    and the end-of-text tokens its vocabulary has (`END_OF_TEXT`). Read from the model
+    directory's JSON files and the tokenizer, without loading weights."""
     ids = config_eos_ids(model_dir)
     if tokenizer.eos_token_id is not None:
         ids.add(int(tokenizer.eos_token_id))
+    vocab = tokenizer.get_vocab()
+    ids.update(int(vocab[t]) for t in END_OF_TEXT if t in vocab)
     return frozenset(ids)
 
 

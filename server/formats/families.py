@@ -23,7 +23,7 @@ from server.formats.reasoning import (
     think_instructions,
     with_budget,
 )
-from server.formats.rewrites import MESSAGE_LISTS, calls_only, tight
+from server.formats.rewrites import MESSAGE_LISTS, calls_only, no_calls_in_text, tight
 from server.formats.smollm2 import NAME as GENERIC
 from server.formats.smollm2 import SmolLM2Format
 from server.formats.string_bounds import left_late
@@ -48,6 +48,9 @@ XGRAMMAR_FAMILIES = ("llama", "qwen_3", "qwen_3_5", "qwen_3_coder", "deepseek_r1
 # them (tests/server/formats/test_templates.py checks each against the template). The
 # grammar of a forced call writes it, and so does an earlier call written as text.
 BETWEEN_CALLS = {"glm_4_7": "", "gemma_4": "", "mimo": ""}
+# Markers of a family's calls and tool results that its "auto" answer's text never holds
+# (Qwen2.5-0.5B wrote `</tool_response>` after a result and `</tool_call>` alone in text).
+TEXT_EXCLUDES = {"qwen_3": ("</tool_call>", "<tool_response>", "</tool_response>")}
 # The system turn for a family whose chat template does not render tools: the tools, and
 # how a call is written in the family's own syntax (the grammar enforces that syntax).
 FAMILY_TOOLS_INSTRUCTIONS = """You are given a question and a set of tools. When a tool \
@@ -130,6 +133,8 @@ class FamilyFormat:
                                    tool_choice="auto" if auto else "required",
                                    reasoning=own_think, parallel=parallel))
         syntax = self.syntax(tools)
+        if auto:
+            tag = no_calls_in_text(tag, TEXT_EXCLUDES.get(self.name, ()))
         if not auto:
             if own_think and tag["format"]["type"] in MESSAGE_LISTS:
                 # Harmony: the reasoning message, then the calls' messages after the

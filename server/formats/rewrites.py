@@ -28,6 +28,24 @@ def tight(node: Any) -> Any:
     return node
 
 
+# What a small model writes in an "auto" answer's text when it means a call without its
+# format's opener (Qwen2.5-0.5B, asked to greet Anna with only a weather tool offered:
+# `{"name": "say_hello", "arguments": {...}}` as the whole answer): kept out of the text,
+# so a call is written in the format's syntax, under its grammar, or not at all.
+JSON_CALL_TEXTS = ('"arguments":', '"arguments" :', '{"name":', '{"name" :', '{ "name":',
+                   '{\n"name":', '{\n  "name":', '{\n    "name":', '{\n\t"name":')
+
+
+def no_calls_in_text(tag: dict[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The "auto" tag with `JSON_CALL_TEXTS` (and `also`: the format's own markers that
+    only its calls and tool results hold) excluded from the free text around the calls."""
+    for node in _nodes(tag["format"]):
+        if node.get("type") == "triggered_tags":
+            node["excludes"] = list(dict.fromkeys(
+                [*node.get("excludes", []), *JSON_CALL_TEXTS, *also]))
+    return tag
+
+
 def calls_only(tag: dict[str, Any], separator: str = "\n", *,
                parallel: bool = True) -> dict[str, Any]:
     """A forced answer's tag: the calls with nothing but the family's separator between

@@ -148,7 +148,8 @@ def test_max_tokens_under_a_grammar_is_length_and_incomplete(loop, engine, named
 def eos_ids_named_by_the_files(model_dir: Path) -> set[int]:
     """The end-of-sequence ids the model directory's files name, read as plain JSON (not
     through transformers' config classes, as rules.eos_token_ids reads them): the configs'
-    eos_token_id, and the id tokenizer.json gives tokenizer_config.json's eos_token."""
+    eos_token_id, the id tokenizer.json gives tokenizer_config.json's eos_token, and the
+    added end-of-text tokens (SmolLM2's `<|endoftext|>`, id 0: a model that writes it is done)."""
     ids: set[int] = set()
     for name in ("generation_config.json", "config.json"):
         path = Path(model_dir) / name
@@ -157,7 +158,8 @@ def eos_ids_named_by_the_files(model_dir: Path) -> set[int]:
     token = json.loads((Path(model_dir) / "tokenizer_config.json").read_text())["eos_token"]
     token = token["content"] if isinstance(token, dict) else token
     vocab = json.loads((Path(model_dir) / "tokenizer.json").read_text())
-    ids.update(t["id"] for t in vocab["added_tokens"] if t["content"] == token)
+    ids.update(t["id"] for t in vocab["added_tokens"]
+               if t["content"] in (token, "<|endoftext|>", "<|im_end|>"))
     return ids
 
 
