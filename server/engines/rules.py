@@ -22,7 +22,6 @@ from server.engines.base import SamplingParams
 from server.engines.detokenize import Decode, IncrementalDetokenizer
 from server.engines.tokenizer_files import config_eos_ids
 
-
 # End-of-text tokens a model may write whatever its files name: a GGUF carries one EOS
 # (Qwen2.5's names `<|im_end|>`), where the model's own generation config also ends on
 # `<|endoftext|>`, which Qwen2.5-0.5B writes after a call. A token of these in the
