@@ -6,6 +6,7 @@ command line does not import `bench`; this one hands each benchmark its own flag
     strictcall-bench load [--clients 8] [--minutes 2] [--runs 1]
     strictcall-bench bfcl [--limit 20] [--settings unconstrained,constrained,reasoning]
     strictcall-bench bfcl-multi-turn [--limit 10] [--max-steps 5] [--url URL]
+    strictcall-bench bfcl-peer [--model qwen2.5-coder-0.5b] [--limit 20] [--save]
     strictcall-bench cpu-variants [--rounds 3] [--variants fp32,int8,compile,llamacpp]
     strictcall-bench tool-selection [--ks 3,5,10]
     strictcall-bench vllm-engine     (in .venv-vllm)
@@ -29,6 +30,7 @@ BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
               "schema-prompt": "bench.schema_prompt", "decode-speed": "bench.decode_speed",
               "vllm-engine": "bench.vllm_engine", "contract-repair": "bench.contract_repair",
               "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl",
+              "bfcl-peer": "bench.bfcl_peer",
               "bfcl-multi-turn": "bench.bfcl_multi_turn", "load": "bench.load",
               "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection",
               "latency": "bench.latency", "gpu-decode": "bench.gpu_decode",

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
+from price_parser import Price
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from contracts import clock
@@ -74,6 +76,29 @@ class _Contract(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# A sign, an exponent or brackets: not an amount as people write one on a statement. Left
+# as written, for the field's pattern to refuse (a repair or a question follows), never
+# read as another number ("-5" is no 5, "1.5e3" no 1.53).
+_NOT_AN_AMOUNT = re.compile(r"^\s*[-\u2212+(]|\d[eE][-+]?\d|\)\s*$")
+
+
+def amount_text(value: Any) -> Any:
+    """An amount as the contract writes it ("1200.50"), from a number or a text with its
+    currency and its locale's digit grouping ("1 200,50 ₽", "1,200.50", "€2.300,00",
+    "1 200 руб.": price-parser, the reading the dialogue uses too); anything else as it
+    came, for the field's own checks to refuse."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        number = Decimal(str(value))
+        return format(number.quantize(Decimal("0.01")).normalize(), "f") \
+            if number.is_finite() and number >= 0 else value
+    if not isinstance(value, str) or _NOT_AN_AMOUNT.search(value):
+        return value
+    amount = Price.fromstring(value).amount
+    return format(amount, "f") if amount is not None else value
+
+
 def _digits(value: Any) -> Any:
     return re.sub(r"\D", "", value) if isinstance(value, str) else value
 
@@ -127,13 +152,13 @@ class OpenDispute(_Contract):
     @field_validator("amount", mode="before")
     @classmethod
     def _amount(cls, value: Any) -> Any:
-        if isinstance(value, (int, float)):
-            return f"{value:.2f}".rstrip("0").rstrip(".")
-        if isinstance(value, str):  # "1 200,50 ₽", "1,200.50"
-            text = re.sub(r"[^\d.,]", "", value)
-            if "," in text and "." not in text:
-                text = text.replace(",", ".")
-            return text.replace(",", "")
+        return amount_text(value)
+
+    @field_validator("amount", mode="after")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        if Decimal(value) <= 0:
+            raise ValueError("the amount of an operation is more than 0")
         return value
 
     @field_validator("reason", mode="before")

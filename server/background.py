@@ -9,7 +9,8 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Coroutine
+import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from server.errors import StateUnavailable
@@ -22,12 +23,51 @@ log = logging.getLogger("strictcall.state")
 SWEEP_BATCH = 1000  # records deleted per statement: a sweep never holds locks long
 
 
+RESTART_S = 1.0  # the first wait before a failed task runs again; doubled each time
+RESTART_MAX_S = 60.0
+HEALTHY_AFTER_S = 300.0  # a task that has run this long since its failure is well again
+
+Work = Callable[[], Coroutine[Any, Any, Any]]
+
+
 class Background:
+    """The server's background tasks, each supervised: after any exception it is logged and
+    the task runs again (after 1 s, doubling to a minute), and `/health` names it as
+    failing until it has run `HEALTHY_AFTER_S` without failing again. A task that dies
+    silently would leave outcomes unreplayed and records unswept until a restart."""
+
     def __init__(self) -> None:
         self._tasks: list[asyncio.Task[Any]] = []
+        self._failed: dict[str, tuple[float, str]] = {}  # name -> (when, what)
 
-    def start(self, work: Coroutine[Any, Any, Any], name: str) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(work, name=name))
+    def start(self, work: Work, name: str) -> None:
+        """Run `work()` (a fresh coroutine each run) under supervision."""
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._supervised(work, name), name=name))
+
+    def failing(self) -> dict[str, str]:
+        """The tasks that failed lately, with what they failed with."""
+        now = time.monotonic()
+        return {name: what for name, (when, what) in self._failed.items()
+                if now - when < HEALTHY_AFTER_S}
+
+    async def _supervised(self, work: Work, name: str) -> None:
+        delay = RESTART_S
+        while True:
+            started = time.monotonic()
+            try:
+                await work()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if time.monotonic() - started > HEALTHY_AFTER_S:
+                    delay = RESTART_S
+                self._failed[name] = (time.monotonic(), f"{type(exc).__name__}: {exc}"[:300])
+                log.error("background task %s failed; running it again in %g s", name,
+                          delay, exc_info=exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RESTART_MAX_S)
 
     async def stop(self) -> None:
         for task in self._tasks:

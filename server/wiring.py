@@ -125,6 +125,7 @@ class Services:
     tools: ToolService
     metrics: Metrics
     started: float  # when it was ready (the models list's `created`)
+    background: Background  # its supervised tasks (`/health` names a failing one)
 
 
 @contextlib.asynccontextmanager
@@ -163,13 +164,13 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
                             tracing=tracing, audit=inputs.audit)
         background = Background()
         stack.push_async_callback(background.stop)
-        background.start(replay_journal(runs), "strictcall-journal")
-        background.start(sweep_forever(state, every_s=settings.sweep_every_s,
-                                       audit=inputs.audit,
-                                       audit_max_age_s=settings.audit_log_max_age_s),
+        background.start(lambda: replay_journal(runs), "strictcall-journal")
+        background.start(lambda: sweep_forever(state, every_s=settings.sweep_every_s,
+                                               audit=inputs.audit,
+                                               audit_max_age_s=settings.audit_log_max_age_s),
                          "strictcall-sweeper")
         if isinstance(inputs.keys, WatchedKeyRing):
-            background.start(inputs.keys.watch(), "strictcall-keys")
+            background.start(inputs.keys.watch, "strictcall-keys")
             reload_on_hangup(inputs.keys)
         # In the background: ready as soon as the model is; the first conversation finds
         # dateparser's and lingua's data loaded (about a second on this CPU). A thread:
@@ -177,7 +178,8 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
         release_free_heap()  # start-up's transient blocks, freed: their pages go back
         warming = asyncio.create_task(asyncio.to_thread(_warm_dialogue, pipeline))
         stack.push_async_callback(lambda: warming)
-        yield Services(state, sessions, responses, pipeline, tools, metrics, time.time())
+        yield Services(state, sessions, responses, pipeline, tools, metrics, time.time(),
+                       background)
 
 
 def _warm_dialogue(pipeline: ChatPipeline) -> None:

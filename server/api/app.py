@@ -56,6 +56,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
             app.state.admission = Admission(settings.max_batch + settings.max_queued,
                                             engine=services.pipeline.engine)
             app.state.started = services.started
+            app.state.background = services.background
             yield
 
     app = FastAPI(title="StrictCall", lifespan=lifespan)
@@ -87,16 +88,22 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     return app
 
 
-async def health(pipeline: PipelineDep, response: Response) -> dict[str, Any]:
+async def health(pipeline: PipelineDep, request: Request,
+                 response: Response) -> dict[str, Any]:
     """200 "ok"; 503 "degraded" (with `problem`) while the engine cannot serve: stopped, or
     a step hung past the watchdog. Readiness, for a load balancer: the process is up, but
-    send no requests here until it says "ok" again."""
+    send no requests here until it says "ok" again. A background task that failed lately
+    (journal replay, the sweeper, the keys' watch) is named under `background_failing`:
+    it runs again on its own, and requests are still served."""
     stats = pipeline.cache.stats()
     problem = pipeline.engine.problem()
     if problem is not None:
         response.status_code = 503
+    background = getattr(request.app.state, "background", None)
+    failing = background.failing() if background is not None else {}
     return {"status": "ok" if problem is None else "degraded",
             **({"problem": problem} if problem is not None else {}),
+            **({"background_failing": failing} if failing else {}),
             "model": pipeline.model_name, "engine": pipeline.engine.stats(),
             "memory": pipeline.engine.memory(),
             "grammar_cache": dataclasses.asdict(stats)}

@@ -131,9 +131,9 @@ class RedisRateLimiter(Limiter):
 
     def _unreachable(self, exc: Exception) -> Unavailable:
         log.warning("rate-limit store %s: %s", self.shown, exc)
-        return Unavailable(f"the rate-limit store ({self.shown}) does not answer, so the "
-                           "key's limits cannot be checked; retry after the Retry-After "
-                           "delay", code="rate_limit_store_unavailable")
+        return Unavailable("the rate-limit store does not answer, so the key's limits "
+                           "cannot be checked; retry after the Retry-After delay",
+                           code="rate_limit_store_unavailable")
 
     async def aclose(self) -> None:
         if self._charges:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from server.errors import StateUnavailable
 from server.state.records import JsonObject, Record, StateError, StateStore
 
 T = TypeVar("T")
+log = logging.getLogger("strictcall.state")
 _ON_POOL = threading.local()
 QUEUE_FACTOR = 4  # operations waiting for a thread, per thread, before new ones are refused
 
@@ -116,9 +118,11 @@ class TimedStateStore(StateStore):
         with self._lock:
             if self._inside >= self.workers * (1 + QUEUE_FACTOR):
                 self.counts["refused_busy"] += 1
+                log.warning("state store %s: %d operations waiting; new ones refused",
+                            self.shown, self._inside)
                 raise StateUnavailable(
-                    f"the state store ({self.shown}) is not keeping up: {self._inside} "
-                    "operations are waiting for it; retry after the Retry-After delay")
+                    f"the state store is not keeping up: {self._inside} operations are "
+                    "waiting for it; retry after the Retry-After delay")
             self._inside += 1
         try:
             future = self._pool.submit(_translated, fn, *args, **kwargs)
@@ -139,8 +143,9 @@ class TimedStateStore(StateStore):
         taken back, so it never runs."""
         future.cancel()
         self.counts["timed_out"] += 1
-        return StateUnavailable(f"the state store ({self.shown}) did not answer within "
-                                f"{self.timeout_s:g} s; retry after the Retry-After delay")
+        log.warning("state store %s: no answer within %g s", self.shown, self.timeout_s)
+        return StateUnavailable(f"the state store did not answer within {self.timeout_s:g} "
+                                "s; retry after the Retry-After delay")
 
 
 def _mark_pool_thread() -> None:
@@ -148,8 +153,12 @@ def _mark_pool_thread() -> None:
 
 
 def _translated(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """A store's failure as the 503 a client gets (StateError names the store)."""
+    """A store's failure as the 503 a client gets: what failed goes to the log (StateError
+    names the store, without its password, and the driver's words); the client is told
+    only that the state store failed, never a connection string or a driver's message."""
     try:
         return fn(*args, **kwargs)
     except StateError as exc:
-        raise StateUnavailable(f"{exc}; retry after the Retry-After delay") from None
+        log.warning("state store failed: %s", exc)
+        raise StateUnavailable("the state store failed; retry after the Retry-After "
+                               "delay") from None

@@ -40,13 +40,25 @@ def sqlite_path(url: str) -> Path:
     return Path("/" + path.lstrip("/"))
 
 
+# Query parameters that carry a secret (libpq's `?password=`, `sslpassword`, a token).
+_SECRET_KEYS = ("password", "secret", "token", "passwd")
+
+
 def shown(url: str) -> str:
-    """The URL with any password replaced by ***."""
+    """The URL with any password replaced by ***: in its user part, and in a query
+    parameter that holds one (`postgresql://h/db?password=...`)."""
     parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    netloc = parts.netloc if parts.password is None else \
+        parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    pairs = []
+    for raw in parts.query.split("&") if parts.query else []:
+        key, eq, _ = raw.partition("=")
+        secret = eq and any(s in urllib.parse.unquote(key).lower() for s in _SECRET_KEYS)
+        pairs.append(f"{key}=***" if secret else raw)
+    query = "&".join(pairs)
+    if parts.password is None and query == parts.query:
+        return url  # (rebuilt, `sqlite:////abs` would lose a slash)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def check_urls(settings: Settings) -> None:

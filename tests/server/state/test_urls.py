@@ -28,6 +28,10 @@ def test_passwords_are_never_shown():
     assert shown("postgresql://app:s3cret@db:5432/x") == "postgresql://app:***@db:5432/x"
     assert shown("redis://:pw@cache:6379/0") == "redis://:***@cache:6379/0"
     assert shown("sqlite:///tmp/x.db") == "sqlite:///tmp/x.db"
+    assert shown("sqlite:////abs/x.db") == "sqlite:////abs/x.db"
+    # libpq takes the password as a query parameter too.
+    assert shown("postgresql://db/x?sslmode=require&password=s3cret&sslpassword=k") == \
+        "postgresql://db/x?sslmode=require&password=***&sslpassword=***"
 
 
 @pytest.mark.parametrize(("args", "says"), [
