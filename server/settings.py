@@ -197,6 +197,8 @@ class Settings(BaseSettings):
                                                             "this long", gt=0)
     grammar_disk_cache: bool = setting(True, "keep compiled grammars in <cache dir>/grammars, "
                                              "so a restart starts warm")
+    grammar_disk_cache_mb: int = setting(512, "the grammar disk cache's size at most; past "
+                                              "it, the least recently used go", ge=1)
     compile_timeout_s: float = setting(10.0, "a schema compiling longer is a 400", gt=0,
                                        le=600)
     # Complexity budgets for client schemas (registered contracts are trusted).

@@ -208,7 +208,8 @@ def _pipeline(inputs: Inputs, engine: Engine, sessions: SessionStore, tracing: T
                          tokenizer=engine.tokenizer)
     engine.skip_special_tokens = fmt.skip_special_tokens  # the reader needs its markers
     metrics = Metrics(settings.served_model_name or engine.model_name)
-    disk = DiskStore((settings.cache_dir or default_cache_dir()) / "grammars") \
+    disk = DiskStore((settings.cache_dir or default_cache_dir()) / "grammars",
+                     max_bytes=settings.grammar_disk_cache_mb * 2**20) \
         if settings.grammar_disk_cache else None
     cache = GrammarCache(engine.grammar_backend, max_entries=settings.grammar_cache_entries,
                          max_bytes=settings.grammar_cache_bytes,

@@ -38,7 +38,10 @@ from server.errors import (
 from server.identity import Identity, KeyRing, Right, WatchedKeyRing
 
 log = logging.getLogger("strictcall.api")
-GENERATION_ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
+# The routes that take an admission place (generation, and the compile endpoint, whose
+# grounding and compile are work of the same kind): at most --max-batch + --max-queued.
+GENERATION_ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses",
+                     "/v1/grammars/compile")
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 # Echoed ids go into log lines and headers: printable, short, no spaces.
 _GOOD_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")

@@ -8,23 +8,29 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import Body
+from fastapi import Body, Request
 from pydantic import TypeAdapter, ValidationError
 
 from grammars import EnforcementReport, grounding_uses, narrowed_schema
 from server.api.chat.translate import turn_of
 from server.api.chat.wire import Message
-from server.api.deps import PipelineDep
+from server.api.deps import PipelineDep, until_disconnect
 from server.dialogue import Bounds, ground, grounding_bounds
 from server.dialogue.evidence import evidence_of
 from server.errors import InvalidRequest
+from server.pipeline import ChatPipeline
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
-async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep
-                          ) -> dict[str, Any]:
-    """A refused keyword is a 400 naming it."""
+async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep,
+                          request: Request) -> dict[str, Any]:
+    """A refused keyword is a 400 naming it. Under the request's deadline
+    (--request-timeout-s, a 504) and cancelled if the client goes away."""
+    return await until_disconnect(request, _compiled(body, pipeline))
+
+
+async def _compiled(body: Any, pipeline: ChatPipeline) -> dict[str, Any]:
     schema, grounding = await asyncio.to_thread(
         _grounded, body, from_system=pipeline.settings.ground_from_system,
         bounds=grounding_bounds(pipeline.settings))

@@ -292,3 +292,28 @@ def test_an_unusable_cache_dir_is_logged_and_bypassed(backend, tmp_path, caplog)
     assert counting.compiles == 1 and backend.accepts(first.grammar, '{"a":1}')
     assert cache.get(_spec(SCHEMA)).hit  # the memory cache still works
     assert "grammar disk cache" in caplog.text and "could not store" in caplog.text
+
+
+def test_disk_store_is_bounded_least_recently_used_first(tmp_path):
+    """Schemas sent once cannot fill the disk: past max_bytes, the files used least
+    recently go (a load counts as a use)."""
+    import os
+
+    from grammars import DiskStore
+
+    @dataclasses.dataclass(frozen=True)
+    class Key:
+        name: str
+
+    store = DiskStore(tmp_path, max_bytes=10_000)
+    grammar = "x" * 1_500
+    for i in range(4):
+        store.save(Key(f"k{i}"), grammar)
+        os.utime(store.path_for(Key(f"k{i}")), (1_000 + i, 1_000 + i))  # k0 oldest
+    assert store.load(Key("k0")) == grammar  # used now: the newest
+    for i in range(4, 8):
+        store.save(Key(f"k{i}"), grammar)
+    kept = {k for k in (f"k{i}" for i in range(8)) if store.path_for(Key(k)).exists()}
+    total = sum(p.stat().st_size for p in tmp_path.glob("*.json"))
+    assert total <= 10_000 and store.evicted >= 1
+    assert "k0" in kept and "k7" in kept and "k1" not in kept
