@@ -58,6 +58,7 @@ class OutcomeJournal:
         self._pending: dict[str, Entry] = {}
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+            _cut_torn_tail(path)
             self._pending = {e.id: e for e in _read(path)}
             if self._pending:
                 log.warning("outcome journal %s: %d entries the state store has not taken "
@@ -93,6 +94,30 @@ class OutcomeJournal:
             out.write(line + "\n")
             out.flush()
             os.fsync(out.fileno())
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """A last line the process died while writing (no newline after it) is cut off the
+    file: left, the next entry would be appended to it and lost with it at the following
+    restart. Its client was never answered, so nothing it held was promised."""
+    try:
+        with path.open("rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            f.seek(0)
+            data = f.read()
+            keep = data.rfind(b"\n") + 1
+            f.truncate(keep)
+            f.flush()
+            os.fsync(f.fileno())
+        log.warning("outcome journal %s: cut a torn last line (%d bytes)", path,
+                    size - keep)
+    except FileNotFoundError:
+        return
 
 
 def _read(path: Path) -> list[Entry]:

@@ -120,18 +120,24 @@ class KeyedRuns:
         raises: what the store does not take in time goes to the journal."""
         entry = Entry("finish", claim.scope, claim.token, done.as_dict()) if kept(done) \
             else Entry("release", claim.scope, claim.token)
-        for attempt in range(STORE_TRIES):
-            try:
-                await self.state.run(self._apply, entry)
-                return
-            except StateUnavailable as exc:
-                if attempt + 1 == STORE_TRIES:
-                    log.warning("the state store did not take the outcome of %r (%s): "
-                                "journaled, applied once it answers", claim.scope.key,
-                                exc.detail)
-                else:
-                    await asyncio.sleep(STORE_BACKOFF_S * (attempt + 1))
-        self._journal(entry)
+        try:
+            for attempt in range(STORE_TRIES):
+                try:
+                    await self.state.run(self._apply, entry)
+                    return
+                except StateUnavailable as exc:
+                    if attempt + 1 == STORE_TRIES:
+                        log.warning("the state store did not take the outcome of %r (%s): "
+                                    "journaled, applied once it answers", claim.scope.key,
+                                    exc.detail)
+                    else:
+                        await asyncio.sleep(STORE_BACKOFF_S * (attempt + 1))
+        except asyncio.CancelledError:
+            # Cancelled while the store was being tried (the server stopping): journaled
+            # here, on the loop, since the task is ending; applying it twice is harmless.
+            self._journal(entry)
+            raise
+        await asyncio.to_thread(self._journal, entry)  # its fsync off the event loop
 
     def keep_later(self, claim: Claim, work: Coroutine[Any, Any, Execution],
                    then: Callable[[Execution], None]) -> None:
@@ -175,7 +181,7 @@ class KeyedRuns:
                 await self.state.run(self._apply, entry)
             except StateUnavailable:
                 break  # still down: the next round
-            self.journal.done(entry)
+            await asyncio.to_thread(self.journal.done, entry)
             applied += 1
         return applied
 

@@ -8,6 +8,7 @@ each have their own scope; an outcome the store does not take is journaled and a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -158,3 +159,42 @@ def test_an_outcome_the_store_does_not_take_is_journaled_and_applied_later(tmp_p
     assert OutcomeJournal(path).waiting() == 0
     state.close()
 
+
+
+def test_a_torn_last_line_is_cut_so_the_next_entry_survives(tmp_path):
+    """The process died while writing a line: on open it is cut, so the next entry is a
+    line of its own and is still there at the restart after."""
+    from server.execution.journal import Entry
+
+    path = tmp_path / "outcomes.journal"
+    scope = Scope("acme", "refund_order", "idem-t-1")
+    first = OutcomeJournal(path)
+    first.add(Entry("finish", scope, "tok-1", {"outcome": "succeeded"}))
+    with path.open("a") as f:
+        f.write('{"id":"torn","op":"fini')  # no newline: the write was cut
+    reopened = OutcomeJournal(path)
+    assert path.read_text().endswith("\n") and "torn" not in path.read_text()
+    reopened.add(Entry("finish", Scope("acme", "refund_order", "idem-t-2"), "tok-2",
+                       {"outcome": "succeeded"}))
+    assert sorted(e.token for e in OutcomeJournal(path).pending()) == ["tok-1", "tok-2"]
+
+
+def test_an_outcome_being_stored_when_the_task_is_cancelled_is_journaled(tmp_path):
+    inner = FailingPuts()
+    state = TimedStateStore(inner, workers=2, timeout_s=2, shown="test")
+    store = RecordStore(state, owned=False)
+    path = tmp_path / "outcomes.journal"
+    runs = KeyedRuns(store, state, OutcomeJournal(path))
+    scope = Scope("acme", "refund_order", "idem-c-1")
+
+    async def scenario() -> None:
+        claim = await runs.claim(scope, "fp")
+        inner.down = True  # the store retries with backoff...
+        keeping = asyncio.ensure_future(runs.keep(claim, Execution("succeeded", {"r": 1})))
+        await asyncio.sleep(0.05)
+        keeping.cancel()  # ...and the server stops meanwhile
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeping
+    asyncio.run(scenario())
+    assert [e.token for e in OutcomeJournal(path).pending()] != []
+    state.close()
