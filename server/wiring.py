@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.trace import TracerProvider
 
@@ -24,7 +23,15 @@ from grammars import DiskStore, GrammarCache, GrammarPolicy
 from server.background import Background, reload_on_hangup, replay_journal, sweep_forever
 from server.engines.base import Engine
 from server.engines.memory import release_free_heap
-from server.execution import RecordStore, Runner, ToolPolicy, Tracing, file_provider, load_policy
+from server.execution import (
+    OwnerClients,
+    RecordStore,
+    Runner,
+    ToolPolicy,
+    Tracing,
+    file_provider,
+    load_policy,
+)
 from server.execution.journal import OutcomeJournal
 from server.execution.keyed import KeyedRuns
 from server.execution.service import ToolService
@@ -152,7 +159,9 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
         if settings.warm_grammars:  # what requests naming a contract will look up
             grammars = await asyncio.to_thread(pipeline.preparer.warm)
             await engine.warm(grammars)  # engines that compile grammars themselves (vLLM)
-        http = httpx.AsyncClient(timeout=None)  # each attempt's limit is the contract's
+        # A client per tool owner (one owner's hanging endpoint holds only its own
+        # connections); each attempt's limit is the contract's.
+        http = OwnerClients(connections=settings.handler_workers)
         stack.push_async_callback(http.aclose)
         runner = Runner(http, workers_per_owner=settings.handler_workers)
         stack.callback(runner.pools.shutdown)

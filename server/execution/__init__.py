@@ -7,7 +7,7 @@ shared server modules, never server.api, server.pipeline or server.engines."""
 from server.execution.offer import Offer, ToolOffers
 from server.execution.policy import DECISIONS, Decision, Principal, Rule, ToolPolicy, Verdict
 from server.execution.policy_file import PolicyFileError, load_policy
-from server.execution.runner import Execution, Runner, Status
+from server.execution.runner import Execution, OwnerClients, Runner, Status
 from server.execution.runtime import contract_runtime, new_call_key, with_call_key
 from server.execution.selection import Bm25, Selection, select, tool_text, words
 from server.execution.store import (
@@ -22,7 +22,8 @@ from server.execution.tracing import RequestTrace, Tracing, file_provider
 
 __all__ = [
     "DECISIONS", "Bm25", "Decision", "Tracing", "Execution", "IdempotencyStore", "MemoryStore",
-    "Offer", "PolicyFileError", "Principal", "RecordStore", "RequestTrace", "Rule", "Runner",
+    "Offer", "OwnerClients", "PolicyFileError", "Principal", "RecordStore", "RequestTrace",
+    "Rule", "Runner",
     "Scope",
     "Selection", "SqliteStore", "Status", "Stored", "ToolOffers", "ToolPolicy", "Verdict",
     "contract_runtime", "file_provider", "load_policy", "new_call_key", "select", "tool_text",

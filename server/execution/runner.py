@@ -108,9 +108,38 @@ class _EndpointBusy(ToolFailed):
         self.retry_after = retry_after
 
 
+# The longest a call to a tool's endpoint waits to connect, or for a free connection of
+# its owner's pool, before it is "nothing was sent" (at most half the tool's time limit).
+CONNECT_S = 3.0
+
+
+class OwnerClients:
+    """An HTTP client per tool owner, each with its own connections (`connections` at
+    most): one owner's endpoint that hangs holds its own owner's connections, never
+    another's."""
+
+    def __init__(self, *, connections: int) -> None:
+        self._limits = httpx.Limits(max_connections=connections,
+                                    max_keepalive_connections=connections)
+        self._clients: dict[str, httpx.AsyncClient] = {}
+
+    def __call__(self, owner: str) -> httpx.AsyncClient:
+        client = self._clients.get(owner)
+        if client is None:
+            client = self._clients[owner] = httpx.AsyncClient(limits=self._limits,
+                                                              timeout=None)
+        return client
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+
+
 class Runner:
-    def __init__(self, http: httpx.AsyncClient, *, workers_per_owner: int = 8) -> None:
-        self._http = http
+    def __init__(self, http: httpx.AsyncClient | OwnerClients, *,
+                 workers_per_owner: int = 8) -> None:
+        """`http`: a client per owner (OwnerClients), or one client for every owner."""
+        self._http = http if isinstance(http, OwnerClients) else (lambda owner: http)
         self.pools = HandlerPools(workers_per_owner)
 
     async def run(self, spec: ExecutionSpec, arguments: dict[str, Any], *, kind: Kind,
@@ -161,7 +190,8 @@ class Runner:
                                            ctx)
                 call = asyncio.shield(asyncio.wrap_future(thread))
             else:
-                call = self._call(spec.handler, arguments, ctx)
+                call = self._call(spec.handler, arguments, ctx, owner=owner,
+                                  timeout_s=spec.timeout_s)
             value = await asyncio.wait_for(call, spec.timeout_s)
             if inspect.isawaitable(value):  # a sync handler that returned a coroutine
                 value = await asyncio.wait_for(value, spec.timeout_s)
@@ -186,20 +216,26 @@ class Runner:
             return _raised(exc, ctx.tool, read=read)
         return _returned(value)
 
-    async def _call(self, handler: Any, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+    async def _call(self, handler: Any, arguments: dict[str, Any], ctx: ToolContext, *,
+                    owner: str, timeout_s: float) -> Any:
         if isinstance(handler, HttpHandler):
-            return await self._post(handler, arguments, ctx)
+            return await self._post(handler, arguments, ctx, owner=owner, timeout_s=timeout_s)
         return await handler(dict(arguments), ctx)
 
     async def _post(self, handler: HttpHandler, arguments: dict[str, Any],
-                    ctx: ToolContext) -> Any:
+                    ctx: ToolContext, *, owner: str, timeout_s: float) -> Any:
         headers = dict(handler.headers)
         if ctx.idempotency_key is not None:
             headers["Idempotency-Key"] = ctx.idempotency_key
         body = {"tool": ctx.tool, "arguments": arguments,
                 "idempotency_key": ctx.idempotency_key}
         try:
-            resp = await self._http.post(handler.url, json=body, headers=headers)
+            # Connecting and waiting for a connection are bounded apart (the request was
+            # not sent: a retry may get through); the answer, by the tool's time limit.
+            reach = min(CONNECT_S, timeout_s / 2)
+            resp = await self._http(owner).post(
+                handler.url, json=body, headers=headers,
+                timeout=httpx.Timeout(None, connect=reach, pool=reach))
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
             # The request never left: nothing was done, and a retry may get through.
             raise ToolFailed(f"the tool's endpoint cannot be reached ({ctx.tool!r}); "

@@ -73,3 +73,50 @@ def test_a_429_did_not_act_and_says_when_to_come_back():
 def test_a_read_timeout_after_sending_may_have_acted():
     done, _ = run(_raises(httpx.ReadTimeout), kind="write")
     assert done.outcome == "side_effect_unknown" and not done.problem["retryable"]
+
+
+def test_one_owners_hanging_endpoint_holds_only_its_own_connections():
+    """Each owner has its own client: with the hanging owner's one connection taken, its
+    next write waits for a connection and is "nothing was sent" (a retry may get through),
+    never "side effect unknown"; another owner's tool is not held up at all."""
+    from server.execution import OwnerClients
+
+    async def go():
+        import uvicorn
+
+        release = asyncio.Event()
+
+        async def app(scope, receive, send):
+            if scope["type"] != "http":
+                return
+            if scope["path"] == "/hang":
+                await release.wait()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": b'{"ok": true}'})
+
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0,
+                                               log_level="error"))
+        serving = asyncio.ensure_future(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        clients = OwnerClients(connections=1)
+        runner = Runner(clients, workers_per_owner=1)
+        hang = ExecutionSpec(HttpHandler(f"http://127.0.0.1:{port}/hang"), 2.0, 0)
+        fine = ExecutionSpec(HttpHandler(f"http://127.0.0.1:{port}/ok"), 2.0, 0)
+        first = asyncio.ensure_future(runner.run(hang, {}, kind="write", context=CTX,
+                                                 owner="payments"))
+        await asyncio.sleep(0.2)  # the payments connection is taken
+        second = await runner.run(hang, {}, kind="write", context=CTX, owner="payments")
+        other = await runner.run(fine, {}, kind="write", context=CTX, owner="shipping")
+        release.set()
+        await first
+        await clients.aclose()
+        server.should_exit = True
+        await serving
+        return second, other
+
+    second, other = asyncio.run(go())
+    assert second.outcome == "failed" and "nothing was sent" in second.problem["detail"]
+    assert other.outcome == "succeeded"
