@@ -13,8 +13,9 @@ from dataclasses import replace
 from typing import Any
 
 from grammars import BridgedBackend, GrammarCache, GrammarError, GrammarSpec, Lookup
-from server.engines.base import Engine, GenerationRequest, GenerationResult
+from server.engines.base import Engine, GenerationRequest, GenerationResult, TokenCallback
 from server.errors import EngineFailure, InvalidRequest, ServiceError
+from server.identity import Identity
 from server.metrics import Metrics
 from server.pipeline.guards.runaway import RunawayGuard, Trip
 from server.pipeline.prepared import Decode, Prepared
@@ -38,14 +39,20 @@ class Decoder:
 
     async def run(self, step: Decode, prepared: Prepared) -> Decoded:
         guard = step.guard(self.engine)
+        identity = prepared.context.caller.identity
+        request = step.guarded(guard)
+        decoded = Counted(request.on_token)  # what the engine wrote, for the charge
         try:
-            result = await decode(self.engine, step.guarded(guard), guard=guard)
+            result = await decode(self.engine, replace(request, on_token=decoded),
+                                  guard=guard)
         except BaseException as exc:
             prepared.context.trace.end(error=type(exc).__name__)
+            # A client that left mid-decode (or timed out) is charged what was decoded for
+            # it, its prompt included: leaving is no way around the tokens-per-minute limit.
+            if isinstance(exc, asyncio.CancelledError) or decoded.count:
+                self._charge(identity, len(request.prompt_ids) + decoded.count)
             raise
-        identity = prepared.context.caller.identity
-        if self.rate_limits is not None and identity is not None:
-            self.rate_limits.charge(identity, result.prompt_tokens + result.completion_tokens)
+        self._charge(identity, result.prompt_tokens + result.completion_tokens)
         if self.metrics is not None:
             t = result.timings
             self.metrics.decode(prompt_tokens=result.prompt_tokens,
@@ -54,6 +61,24 @@ class Decoder:
                                 decode_s=t["e2e_s"] - t["ttft_s"] if "ttft_s" in t else None,
                                 queue_s=t.get("queue_s"))
         return result, guard.trip if guard is not None else None
+
+    def _charge(self, identity: Identity | None, tokens: int) -> None:
+        if self.rate_limits is not None and identity is not None and tokens > 0:
+            self.rate_limits.charge(identity, tokens)
+
+
+class Counted:
+    """An engine's token callback that counts the tokens (the engine's thread writes the
+    count; the loop reads it once the decode has ended)."""
+
+    def __init__(self, then: TokenCallback | None) -> None:
+        self.then = then
+        self.count = 0
+
+    def __call__(self, token: int) -> None:
+        self.count += 1
+        if self.then is not None:
+            self.then(token)
 
 
 async def compiled(cache: GrammarCache, spec: GrammarSpec, *, timeout_s: float,

@@ -31,7 +31,7 @@ from server.engines.base import Engine, GenerationRequest, GenerationResult, Sam
 from server.errors import InvalidRequest
 from server.formats.base import ModelFormat
 from server.pipeline.answer import RepairUsage
-from server.pipeline.decode import compiled, decode
+from server.pipeline.decode import Counted, compiled, decode
 from server.pipeline.request_options import RepairBudget
 from server.task import EarlierCall, Turn
 
@@ -144,11 +144,16 @@ class Repairer:
             Turn("user", feedback(contract.name, violations, schema))])
         ids = self.engine.encode(self.engine.render_chat(
             prompt, **self.format.template_kwargs(reasoning=False)))
+        decoded = Counted(None)  # a repair cut short is charged what it decoded too
         request = GenerationRequest(ids, SamplingParams(max_tokens=REPAIR_MAX_TOKENS),
-                                    lookup.grammar)
+                                    lookup.grammar, on_token=decoded)
         try:
             result = await asyncio.wait_for(decode(self.engine, request), timeout=seconds)
-        except TimeoutError:
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            if ask.charge is not None:
+                ask.charge(len(ids) + decoded.count)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
             return None
         report.spent(result)
         if ask.charge is not None:
