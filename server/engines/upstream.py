@@ -85,11 +85,14 @@ class UpstreamLost(EngineFailure):
 
 class _NotStarted(Exception):
     """No token came: the request may go to another upstream. `at_fault`: a failure of the
-    upstream (counted), not merely busy; `down`: nothing listens there (out at once)."""
+    upstream (counted), not merely busy; `down`: nothing listens there (out at once);
+    `slow`: no first token in time, which the request itself may cause (a schema slow to
+    compile): counted only once another upstream has served the same request."""
 
-    def __init__(self, why: str, *, at_fault: bool, down: bool = False) -> None:
+    def __init__(self, why: str, *, at_fault: bool, down: bool = False,
+                 slow: bool = False) -> None:
         super().__init__(why)
-        self.why, self.at_fault, self.down = why, at_fault, down
+        self.why, self.at_fault, self.down, self.slow = why, at_fault, down, slow
 
 
 @dataclass
@@ -164,7 +167,7 @@ class UpstreamEngine(Engine):
         self._counts = {"finished": 0, "cancelled": 0, "ended_at_close": 0,
                         "moved_to_another_upstream": 0,
                         "failed_after_first_token": 0, "refused_no_upstream": 0,
-                        "grammars_warmed": 0}
+                        "slow_on_every_upstream": 0, "grammars_warmed": 0}
         self._running = 0  # requests decoding upstream now
         self.pool.probe_all()
         self.max_context = self._context()
@@ -195,17 +198,25 @@ class UpstreamEngine(Engine):
     async def _generate(self, request: GenerationRequest) -> GenerationResult:
         tried: list[Upstream] = []
         reasons: list[str] = []
+        slow: list[tuple[Upstream, str]] = []  # no first token in time: whose fault?
         while (upstream := self.pool.choose(tried)) is not None:
             tried.append(upstream)
             try:
-                return await self._decode(upstream, request)
+                result = await self._decode(upstream, request)
+                for earlier, why in slow:  # another served it in time: theirs, counted
+                    self.pool.fail(earlier, why, keep_last=True)
+                return result
             except _NotStarted as exc:
                 reasons.append(f"{upstream.name}: {exc.why}")
-                if exc.at_fault:
+                if exc.slow:
+                    slow.append((upstream, exc.why))
+                elif exc.at_fault:
                     self.pool.fail(upstream, exc.why, at_once=exc.down)
                 self._counts["moved_to_another_upstream"] += 1
             finally:
                 self.pool.release(upstream)
+        if slow:  # slow on every upstream it tried: the request's doing, counted against none
+            self._counts["slow_on_every_upstream"] += 1
         self._counts["refused_no_upstream"] += 1
         why = "; ".join(reasons) or self.pool.problem() or "none is in rotation"
         error = Unavailable(f"no upstream vLLM server could take the request ({why}); retry "
@@ -257,7 +268,8 @@ class UpstreamEngine(Engine):
         if produced == 0:
             raise _NotStarted(why, at_fault=not isinstance(exc, httpx.PoolTimeout),
                               down=isinstance(exc, (httpx.ConnectError,
-                                                    httpx.ConnectTimeout))) from exc
+                                                    httpx.ConnectTimeout)),
+                              slow=isinstance(exc, httpx.ReadTimeout)) from exc
         self.pool.fail(upstream, why)
         self._counts["failed_after_first_token"] += 1
         log.warning("upstream %s failed after %d tokens: %s", upstream.url, produced, why)

@@ -132,13 +132,20 @@ class UpstreamPool:
         with self._lock:
             upstream.consecutive = 0
 
-    def fail(self, upstream: Upstream, why: str, *, at_once: bool = False) -> None:
+    def fail(self, upstream: Upstream, why: str, *, at_once: bool = False,
+             keep_last: bool = False) -> None:
         """One more failure; out of rotation for the cooldown (then probed) once they are
-        `eject_after` in a row, or `at_once` (nothing listens)."""
+        `eject_after` in a row, or `at_once` (nothing listens). `keep_last`: not if it is
+        the last upstream in rotation (a failure a request may have caused)."""
         with self._lock:
             upstream.failures += 1
             upstream.consecutive += 1
             out = upstream.up and (at_once or upstream.consecutive >= self.health.eject_after)
+            if out and keep_last and not any(u.up and not u.gone and u is not upstream
+                                             for u in self.upstreams):
+                out = False
+                log.warning("upstream %s kept in rotation after %d slow answers in a row: "
+                            "it is the last one", upstream.url, upstream.consecutive)
             if out:
                 upstream.up, upstream.problem = False, why
                 upstream.next_probe = time.monotonic() + self.cooldown_s

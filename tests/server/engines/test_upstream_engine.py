@@ -250,3 +250,20 @@ def test_an_upstream_that_comes_back_gets_the_grammars_warmed_again(model_dir, f
             "structured_outputs"]
     finally:
         asyncio.run(engine.aclose())
+
+
+def test_a_request_slow_on_every_upstream_ejects_none(model_dir, fakes):
+    """No first token in time anywhere (a schema slow to compile, say): the request's own
+    doing, so it counts against no upstream, and every one stays in rotation."""
+    engine = make_engine(model_dir, fakes, [A, B], cooldown_s=30, eject_after=2)
+    try:
+        for fake in fakes.values():
+            fake.mode = "slow"
+        for _ in range(3):
+            with pytest.raises(Unavailable):
+                asyncio.run(engine.generate(ask(engine)))
+        stats = engine.stats()
+        assert stats["upstreams_up"] == 2 and stats["slow_on_every_upstream"] == 3
+        assert all(u.failures == 0 for u in engine.pool.upstreams)
+    finally:
+        asyncio.run(engine.aclose())
