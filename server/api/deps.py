@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
@@ -16,6 +17,7 @@ from grammars import EnforcementReport, Lookup, reported
 from server.errors import RequestTimeout, ServiceError, Unavailable
 from server.identity import Caller
 from server.pipeline import ChatPipeline
+from server.sessions.store import scope_of
 
 T = TypeVar("T")
 
@@ -28,12 +30,45 @@ def _pipeline(request: Request) -> ChatPipeline:
 PipelineDep = Annotated[ChatPipeline, Depends(_pipeline)]
 
 
-def grammar_headers(lookup: Lookup | None,
-                    enforcement: EnforcementReport | None) -> dict[str, str]:
+class GrammarsSeen:
+    """Which grammars each tenant has used (the newest `MAX` uses of all tenants). The
+    grammar cache is shared, so a hit can mean another tenant sent the same schema: the
+    cache headers speak of a grammar only to a tenant that has used it before."""
+
+    MAX = 65_536
+
+    def __init__(self) -> None:
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def own(self, request: Request, lookup: Lookup | None) -> bool:
+        """Whether `request`'s tenant may be told about `lookup` (and mark it its own)."""
+        if lookup is None:
+            return True
+        scope = scope_of(getattr(request.state, "identity", None))
+        key = (scope, lookup.grammar.spec.key)
+        known = not lookup.hit or key in self._seen or scope == ""
+        self._seen[key] = None
+        self._seen.move_to_end(key)
+        while len(self._seen) > self.MAX:
+            self._seen.popitem(last=False)
+        return known
+
+
+def seen_grammars(request: Request) -> GrammarsSeen:
+    seen: GrammarsSeen | None = getattr(request.app.state, "grammars_seen", None)
+    if seen is None:
+        seen = request.app.state.grammars_seen = GrammarsSeen()
+    return seen
+
+
+def grammar_headers(lookup: Lookup | None, enforcement: EnforcementReport | None, *,
+                    own: bool = True) -> dict[str, str]:
+    """The grammar's cache state and lookup time (not when `own` is False: a hit on a
+    grammar only another tenant had used), and with `enforcement` its report."""
     if lookup is None:
         return {}
     headers = {"X-StrictCall-Grammar-Cache": lookup.state,
-               "X-StrictCall-Grammar-Ms": f"{lookup.seconds * 1000:.3f}"}
+               "X-StrictCall-Grammar-Ms": f"{lookup.seconds * 1000:.3f}"} if own else {}
     if enforcement is not None:  # the full report: POST /v1/grammars/compile
         # A cold compile bridged by llguidance: what its mask left to the validator says so.
         enforcement = reported(lookup.grammar, enforcement)

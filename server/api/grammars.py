@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from grammars import EnforcementReport, grounding_uses, narrowed_schema
 from server.api.chat.translate import turn_of
 from server.api.chat.wire import Message
-from server.api.deps import PipelineDep, until_disconnect
+from server.api.deps import PipelineDep, seen_grammars, until_disconnect
 from server.dialogue import Bounds, ground, grounding_bounds
 from server.dialogue.evidence import evidence_of
 from server.errors import InvalidRequest
@@ -27,10 +27,10 @@ async def compile_grammar(body: Annotated[Any, Body()], pipeline: PipelineDep,
                           request: Request) -> dict[str, Any]:
     """A refused keyword is a 400 naming it. Under the request's deadline
     (--request-timeout-s, a 504) and cancelled if the client goes away."""
-    return await until_disconnect(request, _compiled(body, pipeline))
+    return await until_disconnect(request, _compiled(body, pipeline, request))
 
 
-async def _compiled(body: Any, pipeline: ChatPipeline) -> dict[str, Any]:
+async def _compiled(body: Any, pipeline: ChatPipeline, request: Request) -> dict[str, Any]:
     schema, grounding = await asyncio.to_thread(
         _grounded, body, from_system=pipeline.settings.ground_from_system,
         bounds=grounding_bounds(pipeline.settings))
@@ -40,10 +40,14 @@ async def _compiled(body: Any, pipeline: ChatPipeline) -> dict[str, Any]:
     if grounding:
         report = EnforcementReport(report.backend, (*report.uses,
                                                     *grounding_uses(grounding[0])))
-    out = {"object": "grammar", "key": spec.key, "backend": cache.backend.name,
-           "backend_version": cache.backend.version, "cache": "hit" if lookup.hit else "miss",
-           "compile_ms": round(lookup.grammar.compile_seconds * 1000, 3),
-           "lookup_ms": round(lookup.seconds * 1000, 3), "enforcement": report.to_json()}
+    out: dict[str, Any] = {"object": "grammar", "key": spec.key,
+                           "backend": cache.backend.name,
+                           "backend_version": cache.backend.version}
+    if seen_grammars(request).own(request, lookup):  # (not another tenant's compile)
+        out |= {"cache": "hit" if lookup.hit else "miss",
+                "compile_ms": round(lookup.grammar.compile_seconds * 1000, 3),
+                "lookup_ms": round(lookup.seconds * 1000, 3)}
+    out["enforcement"] = report.to_json()
     if grounding is not None:
         out["grounding"] = {"fields": grounding[1]}
     return out

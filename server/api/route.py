@@ -18,6 +18,7 @@ from server.api.deps import (
     ended_with,
     grammar_headers,
     overdue_check,
+    seen_grammars,
     until_disconnect,
 )
 from server.api.sse import FrameStream, write_sse
@@ -47,7 +48,9 @@ async def serve(adapter: Adapter[B], body: B, pipeline: ChatPipeline, request: R
     try:
         prepared = await until_disconnect(request, pipeline.prepare(task, caller))
         opening = prepared.opening()
-        headers = {**grammar_headers(opening.grammar, opening.enforcement), **opening.headers}
+        headers = {**grammar_headers(opening.grammar, opening.enforcement,
+                                     own=seen_grammars(request).own(request, opening.grammar)),
+                   **opening.headers}
         if adapter.streams(body):
             events = pipeline.stream(prepared, overdue=overdue_check(request))
             frames = adapter.stream(body, opening, events, model=pipeline.model_name)

@@ -190,3 +190,24 @@ def test_metrics_need_the_metrics_role_by_default_when_keys_are_on(model_dir, tm
         assert c.get("/metrics").status_code == 401
         assert c.get("/metrics", headers=bearer(ACME_KEY)).status_code == 403
         assert c.get("/metrics", headers=bearer(OPS_KEY)).status_code == 200
+
+
+def test_the_cache_headers_never_tell_a_tenant_what_another_compiled(client):
+    """The grammar cache is shared; whether a schema was compiled before is told only to
+    a tenant that used it itself (a hit on another tenant's schema says nothing)."""
+    schema = {"type": "object", "properties": {"tenant_probe_x": {"type": "integer"}}}
+    first = client.post("/v1/grammars/compile", json=schema, headers=bearer(ACME_KEY))
+    assert first.status_code == 200 and first.json()["cache"] == "miss"
+    other = client.post("/v1/grammars/compile", json=schema, headers=bearer(GLOBEX_KEY))
+    assert other.status_code == 200
+    assert not {"cache", "lookup_ms", "compile_ms"} & set(other.json())
+    again = client.post("/v1/grammars/compile", json=schema, headers=bearer(GLOBEX_KEY))
+    assert again.json()["cache"] == "hit"  # its own use, now
+    # A chat: the contract's call grammar, compiled at startup by nobody's request.
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "help"}],
+            "tools": [{"type": "function", "function": {"name": "create_support_ticket"}}],
+            "tool_choice": "required"}
+    seen = client.post("/v1/chat/completions", json=body, headers=bearer(GLOBEX_KEY))
+    assert seen.status_code == 200 and "X-StrictCall-Grammar-Cache" not in seen.headers
+    again = client.post("/v1/chat/completions", json=body, headers=bearer(GLOBEX_KEY))
+    assert again.headers["X-StrictCall-Grammar-Cache"] == "hit"
