@@ -353,6 +353,9 @@ class Settings(BaseSettings):
     response_ttl_s: float = setting(30 * 86400.0, "a stored Responses API response (store="
                                                   "true, the default) is kept this long",
                                     group=STATE, gt=0)
+    max_chain: int = setting(200, "responses one previous_response_id chain holds at most "
+                                  "(its stored items are also bounded by --max-body-bytes)",
+                             group=STATE, ge=1)
     state_timeout_s: float = setting(5.0, "a state operation not answered in this long is a "
                                           "503 with Retry-After (and, not started yet, never "
                                           "runs); also the database's statement timeout",

@@ -18,6 +18,7 @@ answered as OpenAI answers an unknown one (404 on GET and DELETE; 400
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from server.api.responses.request import (
 from server.api.sse import Frame, FrameStream
 from server.errors import InvalidRequest, RouteNotFound, ServiceError
 from server.sessions import ResponseStore, StoredResponse, scope_of
+from server.settings import Settings
 from server.state.timed import TimedStateStore
 
 _ITEMS: TypeAdapter[list[InputItem]] = TypeAdapter(list[InputItem])
@@ -58,15 +60,17 @@ class ResponseLog:
     """One request's view of the stored responses: its tenant's only. Every store call
     runs on the state store's own threads with its deadline (a 503 past it)."""
 
-    def __init__(self, store: ResponseStore, scope: str, state: TimedStateStore) -> None:
+    def __init__(self, store: ResponseStore, scope: str, state: TimedStateStore,
+                 settings: Settings | None = None) -> None:
         self.store = store
         self.scope = scope
         self.state = state
+        self.settings = settings  # the chain's bounds (None: unbounded, for tests)
 
     @classmethod
     def of(cls, request: Request) -> ResponseLog:
         return cls(request.app.state.responses, scope_of(caller_of(request).identity),
-                   request.app.state.state)
+                   request.app.state.state, request.app.state.pipeline.settings)
 
     async def find(self, response_id: str, *, opened: bool = False) -> StoredResponse | None:
         """`opened`: for a response chained onto it (Redact() values as they were)."""
@@ -90,8 +94,31 @@ class ResponseLog:
                 "tenant's; send the earlier turns in `input` instead",
                 param="previous_response_id", code="previous_response_not_found")
         raw = found.conversation()
+        self._bounded(found, raw)
         return Earlier(_ITEMS.validate_python(raw), raw, found.session if kept else None,
                        [*found.chain, body.previous_response_id], reserved)
+
+    def _bounded(self, found: StoredResponse, raw: list[Any]) -> None:
+        """A chain is bounded in depth (--max-chain) and in what it stores (--max-body-bytes,
+        which a client sending the turns itself would meet): its reasoning items and tool
+        results count, though the prompt leaves some out, so a long chain cannot grow
+        without end under the context check."""
+        settings = self.settings
+        if settings is None:
+            return
+        if len(found.chain) + 1 >= settings.max_chain:
+            raise InvalidRequest(
+                f"previous_response_id continues a chain of {len(found.chain) + 1} responses, "
+                f"and this server keeps chains of {settings.max_chain} at most; start a new "
+                "one, sending the turns you need in `input`", param="previous_response_id",
+                code="chain_too_long")
+        size = len(json.dumps(raw, ensure_ascii=False).encode())
+        if size > settings.max_body_bytes:
+            raise InvalidRequest(
+                f"previous_response_id continues a chain whose items hold {size} bytes, more "
+                f"than the {settings.max_body_bytes} a request may; start a new one, sending "
+                "the turns you need in `input`", param="previous_response_id",
+                code="chain_too_long")
 
     async def keep(self, body: ResponsesRequest, response: dict[str, Any],
                    earlier: Earlier) -> None:

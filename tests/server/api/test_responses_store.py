@@ -176,3 +176,28 @@ def test_the_chain_is_one_session(oai, replies):
     assert one == two and one.startswith("sess_")
     apart = oai.responses.create(model="scripted", input="Hi")
     assert apart.model_extra["strictcall"]["slots"]["session"] != one
+
+
+def test_a_chain_is_bounded_in_depth_and_in_what_it_stores(scripted, replies):
+    """A chain's reasoning items and tool results are stored though the prompt leaves
+    some out, so the context check alone would never bound it: --max-chain and
+    --max-body-bytes do, with a 400 that says to start a new chain."""
+    replies.text = "Noted."
+    with scripted(replies, state_url="memory://", max_chain=3) as c:
+        oai = sdk(c)
+        first = oai.responses.create(model="scripted", input="one")
+        second = oai.responses.create(model="scripted", input="two",
+                                      previous_response_id=first.id)
+        third = oai.responses.create(model="scripted", input="three",
+                                     previous_response_id=second.id)  # three: the most
+        with pytest.raises(openai.BadRequestError) as refused:
+            oai.responses.create(model="scripted", input="four",
+                                 previous_response_id=third.id)
+        assert refused.value.body["code"] == "chain_too_long"
+    with scripted(replies, state_url="memory://", max_body_bytes=4000) as c:
+        oai = sdk(c)
+        big = oai.responses.create(model="scripted", input="note " * 770)  # 3,850 bytes
+        with pytest.raises(openai.BadRequestError) as refused:
+            oai.responses.create(model="scripted", input="more",
+                                 previous_response_id=big.id)
+        assert "bytes" in refused.value.message
