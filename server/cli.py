@@ -58,6 +58,18 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings(**given_settings(args))
 
 
+def _open_beyond_localhost(settings: Settings) -> bool:
+    """Listening where other machines reach it, with no keys, and not said on purpose."""
+    import ipaddress
+
+    if settings.api_keys_file is not None or settings.open_without_keys:
+        return False
+    try:
+        return not ipaddress.ip_address(settings.host).is_loopback
+    except ValueError:
+        return settings.host != "localhost"  # a name: it may resolve beyond this machine
+
+
 def _fetch_model(args: argparse.Namespace) -> int:
     from server.model_store import CHUNKED, ensure_embedded_model
 
@@ -103,6 +115,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = _settings(args)
+        if _open_beyond_localhost(settings):
+            return _fail(f"--host {settings.host} without --api-keys: anyone who reaches "
+                         "the port could call every tool and read /metrics; pass --api-keys "
+                         "FILE, or --open-without-keys to serve so on purpose")
         check_urls(settings)  # --state-url, --rate-limit-url, --replicas: before any model
         check_config(settings)  # fail here with one line, not deep inside the lifespan
     except ValidationError as exc:

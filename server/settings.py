@@ -62,7 +62,11 @@ SCHEDULE = "scheduling (torch and llamacpp engines)"
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
-    host: str = setting("127.0.0.1", "address to listen on")
+    host: str = setting("127.0.0.1", "address to listen on (beyond this machine, only with "
+                                     "--api-keys or --open-without-keys)")
+    open_without_keys: bool = setting(False, "listen beyond localhost without --api-keys: "
+                                             "anyone who reaches the port may call",
+                                      group=ACCESS)
     port: int = setting(8000, "port to listen on", ge=0, le=65535)
     model: str | None = setting(None, "local Hugging Face model directory or GGUF file "
                                       "(default: the embedded SmolLM2-135M-Instruct)")

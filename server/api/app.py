@@ -70,6 +70,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.add_middleware(RequestTimer)
     errors.install(app)
     app.get("/health")(health)
+    app.get("/livez")(livez)
     app.get("/v1/models")(list_models)
     app.get("/metrics")(metrics_text)
     app.post("/v1/chat/completions", response_model=None)(chat_completions)
@@ -107,6 +108,12 @@ async def health(pipeline: PipelineDep, request: Request,
             "model": pipeline.model_name, "engine": pipeline.engine.stats(),
             "memory": pipeline.engine.memory(),
             "grammar_cache": dataclasses.asdict(stats)}
+
+
+async def livez() -> dict[str, str]:
+    """Liveness: answered by the event loop itself, with nothing else done, so a loop that
+    one request holds fails it (a TCP connect would still pass: the kernel accepts)."""
+    return {"status": "alive"}
 
 
 async def metrics_text(request: Request) -> Response:

@@ -169,7 +169,7 @@ class Gate:
 
 def _right_for(path: str, *, metrics_auth: bool) -> Right | None:
     """What a route needs from a key; None: open to anyone."""
-    if path == "/health":
+    if path in ("/health", "/livez"):
         return None  # probes carry no keys
     if path == "/metrics":
         return "metrics" if metrics_auth else None

@@ -88,6 +88,10 @@ def check_urls(settings: Settings) -> None:
     if limits and urllib.parse.urlsplit(limits).scheme not in LIMIT_SCHEMES:
         raise StateError(f"--rate-limit-url {shown(limits)!r}: use redis://HOST:PORT/DB "
                          "(rediss:// for TLS), or leave it out for this process's memory")
+    limits_password = urllib.parse.urlsplit(limits).password if limits else None
+    if limits_password is not None and is_placeholder(limits_password):
+        raise StateError(f"--rate-limit-url {shown(limits or '')!r} has a placeholder "
+                         "password: set Redis's real password (a secret of your own)")
 
 
 def open_state(settings: Settings) -> TimedStateStore:

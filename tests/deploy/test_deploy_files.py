@@ -53,7 +53,9 @@ def test_compose_and_manifests_pass_only_flags_and_variables_strictcall_takes():
     parsed = Settings(**{k.removeprefix(ENV_PREFIX).lower(): yaml.safe_load(v)
                          if v.startswith("[") else v for k, v in values.items()})
     assert parsed.upstream == ["http://vllm:8000"]
-    assert parsed.rate_limit_url == "redis://redis:6379/0"
+    secret = {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in container["env"]
+              if "valueFrom" in e}
+    assert secret["STRICTCALL_RATE_LIMIT_URL"] == "STRICTCALL_RATE_LIMIT_URL"  # with its password
 
 
 def test_the_policies_load_and_the_shipped_secrets_are_refused(tmp_path):
@@ -81,6 +83,25 @@ def test_the_policies_load_and_the_shipped_secrets_are_refused(tmp_path):
     with pytest.raises(StateError, match="--state-secret is a placeholder"):
         check_urls(Settings(state_url="memory://",
                             state_secret=state["STRICTCALL_STATE_SECRET"]))
+    with pytest.raises(StateError, match="--rate-limit-url .* placeholder password"):
+        check_urls(Settings(state_url="memory://",
+                            rate_limit_url=state["STRICTCALL_RATE_LIMIT_URL"]))
+    # Postgres and Redis themselves refuse the placeholder before they start.
+    for name in ("postgres", "redis"):
+        (workload,) = [d for d in manifests() if d["metadata"]["name"] == name
+                       and d["kind"] in ("Deployment", "StatefulSet")]
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        script = " ".join(container["args"])
+        assert 'change-me*) echo' in script and "exit 1" in script, name
+
+
+def test_only_strictcall_reaches_vllm_redis_and_postgres():
+    policies = {d["spec"]["podSelector"]["matchLabels"]["app"]: d for d in manifests()
+                if d["kind"] == "NetworkPolicy"}
+    assert set(policies) == {"vllm", "redis", "postgres"}
+    for policy in policies.values():
+        (rule,) = policy["spec"]["ingress"]
+        assert rule["from"] == [{"podSelector": {"matchLabels": {"app": "strictcall"}}}]
 
 
 def rendered() -> list[dict]:
@@ -102,7 +123,8 @@ def test_the_rendered_manifests_validate_against_kubernetes_schemas():
 
     docs = rendered()
     assert {d["kind"] for d in docs} >= {"Deployment", "StatefulSet", "Service", "Secret",
-                                         "ConfigMap", "PodDisruptionBudget", "Namespace"}
+                                         "ConfigMap", "PodDisruptionBudget", "Namespace",
+                                         "NetworkPolicy"}
     for doc in docs:  # raises ValidationError naming the field
         kubernetes_validate.validate(doc, "1.30", strict=True)
     broken = {**docs[-1], "spec": {**docs[-1].get("spec", {}), "replicaz": 2}}
@@ -146,7 +168,9 @@ def test_the_image_keeps_its_state_on_a_volume():
 def test_strictcall_is_ready_only_while_health_says_ok():
     container = strictcall_container()
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
-    assert "httpGet" not in container["livenessProbe"]  # a down upstream is no restart
+    # Liveness is the event loop answering, not /health (a down upstream is no restart)
+    # and not a TCP connect (which passes while one request holds the loop).
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
 
 
 def test_kustomization_lists_every_manifest():

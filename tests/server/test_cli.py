@@ -122,3 +122,14 @@ def test_a_today_that_is_no_date_is_one_line():
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "STRICTCALL_TODAY='yesterday' is not a date" in line and "YYYY-MM-DD" in line
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::"])
+def test_listening_beyond_localhost_without_keys_is_refused_unless_said(host):
+    from server.cli import _open_beyond_localhost
+    from server.settings import Settings
+
+    assert _open_beyond_localhost(Settings(host=host))
+    assert not _open_beyond_localhost(Settings(host=host, open_without_keys=True))
+    assert not _open_beyond_localhost(Settings(host="127.0.0.1"))
+    assert not _open_beyond_localhost(Settings(host="::1"))

@@ -75,6 +75,7 @@ def _beside(server, hostile: Callable[[httpx.Client], httpx.Response], *,
     with httpx.Client(base_url=server.base_url, timeout=BESIDE_S + 1) as probe:
         while thread.is_alive() or checks == 0:
             for what, send in (("/health", lambda: probe.get("/health")),
+                               ("/livez", lambda: probe.get("/livez")),
                                ("a plain chat", lambda: probe.post(
                                    "/v1/chat/completions", json={
                                        "model": MODEL, "max_tokens": 4,
