@@ -357,6 +357,9 @@ class Settings(BaseSettings):
     response_ttl_s: float = setting(30 * 86400.0, "a stored Responses API response (store="
                                                   "true, the default) is kept this long",
                                     group=STATE, gt=0)
+    replica_name: str | None = setting(None, "this replica's stable name (a StatefulSet "
+                                             "pod's): its outcome journal is named by it "
+                                             "(default: the host name and port)", group=STATE)
     max_chain: int = setting(200, "responses one previous_response_id chain holds at most "
                                   "(its stored items are also bounded by --max-body-bytes)",
                              group=STATE, ge=1)

@@ -68,8 +68,9 @@ def open_audit_log(settings: Settings) -> AuditLog:
 
 def journal_path(settings: Settings) -> Path | None:
     """Where outcomes wait for the state store: beside a SQLite state file; for a shared
-    database, in the cache dir under this replica's host name and port (one file per
-    replica: replicas on one host must not share it); memory only when the state is."""
+    database, in the cache dir under this replica's name (--replica-name, a StatefulSet
+    pod's, so a replaced pod replays it; else its host name and port: replicas on one host
+    must not share it); memory only when the state is."""
     if settings.outcome_journal is not None:
         return settings.outcome_journal
     url = state_url(settings)
@@ -78,8 +79,8 @@ def journal_path(settings: Settings) -> Path | None:
     if url.startswith("sqlite:"):
         path = sqlite_path(url)
         return path.with_name(path.stem + ".outcomes.journal")
-    return (settings.cache_dir or default_cache_dir()) / \
-        f"outcomes-{socket.gethostname()}-{settings.port}.journal"
+    name = settings.replica_name or f"{socket.gethostname()}-{settings.port}"
+    return (settings.cache_dir or default_cache_dir()) / f"outcomes-{name}.journal"
 
 
 @dataclass(frozen=True)

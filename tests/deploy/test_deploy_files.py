@@ -34,7 +34,7 @@ def manifests() -> list[dict]:
 
 
 def strictcall_container() -> dict:
-    (deployment,) = [d for d in manifests() if d["kind"] == "Deployment"
+    (deployment,) = [d for d in manifests() if d["kind"] == "StatefulSet"
                      and d["metadata"]["name"] == "strictcall"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     return container
@@ -54,7 +54,7 @@ def test_compose_and_manifests_pass_only_flags_and_variables_strictcall_takes():
                          if v.startswith("[") else v for k, v in values.items()})
     assert parsed.upstream == ["http://vllm:8000"]
     secret = {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in container["env"]
-              if "valueFrom" in e}
+              if "secretKeyRef" in e.get("valueFrom", {})}
     assert secret["STRICTCALL_RATE_LIMIT_URL"] == "STRICTCALL_RATE_LIMIT_URL"  # with its password
 
 
@@ -153,8 +153,14 @@ def test_strictcall_warms_up_under_a_startup_probe_and_refuses_embedded_state():
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["STRICTCALL_REPLICAS"] == "2" and env["STRICTCALL_UPSTREAM_RESOLVE"] == "true"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert "/var/cache/strictcall" in mounts  # the journal is writable there
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["cache"] == "/var/cache/strictcall"  # the journal is writable there...
+    (workload,) = [d for d in manifests() if d["metadata"]["name"] == "strictcall"
+                   and d["kind"] == "StatefulSet"]
+    claims = [c["metadata"]["name"] for c in workload["spec"]["volumeClaimTemplates"]]
+    assert "cache" in claims  # ...on a volume of its own that outlives the pod
+    names = {e["name"]: e.get("valueFrom") for e in container["env"]}
+    assert names["STRICTCALL_REPLICA_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
 
 def test_the_image_keeps_its_state_on_a_volume():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,13 @@ def test_policies_keep_their_flat_names(monkeypatch):
                                                 implied_types=False)
     with pytest.raises(ValueError, match="patterns"):
         Settings(patterns="sometimes")
+
+
+def test_the_outcome_journal_is_named_by_the_replica():
+    """A StatefulSet pod's name is stable, so a replaced pod reads the journal its
+    predecessor left (the host name of a Deployment's pod is new each time)."""
+    from server.wiring import journal_path
+
+    named = journal_path(Settings(state_url="postgresql://u:p@db/x", replica_name="sc-0",
+                                  cache_dir=Path("/var/cache/strictcall")))
+    assert named == Path("/var/cache/strictcall/outcomes-sc-0.journal")
