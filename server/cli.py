@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -47,8 +48,9 @@ def _parser() -> argparse.ArgumentParser:
                        choices=["smollm2", *CHUNKED_NAMES])
     fetch.add_argument("--cache-dir", dest="cache_dir", type=Path)
     contracts = sub.add_parser("contracts", help="contract tools")
-    contracts.add_argument("action", choices=["snapshot"],
-                           help="snapshot: write each contract's schema to --out")
+    contracts.add_argument("action", choices=["snapshot", "check"],
+                           help="snapshot: write each contract's schema to --out; check: "
+                                "compare them with the snapshots there (exit 1 on a change)")
     contracts.add_argument("--contracts", action="append", metavar="MODULE_OR_FILE")
     contracts.add_argument("--out", type=Path, default=Path("contracts/snapshots"))
     return parser
@@ -89,12 +91,54 @@ def _snapshot(args: argparse.Namespace) -> int:
         registry = load_contracts(args.contracts or ["contracts.examples"])
     except ContractError as exc:
         return _fail(str(exc))
+    if args.action == "check":
+        return _check_snapshots(registry, args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     for contract in registry:
         path = args.out / f"{contract.name}.json"
         path.write_text(json.dumps(contract.snapshot(), indent=2, ensure_ascii=False) + "\n")
         print(path)
     return 0
+
+
+def _check_snapshots(registry: Any, directory: Path) -> int:
+    """Each contract's schema against its snapshot in `directory`: a contract changed,
+    added or removed since is named with the JSON Pointers that differ (exit 1), so a
+    change to what a model is asked to write is reviewed, not shipped by accident."""
+    import json
+
+    changed = []
+    names = set()
+    for contract in registry:
+        names.add(contract.name)
+        path = directory / f"{contract.name}.json"
+        if not path.is_file():
+            changed.append(f"{contract.name}: new (no snapshot at {path})")
+            continue
+        now = json.loads(json.dumps(contract.snapshot()))
+        then = json.loads(path.read_text())
+        diffs = _differences(then, now, "")
+        if diffs:
+            changed.append(f"{contract.name}: changed at {', '.join(diffs[:8])}"
+                           + (f" and {len(diffs) - 8} more" if len(diffs) > 8 else ""))
+    changed += [f"{p.stem}: removed (its snapshot {p} is left)"
+                for p in sorted(directory.glob("*.json")) if p.stem not in names]
+    for line in changed:
+        print(line)
+    if changed:
+        print(f"{len(changed)} contract(s) differ from {directory}: review, then "
+              "`strictcall contracts snapshot` to accept", file=sys.stderr)
+        return 1
+    print(f"{len(names)} contract(s) match their snapshots in {directory}")
+    return 0
+
+
+def _differences(then: Any, now: Any, pointer: str) -> list[str]:
+    if isinstance(then, dict) and isinstance(now, dict):
+        return [d for key in sorted(set(then) | set(now), key=str)
+                for d in _differences(then.get(key), now.get(key),
+                                      f"{pointer}/{key}")] if then != now else []
+    return [] if then == now else [pointer or "/"]
 
 
 def _eval(args: argparse.Namespace) -> int:

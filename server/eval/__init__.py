@@ -7,8 +7,11 @@
 Sends each scenario to the server (this one or any OpenAI-compatible URL), scores the
 answer, runs each file's dialogues turn by turn (server/eval/dialogues.py), prints a table
 per tool (and one for the dialogues) and writes the run: model, generation parameters, schema
-versions, scenario ids and results, with user text only as a hash. With `--baseline`, exits
-1 when a tool class's correct-call rate fell by more than its threshold.
+versions, scenario ids and results (each scenario's calls, normalized), with user text only
+as a hash. Every returned call is checked against its tool's schema. Exits 1 on any hard
+fail (an invalid call, an invented value, a write called twice, a question where all was
+given: runner.HARD_FAILS), and with `--baseline` when a tool class's correct-call rate fell
+by more than its threshold; the scenarios that changed either way are listed.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from server.eval.report import (
     compare,
     dialogue_markdown,
     gold_markdown,
+    hard_failures,
     markdown,
+    scenario_changes,
     summarize,
     summarize_dialogues,
     summarize_gold,
@@ -86,12 +91,14 @@ def run(args: argparse.Namespace) -> int:
         print("\nfields against the dialogues' hand-written values, per language:\n"
               + gold_markdown(record["gold_summary"]))
     print(f"\nrun written to {args.out}")
-    if baseline is None:
-        return 0
-    failures = compare(record, baseline, {"read": args.threshold_read,
-                                          "write": args.threshold_write})
+    failures = [f"HARD FAIL: {line}" for line in hard_failures(record)]
+    if baseline is not None:
+        for line in scenario_changes(record, baseline):
+            print(f"changed: {line}")
+        failures += [f"REGRESSION: {line}" for line in compare(
+            record, baseline, {"read": args.threshold_read, "write": args.threshold_write})]
     for failure in failures:
-        print(f"REGRESSION: {failure}")
+        print(failure)
     return 1 if failures else 0
 
 

@@ -32,12 +32,34 @@ def _stats(rows: list[Outcome]) -> dict[str, Any]:
             "calls_per_scenario": round(sum(len(o.called) for o in rows) / n, 3) if n else 0,
             "unneeded_calls": sum(o.unneeded_call for o in rows),
             "errors": sum(o.error is not None for o in rows),
+            "hard_fails": dict(sorted(Counter(c for o in rows for c in o.hard_fails).items())),
             "field_errors": dict(sorted(fields.items())),
             "latency_s_mean": round(statistics.mean(o.seconds for o in rows), 3) if n else 0}
 
 
 def _rate(k: int, n: int) -> float:
     return round(k / n, 4) if n else 0.0
+
+
+def hard_failures(run: dict[str, Any]) -> list[str]:
+    """Every hard fail of the run, one line each: a failure whatever the baseline."""
+    return [f"{r['scenario']} ({r['tool']}): {kind}" for r in run["results"]
+            for kind in r.get("hard_fails") or ()]
+
+
+def scenario_changes(run: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+    """Per scenario: right in the baseline and wrong now, or the other way, with the calls
+    each run returned."""
+    before = {r["scenario"]: r for r in baseline["results"]}
+    lines = []
+    for now in run["results"]:
+        then = before.get(now["scenario"])
+        if then is None or then["correct"] == now["correct"]:
+            continue
+        way = "now wrong" if then["correct"] else "now right"
+        lines.append(f"{now['scenario']}: {way} (baseline {then.get('calls', then['called'])}"
+                     f", now {now.get('calls', now['called'])})")
+    return lines
 
 
 def compare(run: dict[str, Any], baseline: dict[str, Any],

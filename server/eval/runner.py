@@ -39,6 +39,10 @@ class Outcome:
     field_errors: list[str]    # JSON Pointers of the fields that missed
     seconds: float
     error: str | None = None
+    # The calls as returned, normalized (keys sorted), kept for a per-scenario comparison.
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    # Hard-fail classes, each a failure whatever the rates: see HARD_FAILS.
+    hard_fails: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,6 +53,13 @@ def offered_tools(names: list[str], tools: dict[str, dict[str, Any]]) -> list[di
     else its name alone (a registered contract's)."""
     return [tools.get(name) or {"type": "function", "function": {"name": name}}
             for name in names]
+
+
+# What fails a model change outright, whatever its rates: a call that breaks its tool's
+# schema, a value the user never gave, a write called twice in one answer, and a question
+# where the user had given everything.
+HARD_FAILS = ("invalid_call", "invented_value", "write_called_twice",
+              "question_where_all_given")
 
 
 def run_file(client: httpx.Client, spec: ScenarioFile, params: Params,
@@ -66,7 +77,7 @@ def _run_one(client: httpx.Client, spec: ScenarioFile, case: Scenario, params: P
                                                  ("max_tokens", params.max_tokens))
                                if v is not None}, **params.extra_body}
     started = time.perf_counter()
-    error, calls = None, []
+    error, calls, asked = None, [], False
     try:
         resp = client.post("/chat/completions", json=body, headers=spec.headers)
         if resp.status_code >= 400:
@@ -75,14 +86,43 @@ def _run_one(client: httpx.Client, spec: ScenarioFile, case: Scenario, params: P
             message = resp.json()["choices"][0]["message"]
             calls = [(c["function"]["name"], _arguments(c["function"]["arguments"]))
                      for c in message.get("tool_calls") or []]
+            asked = not calls and bool((message.get("content") or "").strip())
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}"
     seconds = time.perf_counter() - started
-    return score(spec, case, calls, seconds=seconds, error=error)
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in offered
+               if isinstance(t["function"].get("parameters"), dict)}
+    return score(spec, case, calls, seconds=seconds, error=error, schemas=schemas,
+                 asked=asked)
+
+
+def hard_fails(spec: ScenarioFile, case: Scenario, calls: list[tuple[str, Any]], *,
+               schemas: dict[str, dict[str, Any]], asked: bool) -> list[str]:
+    """The HARD_FAILS classes this answer falls in. Every returned call is checked against
+    its tool's schema, not only the fields the scenario expects."""
+    from grammars import validator_for
+
+    out = set()
+    for name, arguments in calls:
+        schema = schemas.get(name)
+        if not isinstance(arguments, dict) or schema is not None and \
+                not validator_for(schema).is_valid(arguments):
+            out.add("invalid_call")
+        if isinstance(arguments, dict) and any(
+                arguments.get(k) not in (None, "") for k in case.expect.absent):
+            out.add("invented_value")
+    names = [name for name, _ in calls]
+    if spec.tool_class == "write" and len(names) != len(set(names)):
+        out.add("write_called_twice")
+    if case.kind == "positive" and case.expect.tool is not None and asked \
+            and not case.expect.absent:
+        out.add("question_where_all_given")
+    return sorted(out)
 
 
 def score(spec: ScenarioFile, case: Scenario, calls: list[tuple[str, Any]], *,
-          seconds: float = 0.0, error: str | None = None) -> Outcome:
+          seconds: float = 0.0, error: str | None = None,
+          schemas: dict[str, dict[str, Any]] | None = None, asked: bool = False) -> Outcome:
     want = case.expect
     names = [name for name, _ in calls]
     if want.tool is None:
@@ -96,7 +136,9 @@ def score(spec: ScenarioFile, case: Scenario, calls: list[tuple[str, Any]], *,
     return Outcome(case.id, spec.tool, spec.tool_class, case.kind,
                    hashlib.sha256(case.user.encode()).hexdigest()[:12], want.tool, names,
                    name_ok and error is None, correct,
-                   bool(calls) and want.tool is None, errors, round(seconds, 4), error)
+                   bool(calls) and want.tool is None, errors, round(seconds, 4), error,
+                   [{"name": n, "arguments": a} for n, a in calls],
+                   hard_fails(spec, case, calls, schemas=schemas or {}, asked=asked))
 
 
 def _field_errors(want: Expectation, args: Any) -> list[str]:

@@ -16,6 +16,7 @@ names one tool, its class and the tools offered, then its cases:
           fields: {category: toys}        # equal (strings: case and spaces ignored)
           one_of: {max_price: [50, 50.0]} # any of these values
           present: [query]                # written, whatever the value
+          absent: [max_price]             # not given: a value there is invented
     dialogues:             # optional: conversations, one expected outcome per turn
       - id: dispute-over-turns
         api: responses     # responses (chained by previous_response_id) | chat (a session)
@@ -51,6 +52,8 @@ class Expectation(BaseModel):
     fields: dict[str, Any] = Field(default_factory=dict)
     one_of: dict[str, list[Any]] = Field(default_factory=dict)
     present: list[str] = Field(default_factory=list)
+    # Fields the user did not give: a call with a value there invented it (a hard fail).
+    absent: list[str] = Field(default_factory=list)
 
 
 class Scenario(BaseModel):

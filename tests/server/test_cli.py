@@ -133,3 +133,22 @@ def test_listening_beyond_localhost_without_keys_is_refused_unless_said(host):
     assert not _open_beyond_localhost(Settings(host=host, open_without_keys=True))
     assert not _open_beyond_localhost(Settings(host="127.0.0.1"))
     assert not _open_beyond_localhost(Settings(host="::1"))
+
+
+def test_contracts_check_names_what_changed_since_the_snapshots(tmp_path, capsys):
+    import json
+
+    from server.cli import main
+
+    assert main(["contracts", "snapshot", "--out", str(tmp_path)]) == 0
+    assert main(["contracts", "check", "--out", str(tmp_path)]) == 0
+    path = tmp_path / "open_dispute.json"
+    snap = json.loads(path.read_text())
+    snap["parameters"]["properties"]["amount"]["pattern"] = "^[0-9]+$"
+    path.write_text(json.dumps(snap))
+    (tmp_path / "retired_tool.json").write_text("{}")
+    capsys.readouterr()
+    assert main(["contracts", "check", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "open_dispute: changed at /parameters/properties/amount/pattern" in out
+    assert "retired_tool: removed" in out

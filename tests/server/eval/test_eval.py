@@ -75,3 +75,40 @@ def test_the_gate_compares_classes_with_their_thresholds(spec):
     assert compare(run, base, {"read": 0.6}) == []
     (failure,) = compare(run, base, {"read": 0.05})
     assert failure.startswith("read tools: correct-call rate 50.0%")
+
+
+def test_hard_fails_are_judged_on_every_returned_call():
+    """A model switch fails outright on an invalid call (checked against the tool's
+    schema, not only the expected fields), an invented value, a write called twice and a
+    question where everything was given."""
+    from server.eval.report import hard_failures, scenario_changes
+    from server.eval.scenarios import Scenario, ScenarioFile
+
+    write = ScenarioFile.model_validate({
+        "tool": "refund", "class": "write", "tools": ["refund"], "scenarios": [
+            {"id": "all-given", "kind": "positive", "user": "refund order 7",
+             "expect": {"tool": "refund", "fields": {"order": 7}}},
+            {"id": "no-amount", "kind": "boundary", "user": "refund my order",
+             "expect": {"tool": "refund", "absent": ["order"]}}]})
+    given, missing = write.scenarios
+    schema = {"refund": {"type": "object", "properties": {"order": {"type": "integer"}},
+                         "required": ["order"], "additionalProperties": False}}
+    judged = {
+        "invalid": score(write, given, [("refund", {"order": "seven"})], schemas=schema),
+        "invented": score(write, missing, [("refund", {"order": 12})], schemas=schema),
+        "twice": score(write, given, [("refund", {"order": 7}), ("refund", {"order": 7})],
+                       schemas=schema),
+        "asked": score(write, given, [], schemas=schema, asked=True),
+        "right": score(write, given, [("refund", {"order": 7})], schemas=schema),
+        "asked-rightly": score(write, missing, [], schemas=schema, asked=True)}
+    assert {k: o.hard_fails for k, o in judged.items()} == {
+        "invalid": ["invalid_call"], "invented": ["invented_value"],
+        "twice": ["write_called_twice"], "asked": ["question_where_all_given"],
+        "right": [], "asked-rightly": []}
+    run = {"results": [o.to_json() for o in judged.values()]}
+    assert len(hard_failures(run)) == 4
+    base = {"results": [judged["right"].to_json()]}
+    now = {"results": [judged["invalid"].to_json()]}
+    (changed,) = scenario_changes(now, base)
+    assert changed.startswith("all-given: now wrong") and "seven" in changed
+    assert isinstance(given, Scenario)
