@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from contracts import clock
 from server.dialogue.language import conversation_language
+from server.dialogue.number_words import in_digits
 from server.dialogue.reading import Reader
 from server.task import Turn
 
@@ -84,21 +85,24 @@ def evidence_of(turns: Sequence[Turn], *, from_system: bool = True,
     """The evidence of a conversation. `today`: the request's date, where the system
     message states none."""
     read = _read(turns, bounds)
+    users = [text for i, text in sorted(read.items(), reverse=True)
+             if turns[i].role == "user"]
+    language = conversation_language(users)
     pieces: list[Piece] = []
     for i, text in sorted(read.items()):
         role = turns[i].role
         if role == "user":
             pieces.append(Piece(text, "user", i))
+            digits = in_digits(text, language)  # "пять дней" read as "5 дней" too
+            if digits is not None:
+                pieces.append(Piece(digits, "user", i))
         elif role == "tool":
             pieces += [Piece(text, "tool", i) for text in _result_texts(text)]
         elif role == "system" and from_system:
             pieces.append(Piece(text, "system", i))
     stated = _stated_date(text for i, text in sorted(read.items())
                           if turns[i].role == "system")
-    users = [text for i, text in sorted(read.items(), reverse=True)
-             if turns[i].role == "user"]
-    return Evidence(tuple(pieces), stated or today or clock.today(),
-                    conversation_language(users))
+    return Evidence(tuple(pieces), stated or today or clock.today(), language)
 
 
 def _read(turns: Sequence[Turn], bounds: Bounds) -> dict[int, str]:

@@ -220,11 +220,26 @@ def test_a_long_message_is_cut_between_words_and_a_huge_word_is_no_value():
     from server.dialogue.evidence import Bounds
 
     bounds = Bounds(chars=40, words=5)
-    evidence = evidence_of([Turn("user", "one two three four five six seven")], today=TODAY,
-                           bounds=bounds)
-    assert evidence.texts == ["one two three four five "]
+    evidence = evidence_of([Turn("user", "alpha beta gamma delta epsilon zeta eta")],
+                           today=TODAY, bounds=bounds)
+    assert evidence.texts == ["alpha beta gamma delta epsilon "]
     evidence = evidence_of([Turn("user", "amount 12 " + "7" * 2_000_000),
                             Turn("user", "card 4417")], today=TODAY, bounds=bounds)
     assert evidence.texts == ["amount 12", "card 4417"]  # newest first, within the chars
     digits = evidence_of([Turn("user", "9" * 10_000_000)], today=TODAY)
     assert digits.pieces == ()
+
+
+@pytest.mark.parametrize(("text", "nights"), [
+    ("Book the hotel in Oslo for three nights for two guests", 3),
+    ("Забронируйте отель в Осло на пять ночей", 5),
+    ("Hotel in Oslo für drei Nächte bitte", 3),
+])
+def test_numbers_written_as_words_ground(text, nights):
+    found = _found(NIGHTS, None, ("user", text))
+    assert nights in found["nights"]
+
+
+NIGHTS = {"type": "object", "properties": {
+    "nights": {"type": "integer", "minimum": 1, "maximum": 30,
+               "x-strictcall-grounded": True}}}
