@@ -58,6 +58,20 @@ class Plan:
     def mode(self) -> Mode:
         return self.rendering.reader.mode
 
+    def identifying(self) -> dict[str, tuple[tuple[str, ...], ...]]:
+        """Per tool, the argument paths that say which request a call is: its grounded
+        fields (the values the user gives), else its required ones. A second call of the
+        tool with the same values there is the first one again (the runaway guard)."""
+        out = {}
+        for name, schema in self.schemas.items():
+            grounding = self.groundings.get(name)
+            required = schema.get("required") if isinstance(schema, dict) else None
+            paths = grounding.grounded if grounding is not None and grounding.grounded \
+                else tuple((str(r),) for r in required or () if isinstance(r, str))
+            if name and paths:
+                out[name] = paths
+        return out
+
     @property
     def reader(self) -> Reader:
         return self.rendering.reader

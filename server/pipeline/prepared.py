@@ -42,8 +42,7 @@ class Decode:
         return RunawayGuard(self.plan.reader, engine.decode, options=self.guards,
                             vocabulary=vocabulary_of(engine.tokenizer),
                             evidence=self.prompt_text, answered=self.plan.answered,
-                            identifying={name: grounding.grounded for name, grounding
-                                         in self.plan.groundings.items()})
+                            identifying=self.plan.identifying())
 
     def guarded(self, guard: RunawayGuard | None) -> GenerationRequest:
         """The request, steered by `guard` where it steers."""

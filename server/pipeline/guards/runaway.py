@@ -109,9 +109,10 @@ class RunawayGuard:
                 return []
             if self.options.dedupe_calls and self._duplicate(text):
                 return []
-            if self.options.dedupe_calls and (self._calls.pending
-                                              or self._calls.may_be(self._answered)):
-                return []  # the call so far begins an earlier one: wait
+            if self.options.dedupe_calls and (
+                    self._calls.pending or self._calls.may_be(self._answered)
+                    or self._calls.may_be(self._repeatable())):
+                return []  # the call so far may be an earlier one again: wait
             out, self._held = self._held, []
             return out
 
@@ -137,12 +138,19 @@ class RunawayGuard:
                 return True
         return False
 
+    def _repeatable(self) -> list[Any]:
+        """The calls of this answer so far whose tool has identifying paths: a later call
+        of that tool may repeat one, so its tokens wait until it is whole."""
+        return [c for c in self._calls.values
+                if isinstance(c, dict) and str(c.get("name")) in self._identifying]
+
     def _repeats(self, call: Any, earlier: Any) -> bool:
-        """`call` is `earlier` again: identical, or the same tool with the same values
-        where the user gives them. A small model allowed several calls lists one request
-        over and over with another reason or note each time (Qwen2.5-0.5B: the same
-        dispute as "duplicate", "fraud", "not_received" to max_tokens); one request is one
-        call."""
+        """`call` is `earlier` again: identical, or the same tool with the same values at
+        its identifying paths (where the user gives them, else its required fields). A
+        small model allowed several calls lists one request over and over with another
+        reason or unit each time (Qwen2.5-0.5B: the same dispute as "duplicate", "fraud",
+        "not_received", a triangle's area in meters, feet, yards, to max_tokens); one
+        request is one call."""
         if call == earlier:
             return True
         if not (isinstance(call, dict) and isinstance(earlier, dict)) \

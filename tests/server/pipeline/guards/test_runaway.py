@@ -190,3 +190,25 @@ def test_the_same_string_item_again_and_again_is_a_loop_but_numbers_are_not(toke
     assert not trip.text.endswith("]")  # never closed for the model
     assert guarded('{"v":[' + "0," * 30) is None
     assert guarded('{"movie":["Tenet","No Time To Die","Dune","Heat"') is None
+
+
+AREA = [{"type": "function", "function": {"name": "area", "parameters": {
+    "type": "object", "required": ["base", "height"], "properties": {
+        "base": {"type": "integer"}, "height": {"type": "integer"},
+        "unit": {"type": "string"}}}}}]
+
+
+def test_without_grounded_fields_the_required_ones_say_which_request_a_call_is(client, reply):
+    """Qwen2.5-0.5B, asked one triangle's area, wrote it in units, meters, feet, yards...
+    to max_tokens: the same required values again is the same request, streamed or not."""
+    calls = ['{"name":"area","arguments":{"base":10,"height":5,"unit":"%s"}}' % u
+             for u in ("units", "meters", "feet")]
+    reply["text"] = "[" + ",".join(calls) + "]"
+    body = chat(client, tools=AREA).json()
+    (call,) = body["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"])["unit"] == "units"
+    out = assemble(events(chat(client, tools=AREA, stream=True)))
+    assert [json.loads(c["arguments"])["unit"] for c in out["calls"]] == ["units"]
+    reply["text"] = ('[{"name":"area","arguments":{"base":10,"height":5}},'
+                     '{"name":"area","arguments":{"base":7,"height":5}}]')
+    assert len(chat(client, tools=AREA).json()["choices"][0]["message"]["tool_calls"]) == 2
