@@ -50,6 +50,9 @@ def test_decisions_are_audited_and_rotated_with_redaction(server):
     assert [f.name for f in files] == ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"]
     text = "".join(f.read_text() for f in files)
     assert KEY not in text
+    # The card's digits are Redact()ed wherever a record holds them (calls, arguments,
+    # questions' collected values): "4417" is nowhere in the audit log.
+    assert "4417" not in text
     records = [json.loads(line) for line in text.splitlines()]
     assert {r["request_id"] for r in records} <= set(ids)
     newest = json.loads(files[0].read_text().splitlines()[-1])

@@ -327,3 +327,49 @@ def _remove(path: Path) -> None:
     import shutil
 
     shutil.rmtree(path)
+
+
+def test_a_pod_replaced_mid_write_has_its_journal_replayed_by_the_next(shared, postgres,
+                                                                       tmp_path):
+    """The database pauses while a write runs: its outcome goes to the replica's journal
+    (named by --replica-name, on its own volume). The pod is then killed (replaced), and
+    its journal's last line torn. The pod that replaces it, with the same name and volume,
+    cuts the torn line and applies the outcome: the key replays it, and it ran once."""
+    tally, key = Tally("pod replaced mid-write"), f"idem_{uuid.uuid4().hex}"
+    volume = tmp_path / "volume"
+    pod = ("--state-url", shared["db"], *shared["args"], "--replica-name", "strictcall-0",
+           "--cache-dir", str(volume), "--state-timeout-s", "1")
+    with ServerProcess(*pod) as first:
+        async def write_while_paused() -> httpx.Response:
+            async with httpx.AsyncClient(timeout=90) as client:
+                answer = asyncio.ensure_future(client.post(
+                    f"{first.base_url}/v1/tools/transfer_funds/invoke", headers=AUTH,
+                    json={"arguments": {"amount": 9, "hold_s": 2.0},
+                          "idempotency_key": key}))
+                await asyncio.sleep(1.0)  # claimed, and running
+                postgres.pause()
+                return await answer
+        try:
+            answered = asyncio.run(write_while_paused())
+            tally.saw(answered.status_code)
+            assert answered.status_code == 200 and answered.json()["outcome"] == "succeeded"
+            journal = volume / "outcomes-strictcall-0.journal"
+            assert journal.read_text().count('"op":"finish"') == 1  # journaled, not lost
+            first.send_signal(signal.SIGKILL)  # the pod is replaced
+            first.wait(10)
+            with journal.open("a") as f:
+                f.write('{"id":"torn","op":"fin')  # its last write, cut
+        finally:
+            postgres.resume()
+    with ServerProcess(*pod) as second:
+        assert "torn" not in journal.read_text()  # cut (then the file emptied, applied)
+        def replayed() -> bool:
+            answer = invoke(second.base_url, "transfer_funds", {"amount": 9, "hold_s": 2.0},
+                            key)
+            tally.saw(answer.status_code)
+            return answer.status_code == 200 and answer.json().get("replayed") is True \
+                and answer.json()["outcome"] == "succeeded"
+        assert until(replayed, timeout_s=30)
+    tally.ran = starts(shared["runs"], key)
+    tally.report()
+    assert tally.ran == 1

@@ -201,7 +201,7 @@ AREA = [{"type": "function", "function": {"name": "area", "parameters": {
 def test_without_grounded_fields_the_required_ones_say_which_request_a_call_is(client, reply):
     """Qwen2.5-0.5B, asked one triangle's area, wrote it in units, meters, feet, yards...
     to max_tokens: the same required values again is the same request, streamed or not."""
-    calls = ['{"name":"area","arguments":{"base":10,"height":5,"unit":"%s"}}' % u
+    calls = ['{"name":"area","arguments":{"base":10,"height":5,"unit":"' + u + '"}}'
              for u in ("units", "meters", "feet")]
     reply["text"] = "[" + ",".join(calls) + "]"
     body = chat(client, tools=AREA).json()
