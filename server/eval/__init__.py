@@ -71,8 +71,9 @@ def run(args: argparse.Namespace) -> int:
                     args.extra_body)
     headers = {"Authorization": f"Bearer {args.api_key}"}
     with httpx.Client(base_url=args.url, headers=headers, timeout=600) as client:
-        tools, versions = _catalog(client)
-        outcomes = [o for _, spec in specs for o in run_file(client, spec, params, tools)]
+        tools, versions, runtime = _catalog(client)
+        outcomes = [o for _, spec in specs
+                    for o in run_file(client, spec, params, tools, runtime=runtime)]
         dialogues = [o for _, spec in specs for o in run_dialogues(client, spec, params, tools)]
     record = {"created": int(time.time()), "url": args.url,
               "params": {"model": params.model, "temperature": params.temperature,
@@ -102,9 +103,12 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _catalog(client: httpx.Client) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """The server's registered contracts (StrictCall): tool specs to offer, and a version
-    (hash of each contract's snapshot). Other servers: none, tools are offered by name."""
+def _catalog(client: httpx.Client) -> tuple[dict[str, dict[str, Any]], dict[str, str],
+                                            dict[str, list[str]]]:
+    """The server's registered contracts (StrictCall): tool specs to offer, a version
+    (hash of each contract's snapshot), and the runtime fields the server adds to each
+    call's arguments (a tenant from a header, an idempotency key), which the model never
+    writes. Other servers: none, tools are offered by name."""
     try:
         resp = client.get("/contracts")
         data = resp.json()["data"] if resp.status_code == 200 else []
@@ -115,4 +119,5 @@ def _catalog(client: httpx.Client) -> tuple[dict[str, dict[str, Any]], dict[str,
         for c in data}
     versions = {c["name"]: hashlib.sha256(json.dumps(c, sort_keys=True).encode())
                 .hexdigest()[:16] for c in data}
-    return tools, versions
+    runtime = {c["name"]: sorted(c.get("runtime_fields") or ()) for c in data}
+    return tools, versions, runtime

@@ -63,13 +63,17 @@ HARD_FAILS = ("invalid_call", "invented_value", "write_called_twice",
 
 
 def run_file(client: httpx.Client, spec: ScenarioFile, params: Params,
-             tools: dict[str, dict[str, Any]]) -> list[Outcome]:
+             tools: dict[str, dict[str, Any]], *,
+             runtime: dict[str, list[str]] | None = None) -> list[Outcome]:
+    """`runtime`: per tool, the argument names the server adds to a call (not the
+    model's), left out when a call is checked against the tool's schema."""
     offered = offered_tools(spec.tools, tools)
-    return [_run_one(client, spec, case, params, offered) for case in spec.scenarios]
+    return [_run_one(client, spec, case, params, offered, runtime or {})
+            for case in spec.scenarios]
 
 
 def _run_one(client: httpx.Client, spec: ScenarioFile, case: Scenario, params: Params,
-             offered: list[dict[str, Any]]) -> Outcome:
+             offered: list[dict[str, Any]], runtime: dict[str, list[str]]) -> Outcome:
     body: dict[str, Any] = {"model": params.model, "tools": offered,
                             "messages": [{"role": "user", "content": case.user}],
                             **{k: v for k, v in (("temperature", params.temperature),
@@ -84,7 +88,8 @@ def _run_one(client: httpx.Client, spec: ScenarioFile, case: Scenario, params: P
             error = f"HTTP {resp.status_code}: {_detail(resp)}"
         else:
             message = resp.json()["choices"][0]["message"]
-            calls = [(c["function"]["name"], _arguments(c["function"]["arguments"]))
+            calls = [(c["function"]["name"], _without(
+                _arguments(c["function"]["arguments"]), runtime.get(c["function"]["name"])))
                      for c in message.get("tool_calls") or []]
             asked = not calls and bool((message.get("content") or "").strip())
     except httpx.HTTPError as exc:
@@ -157,6 +162,13 @@ def same(got: Any, want: Any) -> bool:
             and not isinstance(got, bool):
         return float(got) == float(want)
     return bool(got == want)
+
+
+def _without(arguments: Any, names: list[str] | None) -> Any:
+    """A call's arguments less the server's runtime fields (what the model wrote)."""
+    if not names or not isinstance(arguments, dict):
+        return arguments
+    return {k: v for k, v in arguments.items() if k not in names}
 
 
 def _arguments(text: str) -> Any:

@@ -112,3 +112,13 @@ def test_hard_fails_are_judged_on_every_returned_call():
     (changed,) = scenario_changes(now, base)
     assert changed.startswith("all-given: now wrong") and "seven" in changed
     assert isinstance(given, Scenario)
+
+
+def test_the_servers_runtime_fields_are_not_the_models_call():
+    """A contract's runtime fields (a tenant from a header, a generated idempotency key)
+    are added by the server; the call checked against the tool's schema is the model's."""
+    from server.eval.runner import _without
+
+    returned = {"title": "VPN down", "tenant_id": "acme", "idempotency_key": "idem_1"}
+    assert _without(returned, ["idempotency_key", "tenant_id"]) == {"title": "VPN down"}
+    assert _without(returned, None) == returned
