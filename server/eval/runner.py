@@ -39,7 +39,8 @@ class Outcome:
     field_errors: list[str]    # JSON Pointers of the fields that missed
     seconds: float
     error: str | None = None
-    # The calls as returned, normalized (keys sorted), kept for a per-scenario comparison.
+    # The calls as returned, normalized: each argument's value as a short hash (the run
+    # holds no user text), so two runs compare per scenario and per field.
     calls: list[dict[str, Any]] = field(default_factory=list)
     # Hard-fail classes, each a failure whatever the rates: see HARD_FAILS.
     hard_fails: list[str] = field(default_factory=list)
@@ -142,7 +143,7 @@ def score(spec: ScenarioFile, case: Scenario, calls: list[tuple[str, Any]], *,
                    hashlib.sha256(case.user.encode()).hexdigest()[:12], want.tool, names,
                    name_ok and error is None, correct,
                    bool(calls) and want.tool is None, errors, round(seconds, 4), error,
-                   [{"name": n, "arguments": a} for n, a in calls],
+                   [normalized(n, a) for n, a in calls],
                    hard_fails(spec, case, calls, schemas=schemas or {}, asked=asked))
 
 
@@ -162,6 +163,16 @@ def same(got: Any, want: Any) -> bool:
             and not isinstance(got, bool):
         return float(got) == float(want)
     return bool(got == want)
+
+
+def normalized(name: str, arguments: Any) -> dict[str, Any]:
+    """A call as a run keeps it: its tool, and each argument's value hashed (the same value
+    gives the same hash in every run, the text itself is never written)."""
+    def digest(value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return {"name": name, "arguments": {k: digest(v) for k, v in sorted(arguments.items())}
+            if isinstance(arguments, dict) else digest(arguments)}
 
 
 def _without(arguments: Any, names: list[str] | None) -> Any:

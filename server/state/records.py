@@ -50,6 +50,11 @@ class StateError(Exception):
     the message is one line naming the fix."""
 
 
+class StoreFull(StateError):
+    """The store has no room left (its size bound, or the disk): a client is told that
+    much, never the file or the driver's words."""
+
+
 class StateStore(ABC):
     @abstractmethod
     def get(self, namespace: str, key: str) -> Record | None:

@@ -1,7 +1,7 @@
 """`SqliteStateStore`: the records in one SQLite file (the default, `sqlite:///<cache
 dir>/state.sqlite3`): one process's memory across restarts, not shared by replicas. One
 connection guarded by a lock; every operation is one short statement. `max_bytes` bounds
-the file (SQLite's max_page_count): a store that is full refuses writes with a StateError,
+the file (SQLite's max_page_count): a store that is full refuses writes with a StateError
 as every other failure of the file is one (503 to a client, never a 500)."""
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from server.state.migrations import VERSION_TABLE, pending
-from server.state.records import JsonObject, Record, StateError, StateStore, VersionConflict
+from server.state.records import (
+    JsonObject,
+    Record,
+    StateError,
+    StateStore,
+    StoreFull,
+    VersionConflict,
+)
 
 _COLUMNS = "value, version, updated, expires"
 
@@ -132,7 +139,8 @@ class SqliteStateStore(StateStore):
                 yield
             except sqlite3.Error as exc:
                 full = "full" in str(exc)
-                raise StateError(f"the state file {self.path}: {exc}" + (
+                error = StoreFull if full else StateError
+                raise error(f"the state file {self.path}: {exc}" + (
                     " (the store is full: raise --state-max-bytes, lower the retention "
                     "settings, or free the disk)" if full else "")) from None
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from server.errors import StateUnavailable
-from server.state.records import JsonObject, Record, StateError, StateStore
+from server.state.records import JsonObject, Record, StateError, StateStore, StoreFull
 
 T = TypeVar("T")
 log = logging.getLogger("strictcall.state")
@@ -160,5 +160,6 @@ def _translated(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return fn(*args, **kwargs)
     except StateError as exc:
         log.warning("state store failed: %s", exc)
-        raise StateUnavailable("the state store failed; retry after the Retry-After "
+        what = "is full" if isinstance(exc, StoreFull) else "failed"
+        raise StateUnavailable(f"the state store {what}; retry after the Retry-After "
                                "delay") from None
