@@ -56,6 +56,10 @@ class StrictCallOptions(BaseModel):
     # Grounded fields copied from the conversation (server default: --grounding). Off: the
     # model writes them like any other field (what `strictcall-bench grounding` compares).
     grounding: bool | None = None
+    # Where the conversation gives a grounded field more than one value: "ask" names them
+    # in a question, "model" lets the model pick one. Unset: ask for a write (a contract's
+    # kind, a client schema's `x-strictcall-kind: "write"`), the model picks for the rest.
+    ambiguity: Literal["ask", "model"] | None = None
     # A conversation whose tool arguments are collected across turns (server/sessions):
     # any id the client chooses, scoped by its tenant. On the Responses API a chain of
     # previous_response_id is one session by itself. `reset_slots`: forget what was

@@ -39,6 +39,9 @@ _STATED_DATE = re.compile(
 
 
 _WORD = re.compile(r"\S+")
+# Words that say a date is the conversation's own ("today is", "current date:").
+_TODAY = re.compile(r"(?i)\b(today|current date|date today|сегодня|текущая дата|heute|"
+                    r"aujourd'hui|hoy|oggi|hoje)\b")
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,13 @@ def evidence_of(turns: Sequence[Turn], *, from_system: bool = True,
             pieces += [Piece(text, "tool", i) for text in _result_texts(text)]
         elif role == "system" and from_system:
             pieces.append(Piece(text, "system", i))
-    stated = _stated_date(text for i, text in sorted(read.items())
-                          if turns[i].role == "system")
-    return Evidence(tuple(pieces), stated or today or clock.today(), language)
+    systems = [(i, text) for i, text in sorted(read.items()) if turns[i].role == "system"]
+    stated = _stated_date(systems)
+    if stated is not None:  # the conversation's date is context, no value of any field
+        day, turn, (start, end) = stated
+        pieces = [replace(p, text=p.text[:start] + " " * (end - start) + p.text[end:])
+                  if p.turn == turn and p.source == "system" else p for p in pieces]
+    return Evidence(tuple(pieces), stated[0] if stated else today or clock.today(), language)
 
 
 def _read(turns: Sequence[Turn], bounds: Bounds) -> dict[int, str]:
@@ -162,18 +169,28 @@ def _leaves(value: Any) -> Iterator[str]:
         yield json.dumps(value)
 
 
-def _stated_date(texts: Iterator[str]) -> dt.date | None:
-    """The first full date (with its year) the system messages state."""
+def _stated_date(texts: Sequence[tuple[int, str]]
+                 ) -> tuple[dt.date, int, tuple[int, int]] | None:
+    """The date the system messages give as today's ("Today is 2026-12-02", "Сегодня
+    02.12.2026"), else the first full date (with its year) they state: the day, its
+    message's turn, and its span there."""
     from server.dialogue.language import language_of
 
-    for text in texts:
+    dates: list[tuple[bool, int, int, tuple[int, int], dt.date]] = []
+    for order, (turn, text) in enumerate(texts):
         for match in _STATED_DATE.finditer(text):
             span = match.group()
             try:
-                return dt.date.fromisoformat(span)
+                day: dt.date | None = dt.date.fromisoformat(span)
             except ValueError:
-                pass
-            day = Reader(today=clock.today(), language=language_of(text) or "en").date(span)
+                day = Reader(today=clock.today(), language=language_of(text) or "en").date(span)
             if day is not None:
-                return day
-    return None
+                before = max(0, match.start() - 40)
+                said = _TODAY.search(text, before, match.start())
+                # "Today is" goes with the date: no field's value either.
+                start = said.start() if said else match.start()
+                dates.append((not said, order, turn, (start, match.end()), day))
+    if not dates:
+        return None
+    _, _, turn, where, day = min(dates, key=lambda d: (d[0], d[1], d[3]))
+    return day, turn, where

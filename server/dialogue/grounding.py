@@ -77,6 +77,10 @@ class GroundedField:
     # The message says these values of this very field ("4 nights"): given, so "not
     # given" is no choice (null is not offered).
     named: bool = False
+    # More than one value the user's words give this field, where the user decides
+    # (`ground`'s `ask_between`): the model may write none of them (only "not given"), and
+    # the question names them (server/dialogue/questions.py Wording.missing).
+    choices: tuple[Any, ...] = ()
 
     def narrowing(self) -> Narrowing:
         return Narrowing(self.path, self.candidates, self.spans, nullable=not self.named)
@@ -144,9 +148,14 @@ def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
 
 
 def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence, *,
-           since: int = -1) -> Grounding:
+           since: int = -1, ask_between: bool = False) -> Grounding:
     """The grounding of one tool's arguments `schema` (a contract's, or a client's).
-    `since`: the turn of the tool's last call; what came after it is looked at first."""
+    `since`: the turn of the tool's last call; what came after it is looked at first.
+
+    Each value is attributed to where it was said (`_attributed`): the user's own words for
+    a field win over what a tool returned or the operator's messages say. `ask_between` (a write, or a
+    request's `strictcall.ambiguity: "ask"`): where more than one value remains, the user
+    chooses (the field's `choices`), not the model."""
     marks = marked_fields(schema)
     if not marks:  # nothing marked: nothing to read
         return Grounding(language=evidence.language, descriptions=top_descriptions(schema))
@@ -164,11 +173,17 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
         if marked.path not in finders:  # a plain string: a run of the evidence's words
             fields.append(GroundedField(marked.path, spans=_spans(marked.node, evidence)))
             continue
-        found = recent.get(marked.path)
+        found = recent.get(marked.path) or everything[marked.path]
+        one = "*" not in marked.path  # (an array's items each take their own value)
+        if one:
+            found = _attributed(found, evidence.pieces)
         # Named beside every value the newest turns give it: no "not given" to choose.
-        named = bool(found) and all(f.named for f in found or ())
-        fields.append(GroundedField(marked.path, tuple(_newest_values(
-            found or everything[marked.path])), named=named))
+        named = bool(recent.get(marked.path)) and all(f.named for f in found)
+        values = tuple(_newest_values(found))
+        if ask_between and one and len(values) > 1:
+            fields.append(GroundedField(marked.path, choices=values[::-1]))  # as said
+        else:
+            fields.append(GroundedField(marked.path, values, named=named))
     descriptions = {**top_descriptions(schema),
                     **{m.path: m.description for m in marks if m.description}}
     return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions)
@@ -294,6 +309,15 @@ def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],
                 kept.append(f)  # (said of two fields that take it: of neither, dropped)
         out[path] = kept
     return out
+
+
+def _attributed(found: Sequence[Found], pieces: Sequence[Piece]) -> list[Found]:
+    """The values a field may take, by where they were said: the user's own words, where
+    they give the field any (a date the system message states, a card a CRM profile lists,
+    an id a tool returned are context: the user's answer wins over them)."""
+    users = [f for f in found if 0 <= f.piece < len(pieces)
+             and pieces[f.piece].source == "user"]
+    return users or list(found)
 
 
 def _newest_values(found: Sequence[Found]) -> list[Any]:

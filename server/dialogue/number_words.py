@@ -7,11 +7,14 @@ words grounds like one said in digits, and the words themselves stay as they wer
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 
 log = logging.getLogger("strictcall.dialogue")
 _NUMBER = re.compile(r"\d+")
+_WORDS = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
+_JOINERS = frozenset({"and", "и", "y", "і"})  # "two hundred and five"
 
 NUMBER_PARSER = frozenset({"en", "ru", "es", "uk", "hi"})
 TEXT2NUM = frozenset({"fr", "de", "it", "pt", "nl", "da"})
@@ -22,9 +25,7 @@ def in_digits(text: str, language: str) -> str | None:
     the language is one neither library reads)."""
     try:
         if language in NUMBER_PARSER:
-            from number_parser import parse
-
-            out = str(parse(text, language=language))
+            out = _cardinals(text, language)
         elif language in TEXT2NUM:
             from text_to_num import alpha2digit
 
@@ -37,3 +38,45 @@ def in_digits(text: str, language: str) -> str | None:
     if out == text or set(_NUMBER.findall(out)) - set(_NUMBER.findall(text)) <= {"1"}:
         return None  # ("one" is a pronoun as often as a count: "no, keep the old one")
     return out
+
+
+def _cardinals(text: str, language: str) -> str:
+    """`text` with each run of number words that spells one cardinal ("two hundred and
+    five", "двадцать один") written as its digits. Ordinals stay words ("the second one" is
+    no 2, nor 21), and two numbers side by side stay apart ("2, 3"): spaced digits read as
+    one grouped number ("1 200")."""
+    words = list(_WORDS.finditer(text))
+    out, at, i, last_end = [], 0, 0, -1
+    while i < len(words):
+        j = i
+        while j < len(words) and (_number(words[j].group().casefold(), language) is not None
+                                  or (j > i and words[j].group().casefold() in _JOINERS)):
+            if j > i and text[words[j - 1].end():words[j].start()].strip():
+                break  # (punctuation between: two numbers, not one)
+            j += 1
+        value = None
+        while j > i and value is None:  # the longest run from i that spells one number
+            if words[j - 1].group().casefold() not in _JOINERS:
+                value = _number(text[words[i].start():words[j - 1].end()].casefold(),
+                                language)
+            if value is None:
+                j -= 1
+        if value is None:
+            i += 1
+            continue
+        start = words[i].start()
+        out.append(text[at:start])
+        if last_end >= 0 and not text[last_end:start].strip():
+            out.append(", ")  # right after another number: kept apart
+        out.append(str(value))
+        at, last_end, i = words[j - 1].end(), words[j - 1].end(), j
+    out.append(text[at:])
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _number(words: str, language: str) -> int | None:
+    from number_parser import parse_number
+
+    value = parse_number(words, language=language)
+    return value if isinstance(value, int) else None

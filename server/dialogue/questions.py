@@ -30,6 +30,7 @@ class Question:
     kind: Kind = "missing"
     value: Any = None  # what to confirm, or the value whose field to choose
     fields: tuple[str, ...] = ()  # "choose": the fields it may belong to
+    options: tuple[Any, ...] = ()  # "missing": the values the user's words gave it
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class NeedsInput:
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "tool": self.tool,
-            "missing": [{"field": q.field, "question": q.question}
+            "missing": [{"field": q.field, "question": q.question,
+                         **({"options": list(q.options)} if q.options else {})}
                         for q in self.questions if q.kind == "missing"],
             "collected": self.collected, "language": self.language}
         confirm = [{"field": q.field, "value": q.value, "question": q.question}
@@ -67,14 +69,44 @@ class Wording:
     asks: dict[Path, dict[str, str]] = field(default_factory=dict)  # Ask, per language
     abouts: dict[Path, dict[str, str]] = field(default_factory=dict)  # About, per language
     descriptions: dict[Path, str] = field(default_factory=dict)
+    # A field the user's words gave more than one value: which one (grounding's choices).
+    choices: dict[Path, tuple[Any, ...]] = field(default_factory=dict)
 
     def missing(self, path: Path, *, at: str | None = None) -> Question:
-        """`at`: the pointer the question is about (an array item's index filled in)."""
+        """`at`: the pointer the question is about (an array item's index filled in). A
+        field with choices is asked which of them ("Which date: 29 November or 1
+        December?"), never given one by the model."""
+        options = self.choices.get(path, ())
+        if options:
+            return Question(at or pointer_of(path), self._say(
+                "Which {about}: {options}?", about=self.about(path),
+                options=self._either([self._shown(v) for v in options])), options=options)
         asked = self.asks.get(path, {}).get(self.language) or (
             self.asks.get(path, {}).get("en") if self.language not in _catalogued() else None)
         if asked is None:
             asked = self._say("Please tell me: {about}.", about=self.about(path))
         return Question(at or pointer_of(path), asked)
+
+    def _either(self, named: list[str]) -> str:
+        out = named[0]
+        for other in named[1:]:
+            out = self._say("{first} or {second}", first=out, second=other)
+        return out
+
+    def _shown(self, value: Any) -> str:
+        """A value as the user reads it: a date in words of the user's language ("29
+        November 2026", "29 ноября 2026 г."), a number or text as it is."""
+        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            import datetime as dt
+
+            from babel.core import UnknownLocaleError
+            from babel.dates import format_date
+            try:
+                return format_date(dt.date.fromisoformat(value), format="long",
+                                   locale=self.language)
+            except (ValueError, UnknownLocaleError):
+                return value
+        return str(value)
 
     def confirm(self, path: Path, value: Any) -> Question:
         return Question(pointer_of(path), self._say(
@@ -91,10 +123,7 @@ class Wording:
 
     def choose(self, value: Any, paths: list[Path]) -> Question:
         """One new value that could be any of several fields: which one the user meant."""
-        named = [self.about(p) for p in paths]
-        fields = named[0]
-        for other in named[1:]:
-            fields = self._say("{first} or {second}", first=fields, second=other)
+        fields = self._either([self.about(p) for p in paths])
         return Question(pointer_of(paths[0]), self._say(
             "Which did you mean by {value}: {fields}?", value=value, fields=fields),
             "choose", value, tuple(pointer_of(p) for p in paths))

@@ -84,7 +84,8 @@ class DialogueTurn:
         """What the model writes for tool `name` (`schema`: its arguments' schema; a
         contract's, or a client's the planner checked) in this turn."""
         if grounded:
-            grounding = ground(schema, contract, self.evidence, since=self._last_call(name))
+            grounding = ground(schema, contract, self.evidence, since=self._last_call(name),
+                               ask_between=self._user_chooses(schema, contract))
         else:
             grounding = Grounding(language=self.language)
         self.wordings[name] = wording_of(grounding, schema)
@@ -96,6 +97,17 @@ class DialogueTurn:
             return ToolTurn(schema, grounding)
         return ToolTurn(narrowed_schema(schema, [*narrowings, *pins], nullable=nullable),
                         grounding)
+
+    def _user_chooses(self, schema: dict[str, Any], contract: Contract | None) -> bool:
+        """Whether the user, not the model, chooses where the conversation gives a field
+        more than one value: for a write (a contract's kind, a client schema's
+        `x-strictcall-kind`), or where the request asks (`strictcall.ambiguity`)."""
+        asked = self.task.options.ambiguity
+        if asked is not None:
+            return asked == "ask"
+        kind = contract.catalog.kind if contract is not None \
+            else schema.get("x-strictcall-kind")
+        return kind == "write"
 
     def wording(self, name: str) -> Wording:
         return self.wordings.get(name) or Wording(self.language)
@@ -130,4 +142,5 @@ def wording_of(grounding: Grounding, schema: dict[str, Any]) -> Wording:
         if isinstance(node, dict) and isinstance(node.get("description"), str):
             descriptions.setdefault((name,), node["description"])
     return Wording(grounding.language, {m.path: dict(m.ask) for m in marks if m.ask},
-                   {m.path: dict(m.about) for m in marks if m.about}, descriptions)
+                   {m.path: dict(m.about) for m in marks if m.about}, descriptions,
+                   {f.path: f.choices for f in grounding.fields if f.choices})

@@ -31,9 +31,14 @@ def tight(node: Any) -> Any:
 # What a small model writes in an "auto" answer's text when it means a call without its
 # format's opener (Qwen2.5-0.5B, asked to greet Anna with only a weather tool offered:
 # `{"name": "say_hello", "arguments": {...}}` as the whole answer): kept out of the text,
-# so a call is written in the format's syntax, under its grammar, or not at all.
-JSON_CALL_TEXTS = ('"arguments":', '"arguments" :', '{"name":', '{"name" :', '{ "name":',
-                   '{\n"name":', '{\n  "name":', '{\n    "name":', '{\n\t"name":')
+# so a call is written in the format's syntax, under its grammar, or not at all. The
+# excluded texts are strings, not patterns: the key names in quotes (a call's arguments
+# under any spacing before its colon; the 1.5B writes `"arguments"  :`), and an object that
+# opens with a name under the spacings a model writes (`{\n  "name" :` in a ```json block).
+_OPENING_SPACES = ("", " ", "\n", "\n ", "\n  ", "\n   ", "\n    ", "\n\t", "\r\n",
+                   "\r\n  ", "\r\n    ")
+JSON_CALL_TEXTS = ('"arguments"', '"parameters"',
+                   *(f'{{{space}"name"' for space in _OPENING_SPACES))
 
 
 def no_calls_in_text(tag: dict[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any]:

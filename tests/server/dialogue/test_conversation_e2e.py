@@ -146,6 +146,39 @@ def test_an_id_in_compact_json_and_a_profile_in_the_system_message(live_client):
         "x-strictcall-enforcement"]
 
 
+@pytest.mark.parametrize(("system", "said"), [
+    ("You are a bank's assistant. Today is 2026-12-02.",
+     "the day before yesterday card 4417 was charged 500 rubles twice, dispute the second"),
+    ("Ты ассистент банка. Сегодня 02.12.2026.",
+     "позавчера с карты 4417 дважды списали 500 ₽, оспорьте второе списание")])
+def test_the_users_relative_date_wins_over_the_systems_today(live_client, system, said):
+    talk = Talk(live_client, "open_dispute")
+    talk.messages.append({"role": "system", "content": system})
+    body = talk.say(said)
+    shown = _shown(body)
+    assert shown.get("card_last4") == "4417"
+    # The user's day (two days before the system's today) or a question: never today.
+    assert shown.get("operation_date") in ("2026-11-30", None)
+    if shown.get("operation_date") is None:
+        assert "/operation_date" in _asked(body)
+
+
+@pytest.mark.parametrize(("said", "words"), [
+    ("29.11 or 1.12, I am not sure: card 4417 was charged 500 rubles, dispute it",
+     ("November 29", "December 1")),
+    ("29.11 или 1.12, не помню: с карты 4417 списали 500 ₽, оспорьте", ("29 ноября", "1 декабря"))])
+def test_two_dates_the_user_gave_are_the_users_to_choose(live_client, said, words):
+    """A write (open_dispute is a contract of kind "write"): the model cannot pick one."""
+    body = Talk(live_client, "open_dispute").say(said)
+    message = body["choices"][0]["message"]
+    assert not message.get("tool_calls")
+    (asked,) = [q for q in body["strictcall"]["needs_input"]["missing"]
+                if q["field"] == "/operation_date"]
+    year = TODAY.year if dt.date(TODAY.year, 12, 1) <= TODAY else TODAY.year - 1
+    assert asked["options"] == [f"{year}-11-29", f"{year}-12-01"]
+    assert all(w in message["content"] for w in words), message["content"]
+
+
 def test_a_russian_dialogue_is_asked_and_read_in_russian(live_client):
     talk = Talk(live_client, "open_dispute")
     first = talk.say("Пожалуйста, оспорьте платёж с карты •• 4417, сумма 1 200,50 ₽")

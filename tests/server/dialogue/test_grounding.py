@@ -243,3 +243,38 @@ def test_numbers_written_as_words_ground(text, nights):
 NIGHTS = {"type": "object", "properties": {
     "nights": {"type": "integer", "minimum": 1, "maximum": 30,
                "x-strictcall-grounded": True}}}
+
+
+def test_the_users_words_win_over_the_systems_date_and_profile():
+    """The system message's "today" is the conversation's date, no value of a field; where
+    the user gives a field a value, a value from context is no candidate beside it."""
+    found = _found(DISPUTE.schema(), DISPUTE,
+                   ("system", "Bank assistant. Today is 2026-12-02. Cards: 4417, 9921."),
+                   ("user", "позавчера с карты 9921 списали 500 ₽, это не я"))
+    assert found["operation_date"] == ("2026-11-30",)
+    assert found["card_last4"] == ("9921",)
+    # No date from the user: still not the system's "today".
+    assert _found(DISPUTE.schema(), DISPUTE, ("system", "Today is 2026-12-02."),
+                  ("user", "card 4417 was charged 500 twice"))["operation_date"] == ()
+
+
+def test_two_values_of_a_writes_field_are_the_users_to_choose():
+    from server.dialogue.questions import Wording
+    from server.dialogue.turn import wording_of
+
+    evidence = evidence_of([Turn("user", "on 29.11 or on 1.12, I am not sure: card 4417 was "
+                                         "charged 500 ₽, dispute it")], today=TODAY)
+    grounding = ground(DISPUTE.schema(), DISPUTE, evidence, ask_between=True)
+    (date,) = [f for f in grounding.fields if f.path == ("operation_date",)]
+    assert date.candidates == () and set(date.choices) == {"2026-11-29", "2026-12-01"}
+    question = wording_of(grounding, DISPUTE.schema()).missing(("operation_date",))
+    assert question.question == \
+        "Which date of the operation: November 29, 2026 or December 1, 2026?"
+    assert question.options == ("2026-11-29", "2026-12-01")  # in the order they were said
+    russian = Wording("ru", choices={("d",): ("2026-11-29", "2026-12-01")},
+                      descriptions={("d",): "Дата операции"})
+    assert russian.missing(("d",)).question.replace("\u202f", " ") == \
+        "Какое значение выбрать (дата операции): 29 ноября 2026 г. или 1 декабря 2026 г.?"
+    # A read (or `strictcall.ambiguity: "model"`): the model may write either.
+    assert set(ground(DISPUTE.schema(), DISPUTE, evidence).candidates()[
+        ("operation_date",)]) == {"2026-11-29", "2026-12-01"}

@@ -69,7 +69,11 @@ def test_the_dispute_dialogue_over_previous_response_id(live_client):
         (arguments,) = calls
     else:
         assert slots["missing"][0]["field"] == "/original_operation_id"
-        fourth, calls, slots = _turn(client, LOOKUP, third.id)
+        looked, calls, slots = _turn(client, LOOKUP, third.id)
+        # Two operations fit: the user chooses, not the model (a write's field).
+        assert calls == [] and "OP-204518" in looked.output_text and \
+            "OP-204519" in looked.output_text
+        fourth, calls, slots = _turn(client, "the second, OP-204519", looked.id)
         (arguments,) = calls  # one valid call
         assert arguments["original_operation_id"] in ("OP-204518", "OP-204519")
         assert fourth.model_extra["strictcall"]["contracts"][0]["tool"] == "open_dispute"

@@ -85,7 +85,8 @@ def test_the_compile_endpoint_grounds_in_the_messages_it_is_given(client):
         "schema": schema, "messages": [
             {"role": "system", "content": "The customer's last order: ORD-00007."},
             {"role": "user", "content": "ORD-10442 or ORD-10443, whichever shipped"}]}).json()
-    assert body["grounding"] == {"fields": {"/order_id": 3, "/carrier": 0}}
+    # The user's two ids: the system's order is context, the user's words win over it.
+    assert body["grounding"] == {"fields": {"/order_id": 2, "/carrier": 0}}
     grounded = [k for k in body["enforcement"]["keywords"]
                 if k["keyword"] == "x-strictcall-grounded"]
     assert [k["pointer"] for k in grounded] == ["/properties/order_id", "/properties/carrier"]

@@ -147,10 +147,10 @@ def test_a_tool_result_fills_but_never_changes_a_filled_value(client, replies):
     talk.send(FIRST, user=DISPUTE)
     refused = talk.send(dispute(**{**KNOWN, "amount": "89.90"}, original_operation_id=
                                 "OP-204518"), status=503,
-                        tool="OP-204518 1 200,50; OP-100001 89,90 bookstore")
+                        tool="OP-204518 1 200,50; bookstore 89,90")
     assert "breaks the grammar" in refused["detail"]  # 89.90 is in the result, not said
     talk.messages = talk.messages[:-2]
-    whole = talk.send(WHOLE, tool="OP-204518 1 200,50; OP-100001 89,90 bookstore")
+    whole = talk.send(WHOLE, tool="OP-204518 1 200,50; bookstore 89,90")
     assert arguments(whole)["amount"] == "1200.50" and slots(whole)["changed"] == []
 
 
