@@ -36,6 +36,7 @@ from server.formats.history import alternating
 from server.formats.reasoning import EFFORT_BUDGETS, budget_for, fitted
 from server.identity import Caller
 from server.metrics import Metrics
+from server.pipeline.call_room import forced_call_tokens
 from server.pipeline.checking.audit import AuditSink
 from server.pipeline.decode import compiled
 from server.pipeline.plan import Plan, Planner, plan_schema
@@ -205,13 +206,17 @@ class Preparer:
             limit = cap
         if limit is None or budget == 0:
             return budget
+        # A forced call keeps at least the room it needs (server/pipeline/call_room.py).
+        call = forced_call_tokens(task, self.registry, self.engine.encode) \
+            if task.tools else 0
         if tokens is None:  # not given in tokens: cut to leave the answer its room
-            return fitted(budget, max_tokens=limit)
-        if budget >= limit:
+            return max(0, min(fitted(budget, max_tokens=limit), limit - call))
+        if budget >= limit or (call and budget > limit - call):
             names = task.names
+            needs = f"; the forced call needs about {call} tokens" if call else ""
             raise InvalidRequest(
                 f"{names.options}.reasoning_budget ({budget}) must be less than "
-                f"{names.max_tokens} ({limit}): the reasoning counts toward "
+                f"{names.max_tokens} ({limit}){needs}: the reasoning counts toward "
                 f"{names.max_tokens}; raise {names.max_tokens} or lower the budget",
                 param=f"{names.options}.reasoning_budget")
         return budget

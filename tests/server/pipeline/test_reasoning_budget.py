@@ -106,3 +106,28 @@ def test_a_budget_given_in_tokens_that_leaves_no_answer_is_a_400(engine):
                 _task(max_tokens=64, strictcall={"reasoning_budget": 64}))
     assert caught.value.param == "strictcall.reasoning_budget"
     assert "must be less than max_tokens (64)" in caught.value.detail
+
+
+DISPUTE_LIKE = [{"type": "function", "function": {"name": "open_case", "parameters": {
+    "type": "object", "required": ["card_last4", "amount", "operation_date", "reason"],
+    "properties": {k: {"type": "string"} for k in
+                   ("card_last4", "amount", "operation_date", "reason")}}}}]
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function",
+                                                  "function": {"name": "open_case"}}])
+def test_a_forced_call_keeps_the_room_it_needs(engine, choice):
+    """A free pass cut from max_tokens never takes the forced call's room: at max_tokens
+    60, half (30) would leave the four-field call less than its skeleton and values."""
+    from server.pipeline.call_room import VALUE_TOKENS, forced_call_tokens
+
+    task = _task(tools=DISPUTE_LIKE, tool_choice=choice, max_tokens=60)
+    pipeline = _pipeline(engine, fmt="qwen_3")
+    call = forced_call_tokens(task, ContractRegistry(), engine.encode)
+    assert call > 4 * VALUE_TOKENS
+    assert _budget(pipeline, task) == max(0, 60 - call) < 30
+    assert _budget(pipeline, _task(tools=DISPUTE_LIKE, max_tokens=60)) == 30  # auto: half
+    with pytest.raises(InvalidRequest) as caught:
+        _budget(pipeline, _task(tools=DISPUTE_LIKE, tool_choice=choice, max_tokens=60,
+                                strictcall={"reasoning_budget": 40}))
+    assert f"the forced call needs about {call} tokens" in caught.value.detail
