@@ -43,6 +43,7 @@ from server.model_store import default_cache_dir
 from server.pipeline.chat import ChatPipeline, Parts
 from server.ratelimit import Limiter
 from server.sessions import ResponseStore, SessionStore
+from server.execution.replays import ABANDONED_S, Replays
 from server.sessions.sealing import Sealer
 from server.settings import Settings
 from server.state import StateStore, open_rate_limits, open_state, state_url
@@ -134,6 +135,7 @@ class Services:
     metrics: Metrics
     started: float  # when it was ready (the models list's `created`)
     background: Background  # its supervised tasks (`/health` names a failing one)
+    replays: Replays  # answers kept under a request's Idempotency-Key
 
 
 @contextlib.asynccontextmanager
@@ -188,8 +190,10 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
         release_free_heap()  # start-up's transient blocks, freed: their pages go back
         warming = asyncio.create_task(asyncio.to_thread(_warm_dialogue, pipeline))
         stack.push_async_callback(lambda: warming)
+        replays = Replays(RecordStore(state, owned=False, ttl_s=settings.idempotency_ttl_s),
+                          sealer, abandoned_s=settings.request_timeout_s or ABANDONED_S)
         yield Services(state, sessions, responses, pipeline, tools, metrics, time.time(),
-                       background)
+                       background, replays)
 
 
 def _warm_dialogue(pipeline: ChatPipeline) -> None:

@@ -52,6 +52,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
             app.state.responses = services.responses
             app.state.pipeline = services.pipeline
             app.state.tools = services.tools
+            app.state.replays = services.replays
             app.state.metrics = services.metrics
             app.state.admission = Admission(settings.max_batch + settings.max_queued,
                                             engine=services.pipeline.engine)

@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
 from server.api.deps import (
     ClientGone,
@@ -23,6 +24,7 @@ from server.api.deps import (
 )
 from server.api.sse import FrameStream, write_sse
 from server.pipeline import Answer, ChatPipeline, Event, Opening
+from server.execution.replays import HEADER, Replays
 from server.task import Task
 
 B = TypeVar("B", contravariant=True)
@@ -43,6 +45,24 @@ class Adapter(Protocol[B]):
 
 async def serve(adapter: Adapter[B], body: B, pipeline: ChatPipeline, request: Request,
                 response: Response) -> dict[str, Any] | Response:
+    """The answer; with an `Idempotency-Key` header, the one kept for the key where this
+    body was sent with it before (server/api/replays.py)."""
+    key = request.headers.get(HEADER)
+    replays: Replays | None = getattr(request.app.state, "replays", None)
+    if key is None or replays is None:
+        return await _serve(adapter, body, pipeline, request, response)
+    wire = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
+    caller = caller_of(request)
+    answer = await replays.answer(
+        key, route=request.url.path, owner=pipeline.owner_of(caller), body=wire,
+        streams=adapter.streams(body), headers=response.headers,
+        run=lambda: _serve(adapter, body, pipeline, request, response))
+    assert isinstance(answer, (dict, Response))  # what _serve returns
+    return answer
+
+
+async def _serve(adapter: Adapter[B], body: B, pipeline: ChatPipeline, request: Request,
+                 response: Response) -> dict[str, Any] | Response:
     task = adapter.task(body)
     caller = caller_of(request)
     try:

@@ -24,10 +24,19 @@ def contract_runtime(contract: Contract, caller: Caller) -> dict[str, Any]:
                              code="missing_header") from None
 
 
-def new_call_key(contract: Contract | None) -> str | None:
-    """A write call's idempotency key: the server's, one per call (None: not a write)."""
+def new_call_key(contract: Contract | None, headers: dict[str, str] | None = None
+                 ) -> str | None:
+    """A write call's idempotency key (None: not a write): the value of the header a
+    `Generated` field of the contract reads, where the client sent it (the call's
+    arguments carry that one, and the key returned beside the call is the same); else the
+    server's, one per call."""
     if contract is None or contract.catalog.kind != "write":
         return None
+    sent = {k.lower(): v for k, v in (headers or {}).items()}
+    for source in contract.runtime.values():
+        if isinstance(source, Generated) and source.header is not None \
+                and sent.get(source.header.lower()):
+            return sent[source.header.lower()]
     return f"idem_{uuid.uuid4().hex}"
 
 

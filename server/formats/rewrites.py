@@ -33,12 +33,14 @@ def tight(node: Any) -> Any:
 # `{"name": "say_hello", "arguments": {...}}` as the whole answer): kept out of the text,
 # so a call is written in the format's syntax, under its grammar, or not at all. The
 # excluded texts are strings, not patterns: the key names in quotes (a call's arguments
-# under any spacing before its colon; the 1.5B writes `"arguments"  :`), and an object that
-# opens with a name under the spacings a model writes (`{\n  "name" :` in a ```json block).
+# under any spacing before its colon; the 1.5B writes `"arguments"  :`, the 0.5B after a
+# tool result `{"name': 'get_weather', 'arguments': ...}`), and an object that opens with a
+# name under the spacings and quotes a model writes (`{\n  "name" :` in a ```json block).
 _OPENING_SPACES = ("", " ", "\n", "\n ", "\n  ", "\n   ", "\n    ", "\n\t", "\r\n",
                    "\r\n  ", "\r\n    ")
-JSON_CALL_TEXTS = ('"arguments"', '"parameters"',
-                   *(f'{{{space}"name"' for space in _OPENING_SPACES))
+JSON_CALL_TEXTS = ('"arguments"', '"parameters"', "'arguments'", "\"arguments'",
+                   *(f'{{{space}{quote}name{end}' for space in _OPENING_SPACES
+                     for quote, end in (('"', '"'), ("'", "'"), ('"', "'"))))
 
 
 def no_calls_in_text(tag: dict[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any]:

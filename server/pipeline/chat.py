@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from grammars import GrammarCache
 from server.engines.base import Engine
+from server.execution.service import owner_of
 from server.identity import Caller
 from server.pipeline.answer import Answer, Event
 from server.pipeline.checking.checks import Finisher
@@ -41,6 +42,11 @@ class ChatPipeline:
         # call the preparer itself).
         self.format, self.policy = parts.fmt, parts.policy
         self.registry, self.dialogue = self.preparer.registry, self.preparer.dialogue
+
+    def owner_of(self, caller: Caller) -> str | None:
+        """Whose idempotency keys a caller's are (its tenant, or its API key without one),
+        as for its tool calls' keys."""
+        return owner_of(self.preparer.tool_policy.principal(caller), caller)
 
     # -- the two ways an answer comes back ------------------------------------------------
     async def answer(self, task: Task, caller: Caller) -> Answer:

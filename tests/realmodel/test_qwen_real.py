@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.realmodel]
 MODEL = os.environ.get("STRICTCALL_REAL_MODEL", "qwen2.5-coder-0.5b")
 # The format's own syntax and special tokens: never in what a client shows.
 MARKUP = re.compile(r"<tool_call>|</tool_call>|<\|im_(start|end)\|>|<\|endoftext\|>|"
-                    r"</?think|</?tool_response>|\{\s*\"name\"\s*:")
+                    r"</?think|</?tool_response>|\{\s*[\"']name[\"']\s*:|"
+                    r"[\"']arguments[\"']\s*:")
 DISPUTE = [{"type": "function", "function": {"name": "open_dispute"}}]
 # The seed message and two variants, with the values each gives (hand-written gold): the
 # card, the amount, the day (yesterday: STRICTCALL_TODAY is fixed for the run).
@@ -202,3 +203,132 @@ def test_messages_streamed_carries_no_markup(server):
     _no_markup(text)
     stops = [e["delta"].get("stop_reason") for e in events if e.get("type") == "message_delta"]
     assert stops and stops[-1] in ("tool_use", "end_turn"), stops
+
+
+def test_the_readmes_responses_and_messages_examples(server, client):
+    response = client.responses.create(
+        model=MODEL, input="Weather in Oslo?", tool_choice="required", max_output_tokens=200,
+        tools=[{"type": "function", "name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string", "maxLength": 60}},
+            "required": ["city"]}}])
+    (call,) = [item for item in response.output if item.type == "function_call"]
+    assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Oslo"})
+    from anthropic import Anthropic
+
+    with Anthropic(base_url=server.base_url, api_key="-", max_retries=0,
+                   timeout=300) as claude:
+        message = claude.messages.create(
+            model=MODEL, max_tokens=200, tool_choice={"type": "any"},
+            tools=[{"name": "get_weather", "input_schema": {"type": "object", "properties": {
+                "city": {"type": "string", "maxLength": 60}}, "required": ["city"]}}],
+            messages=[{"role": "user", "content": "Weather in Oslo?"}])
+    (used,) = [block for block in message.content if block.type == "tool_use"]
+    assert used.input == {"city": "Oslo"}
+    for block in message.content:
+        if block.type == "text":
+            _no_markup(block.text)
+
+
+@pytest.mark.parametrize(("system", "said", "language"), [
+    ("You are a bank's assistant. Today is 2026-12-02.",
+     "the day before yesterday card 4417 was charged 500 rubles twice, dispute the second",
+     "en"),
+    ("Ты ассистент банка. Сегодня 02.12.2026.",
+     "позавчера с карты 4417 дважды списали 500 ₽, оспорьте второе списание", "ru")])
+def test_the_users_date_not_the_systems_today(client, system, said, language):
+    response = client.chat.completions.create(
+        model=MODEL, tools=DISPUTE, tool_choice="required", max_tokens=200,
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": said}])
+    choice = response.choices[0]
+    _no_markup(choice.message.content)
+    if choice.message.tool_calls:
+        (call,) = choice.message.tool_calls
+        arguments = json.loads(call.function.arguments)
+        assert arguments["operation_date"] == "2026-11-30"  # never the system's 2026-12-02
+        assert (arguments["card_last4"], arguments["amount"]) == ("4417", "500")
+        return
+    needs = response.model_extra["strictcall"]["needs_input"]
+    assert needs["language"] == language
+    assert needs["collected"].get("operation_date") in ("2026-11-30", None), needs
+    assert needs["collected"].get("card_last4") == "4417", needs
+
+
+def test_two_dates_the_user_gave_are_asked_about_in_russian(client):
+    response = client.chat.completions.create(
+        model=MODEL, tools=DISPUTE, tool_choice="required", max_tokens=200,
+        messages=[{"role": "user", "content":
+                   "29.11 или 1.12, не помню точно: с карты 4417 списали 500 ₽, оспорьте"}])
+    choice = response.choices[0]
+    assert not choice.message.tool_calls
+    assert "29 ноября" in choice.message.content and "1 декабря" in choice.message.content
+    _no_markup(choice.message.content)
+
+
+def test_a_russian_slot_dialogue_collects_the_values_across_turns(client):
+    """The seed dispute in a session: what turn 1 gave stays collected while the call
+    waits for the original operation's id; turn 2 gives the id; the call carries all."""
+    import uuid
+
+    options = {"strictcall": {"session": f"real-{uuid.uuid4().hex}"}}
+    messages = [{"role": "user", "content": SEEDS[0][0]}]
+    for said in (None, "номер первой операции OP-204518"):
+        if said is not None:
+            messages.append({"role": "user", "content": said})
+        response = client.chat.completions.create(
+            model=MODEL, tools=DISPUTE, tool_choice="required", max_tokens=200,
+            messages=messages, extra_body=options)
+        choice = response.choices[0]
+        _no_markup(choice.message.content)
+        if choice.message.tool_calls:
+            break
+        assert re.search("[а-яА-Я]", choice.message.content), choice.message.content
+        slots = response.model_extra["strictcall"]["slots"]
+        assert {k: slots["filled"].get(k) for k in GIVEN} == GIVEN, slots
+        messages.append({"role": "assistant", "content": choice.message.content})
+    (call,) = choice.message.tool_calls
+    arguments = json.loads(call.function.arguments)
+    assert {k: arguments[k] for k in GIVEN} == GIVEN
+    assert arguments["operation_date"] == _yesterday()
+    assert arguments.get("original_operation_id") in (None, "OP-204518")
+
+
+def test_an_agent_loop_ends_in_a_text_answer_that_uses_the_result(server):
+    """The OpenAI Agents SDK over the Responses API, tool_choice required (the SDK resets it
+    after the call): one call with the user's values, then a text answer with the tool's
+    result and no format syntax. (With "auto" the 0.5B answers the question in text
+    without calling: the model's choice, which auto allows.)"""
+    import asyncio
+
+    from agents import (
+        Agent,
+        ModelSettings,
+        OpenAIResponsesModel,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    calls: list[tuple[str, int]] = []
+
+    @function_tool
+    def get_weather(city: str, days: int) -> str:
+        """Weather forecast for a city for a number of days."""
+        calls.append((city, days))
+        return f"{city}: sunny, 21 C for the next {days} days"
+
+    async def run() -> str:
+        async with AsyncOpenAI(base_url=f"{server.base_url}/v1", api_key="-",
+                               max_retries=0, timeout=300) as openai:
+            agent = Agent(name="weather", instructions="You answer weather questions.",
+                          tools=[get_weather], model=OpenAIResponsesModel(MODEL, openai),
+                          model_settings=ModelSettings(tool_choice="required", max_tokens=200))
+            result = await Runner.run(agent, "What's the weather in Oslo for the next 2 "
+                                             "days?", max_turns=3)
+            return str(result.final_output)
+
+    answer = asyncio.run(run())
+    assert calls == [("Oslo", 2)], calls
+    _no_markup(answer)
+    assert "21" in answer or "sunny" in answer.lower(), answer

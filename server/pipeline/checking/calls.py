@@ -72,7 +72,8 @@ class CallChecks:
             grounding = plan.groundings.get(name, Grounding())
             wording = context.dialogue.wording(name) if context.dialogue is not None \
                 else Wording(grounding.language)
-            call_id, key = ids.get(index) or new_call_id(), new_call_key(contract)
+            call_id = ids.get(index) or new_call_id()
+            key = new_call_key(contract, context.caller.headers)
             checked: dict[str, Any] | NeedsInput | Repair
             if contract is None:
                 checked = self._client(plan, name, arguments, grounding, wording,

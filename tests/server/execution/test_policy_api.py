@@ -152,7 +152,9 @@ def test_every_decision_is_a_span_event_and_an_audit_record(client, script, span
     script.repairs = ['{"request_id":"AR-004217"}']  # not stuck -> the stuck one
     resp = chat(client, ["open_urgent_ticket", "check_access_request_status"],
                 headers=who("acme", "support-lead"),
-                content="AR-004218 is blocked (or was it AR-004217?)")
+                content="AR-004218 is blocked (or was it AR-004217?)",
+                # Two ids the user gave: the model may pick (else the answer asks which).
+                strictcall={"ambiguity": "model"})
     assert calls_of(resp)[0][1]["request_id"] == "AR-004217"
     (span,) = [s for s in spans[1].get_finished_spans() if s.name == "strictcall.chat"]
     events = [e.name for e in span.events]
