@@ -7,6 +7,7 @@ command line does not import `bench`; this one hands each benchmark its own flag
     strictcall-bench bfcl [--limit 20] [--settings unconstrained,constrained,reasoning]
     strictcall-bench bfcl-multi-turn [--limit 10] [--max-steps 5] [--url URL]
     strictcall-bench bfcl-peer [--model qwen2.5-coder-0.5b] [--limit 20] [--save]
+    strictcall-bench bfcl-missing [--model qwen2.5-coder-0.5b] [--limit 20] [--save]
     strictcall-bench cpu-variants [--rounds 3] [--variants fp32,int8,compile,llamacpp]
     strictcall-bench tool-selection [--ks 3,5,10]
     strictcall-bench vllm-engine     (in .venv-vllm)
@@ -30,7 +31,7 @@ BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
               "schema-prompt": "bench.schema_prompt", "decode-speed": "bench.decode_speed",
               "vllm-engine": "bench.vllm_engine", "contract-repair": "bench.contract_repair",
               "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl",
-              "bfcl-peer": "bench.bfcl_peer",
+              "bfcl-peer": "bench.bfcl_peer", "bfcl-missing": "bench.bfcl_missing",
               "bfcl-multi-turn": "bench.bfcl_multi_turn", "load": "bench.load",
               "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection",
               "latency": "bench.latency", "gpu-decode": "bench.gpu_decode",

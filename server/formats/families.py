@@ -23,7 +23,13 @@ from server.formats.reasoning import (
     think_instructions,
     with_budget,
 )
-from server.formats.rewrites import MESSAGE_LISTS, calls_only, no_calls_in_text, tight
+from server.formats.rewrites import (
+    MESSAGE_LISTS,
+    calls_only,
+    no_calls_in_text,
+    text_first_not_json,
+    tight,
+)
 from server.formats.smollm2 import NAME as GENERIC
 from server.formats.smollm2 import SmolLM2Format
 from server.formats.string_bounds import left_late
@@ -134,7 +140,7 @@ class FamilyFormat:
                                    reasoning=own_think, parallel=parallel))
         syntax = self.syntax(tools)
         if auto:
-            tag = no_calls_in_text(tag, TEXT_EXCLUDES.get(self.name, ()))
+            tag = text_first_not_json(no_calls_in_text(tag, TEXT_EXCLUDES.get(self.name, ())))
         if not auto:
             if own_think and tag["format"]["type"] in MESSAGE_LISTS:
                 # Harmony: the reasoning message, then the calls' messages after the

@@ -34,13 +34,14 @@ def tight(node: Any) -> Any:
 # so a call is written in the format's syntax, under its grammar, or not at all. The
 # excluded texts are strings, not patterns: the key names in quotes (a call's arguments
 # under any spacing before its colon; the 1.5B writes `"arguments"  :`, the 0.5B after a
-# tool result `{"name': 'get_weather', 'arguments': ...}`), and an object that opens with a
-# name under the spacings and quotes a model writes (`{\n  "name" :` in a ```json block).
+# tool result `{"name': 'get_weather', 'arguments': ...}`), and any object that opens with
+# a quoted key under the spacings a model writes (`{\n  "name" :` in a ```json block, then
+# `{"name}: get_weather", ...` once those were out): in an "auto" answer with tools, a JSON
+# object is a call or nothing (a JSON answer is what `response_format` is for).
 _OPENING_SPACES = ("", " ", "\n", "\n ", "\n  ", "\n   ", "\n    ", "\n\t", "\r\n",
                    "\r\n  ", "\r\n    ")
 JSON_CALL_TEXTS = ('"arguments"', '"parameters"', "'arguments'", "\"arguments'",
-                   *(f'{{{space}{quote}name{end}' for space in _OPENING_SPACES
-                     for quote, end in (('"', '"'), ("'", "'"), ('"', "'"))))
+                   *(f"{{{space}{quote}" for space in _OPENING_SPACES for quote in "\"'"))
 
 
 def no_calls_in_text(tag: dict[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -51,6 +52,35 @@ def no_calls_in_text(tag: dict[str, Any], also: tuple[str, ...] = ()) -> dict[st
             node["excludes"] = list(dict.fromkeys(
                 [*node.get("excludes", []), *JSON_CALL_TEXTS, *also]))
     return tag
+
+
+# The first visible character of an "auto" answer's text: none that opens JSON or a code
+# block (`{`, `[`, a backtick) or a tag (`<`: the format's own call opener starts the other
+# branch). Qwen2.5-0.5B after a tool result answers with the call again as text, as
+# ```json {name: "get_weather", ...}``` when the quoted forms are excluded.
+_TEXT_FIRST = "[ \\t\\n]*[^{\\[`< \\t\\n]"
+
+
+def text_first_not_json(tag: dict[str, Any]) -> dict[str, Any]:
+    """The "auto" tag with each free-text-and-calls node (`triggered_tags`) begun either by
+    one of its calls or by a text whose first visible character opens no JSON, code block
+    or tag: a call written as JSON in the text branch, with or without spacing or quotes, is
+    impossible under the grammar, not only the spellings `JSON_CALL_TEXTS` lists."""
+    return {**tag, "format": _text_first(tag["format"])}
+
+
+def _text_first(node: Any) -> Any:
+    if isinstance(node, dict):
+        if node.get("type") == "triggered_tags" and node.get("tags"):
+            return {"type": "or", "elements": [
+                {"type": "sequence", "elements": [
+                    {"type": "or", "elements": list(node["tags"])}, node]},
+                {"type": "sequence", "elements": [
+                    {"type": "regex", "pattern": _TEXT_FIRST}, node]}]}
+        return {k: _text_first(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_text_first(v) for v in node]
+    return node
 
 
 def calls_only(tag: dict[str, Any], separator: str = "\n", *,
