@@ -121,6 +121,13 @@ class Wording:
             "of {old}? Please answer yes or no.", about=self.about(path), old=old, new=new),
             "confirm", new)
 
+    def filed_again(self, values: dict[str, Any]) -> Question:
+        """A call with the same values as one this session already filed: not filed again."""
+        shown = ", ".join(f"{self.about((k,))}: {self._shown(v)}" for k, v in values.items())
+        return Question("", self._say(
+            "This was already filed with the same values ({values}); it was not sent again. "
+            "If this is another one, what differs?", values=shown), "confirm")
+
     def choose(self, value: Any, paths: list[Path]) -> Question:
         """One new value that could be any of several fields: which one the user meant."""
         fields = self._either([self.about(p) for p in paths])

@@ -20,7 +20,11 @@ fields that changed, with both values. The user's next message decides
 Tool results fill empty fields (through grounding) but never change a filled one: that is
 the user's to say. A completed call ends its intent: the tool's slots are dropped, and the
 next call of it starts from the conversation (server/dialogue/grounding.py looks first at
-what came after the last call). Slots also expire `--slot-ttl-s` after the last turn about
+what came after the last call). A completed call of an irreversible tool is kept as the
+session's ledger (`ToolSlots.filed`): a new call of the tool that shares an identifying
+value with it (the user correcting the amount of a dispute just opened) is held behind the
+same question as a change, listing only the fields that differ, and a yes files it once; a
+call with the same values is never filed twice; one that shares none is a new intent. Slots also expire `--slot-ttl-s` after the last turn about
 their tool, are dropped by `strictcall.reset_slots`, and are reset when a question about
 another write tool moves the intent."""
 
@@ -77,6 +81,7 @@ class SlotTurn:
         self.proposed: dict[str, tuple[Change, ...]] = {}  # waiting for the user now
         self.loose: dict[str, dict[str, list[Any]]] = {}  # tool -> field -> values offered
         self.ended: list[str] = []  # tools whose call this answer made
+        self.repeated: set[str] = set()  # tools whose filed call this answer repeated
         self.reset_asked = bool(task.options.reset_slots)
         self.state = self._start(stored, notes=True)
         self.task = self._forced(task)
@@ -93,8 +98,8 @@ class SlotTurn:
         """Each filled field pinned, or opened to the values the newest message gives it."""
         slots = self.state.slots(name)
         props = schema.get("properties")
-        if slots is None or not slots.values or not isinstance(props, dict):
-            return []
+        if slots is None or not slots.values or slots.filed or not isinstance(props, dict):
+            return []  # (a filed call's values pin nothing: a new call starts afresh)
         contract = self.registry.get(name)
         filled = {f: v for f, v in slots.values.items()
                   if f in props and valid_value(schema, f, v)}
@@ -154,15 +159,18 @@ class SlotTurn:
         return out
 
     # -- after the decode -----------------------------------------------------------------
-    def merge(self, name: str, arguments: dict[str, Any],
-              wording: Wording) -> dict[str, Any] | NeedsInput:
+    def merge(self, name: str, arguments: dict[str, Any], wording: Wording,
+              identifying: Sequence[str] = ()) -> dict[str, Any] | NeedsInput:
         """A decoded call with the filled values it left out or nulled put back; a value
         written into two fields asked about; a changed value of an irreversible tool held
-        back behind a confirmation question."""
+        back behind a confirmation question; a new call of an irreversible tool that shares
+        `identifying` values with one this session filed held back the same way."""
         slots = self.state.slots(name)
         if slots is None:
             return arguments
         contract = self.registry.get(name)
+        if slots.filed:
+            return self._after_filed(name, slots, arguments, wording, identifying)
         merged = slots.filled_with(arguments)
         changes = [Change(f"/{f}", old, value) for f, old in slots.values.items()
                    if not same(value := normal(contract, f, merged[f], today=self.today),
@@ -182,6 +190,34 @@ class SlotTurn:
         kept = {**merged, **{c.name: c.old for c in waiting.values()}}
         return NeedsInput(name, tuple(wording.changed((c.name,), c.old, c.new)
                                       for c in waiting.values()), kept, wording.language)
+
+    def _after_filed(self, name: str, filed: ToolSlots, arguments: dict[str, Any],
+                     wording: Wording, identifying: Sequence[str]) -> dict[str, Any] | NeedsInput:
+        """A new call of a tool whose call this session filed (the ledger). Sharing fewer
+        of the filed call's identifying values than it changes (none, or "another one, same
+        card" with a new date and amount): another event, a new intent, made as it is.
+        Sharing as many or more: a correction of the filed one ("sorry, the amount was
+        1 300"), held until the user says yes to the fields that changed (listed alone,
+        each with both values); the same values all over again: a repeat, never filed twice
+        (the answer says so and asks what differs)."""
+        contract = self.registry.get(name)
+        given = {f: normal(contract, f, arguments[f], today=self.today)
+                 for f in identifying if f in filed.values and arguments.get(f) is not None}
+        shared = sum(same(v, filed.values[f]) for f, v in given.items())
+        if not shared or shared < len(given) - shared:
+            return arguments  # ("another one, same card": the date and amount are new)
+        changes = [Change(f"/{f}", old, value) for f, old in filed.values.items()
+                   if arguments.get(f) is not None
+                   and not same(value := normal(contract, f, arguments[f], today=self.today),
+                                old)]
+        kept = {**arguments, **filed.values}
+        if not changes:
+            self.repeated.add(name)
+            return NeedsInput(name, (wording.filed_again(filed.values),), kept,
+                              wording.language)
+        self.proposed[name] = tuple(changes)
+        return NeedsInput(name, tuple(wording.changed((c.name,), c.old, c.new)
+                                      for c in changes), kept, wording.language)
 
     def _doubled(self, tool: str, changes: list[Change],
                  merged: dict[str, Any]) -> list[list[Change]]:
@@ -205,7 +241,7 @@ class SlotTurn:
         if outcome or self._started_something():
             self.state = await asyncio.to_thread(
                 self.store.save, self.scope, self.session,
-                lambda stored: self._apply(self._start(stored), outcome))
+                lambda stored: self._apply(self._start(stored), outcome, made))
         turn_tool = next(iter(outcome), None) or self.state.intent
         return self._report(turn_tool, schemas, needs, made)
 
@@ -217,9 +253,14 @@ class SlotTurn:
         if needs is not None and needs["tool"] in schemas:
             tool = needs["tool"]
             earlier = self.state.slots(tool)
-            values = {**(earlier.values if earlier else {}),
-                      **self._kept(tool, schemas, needs.get("collected") or {})}
             asked = self.proposed.get(tool, ())
+            if earlier is not None and earlier.filed and (asked or tool in self.repeated):
+                # A correction of the filed call waits for a yes; a repeat changes nothing.
+                out[tool] = replace(earlier, touched=self.now, pending=asked,
+                                    asked_by=self.digest if asked else "")
+                return out
+            kept = earlier.values if earlier is not None and not earlier.filed else {}
+            values = {**kept, **self._kept(tool, schemas, needs.get("collected") or {})}
             out[tool] = ToolSlots(values, self.now, asked, self.digest if asked else "")
         return out
 
@@ -239,17 +280,20 @@ class SlotTurn:
                 out[field] = value
         return out
 
-    def _apply(self, state: SessionState, outcome: dict[str, ToolSlots | None]
-               ) -> SessionState:
+    def _apply(self, state: SessionState, outcome: dict[str, ToolSlots | None],
+               made: dict[str, dict[str, Any]]) -> SessionState:
         for tool, slots in outcome.items():
-            moves = ends_intent(self.registry.get(tool))
+            contract = self.registry.get(tool)
+            moves = ends_intent(contract)
             if moves and state.intent not in (None, tool):
                 self.reset = {"why": "intent", "from": state.intent, "to": tool}
                 state = SessionState()
             if slots is None:  # called: its slots end with the intent
                 if tool not in self.ended:
                     self.ended.append(tool)
-                state = state.with_tool(tool, None)
+                # An irreversible call stays in the ledger: what a correction is held to.
+                state = state.with_tool(tool, None if reversible(contract) else ToolSlots(
+                    made.get(tool, {}), self.now, filed=True))
                 if state.intent == tool:
                     state = replace(state, intent=None)
                 continue
@@ -299,8 +343,12 @@ class SlotTurn:
                         self.confirmed.setdefault(tool, []).append(change)
                 elif said == "unanswered":
                     waiting.append(change)
+            # A confirmed correction of a filed call reopens it: its values pinned, the
+            # call made once more with the change (then filed again).
+            confirmed = tool in self.confirmed or values != slots.values
             state = state.with_tool(tool, ToolSlots(values, slots.touched, tuple(waiting),
-                                                    slots.asked_by if waiting else ""))
+                                                    slots.asked_by if waiting else "",
+                                                    filed=slots.filed and not confirmed))
         return state
 
     def _forced(self, task: Task) -> Task:

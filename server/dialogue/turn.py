@@ -74,6 +74,9 @@ class DialogueTurn:
         self.registry = registry
         self.slots = slots
         self.wordings: dict[str, Wording] = {}
+        # Per tool, the fields that tell one event from another (its grounded ones, else
+        # its required ones): a new call sharing one with a filed call corrects it.
+        self.identifying: dict[str, tuple[str, ...]] = {}
 
     @property
     def language(self) -> str:
@@ -89,6 +92,9 @@ class DialogueTurn:
         else:
             grounding = Grounding(language=self.language)
         self.wordings[name] = wording_of(grounding, schema)
+        self.identifying[name] = tuple(dict.fromkeys(
+            [p[0] for p in grounding.grounded if len(p) == 1]
+            or [k for k in schema.get("required") or () if isinstance(k, str)]))
         pins = self.slots.narrowings(name, schema, grounding) if self.slots else []
         pinned = {p.path for p in pins}
         narrowings = [f.narrowing() for f in grounding.fields if f.path not in pinned]
@@ -119,7 +125,8 @@ class DialogueTurn:
     def merge(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | NeedsInput:
         if self.slots is None:
             return arguments
-        return self.slots.merge(name, arguments, self.wording(name))
+        return self.slots.merge(name, arguments, self.wording(name),
+                                self.identifying.get(name, ()))
 
     async def settle(self, schemas: dict[str, dict[str, Any]], calls: Any,
                      needs: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -44,6 +44,9 @@ class ToolSlots:
     # Which messages asked about `pending` (a digest): the same messages sent again are a
     # retry of that turn, not the user's answer.
     asked_by: str = ""
+    # The ledger: `values` are those of a call of an irreversible tool this session made
+    # (server/dialogue/slots.py): a new call sharing its identifying values waits for a yes.
+    filed: bool = False
 
     def expired(self, now: float, ttl_s: float) -> bool:
         return now - self.touched >= ttl_s
@@ -59,13 +62,14 @@ class ToolSlots:
 
     def as_dict(self) -> JsonObject:
         return {"values": self.values, "touched": self.touched,
-                "pending": [c.as_dict() for c in self.pending], "asked_by": self.asked_by}
+                "pending": [c.as_dict() for c in self.pending], "asked_by": self.asked_by,
+                **({"filed": True} if self.filed else {})}
 
     @classmethod
     def of(cls, raw: JsonObject) -> ToolSlots:
         return cls(dict(raw.get("values") or {}), float(raw.get("touched") or 0.0),
                    tuple(Change.of(c) for c in raw.get("pending") or ()),
-                   str(raw.get("asked_by") or ""))
+                   str(raw.get("asked_by") or ""), bool(raw.get("filed")))
 
 
 @dataclass(frozen=True)

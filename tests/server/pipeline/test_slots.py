@@ -438,3 +438,38 @@ def test_a_bad_session_id_is_a_400_naming_it(client):
         "model": "scripted", "messages": [{"role": "user", "content": "hi"}],
         "strictcall": {"session": "not a valid id!"}})
     assert_problem(resp, 400, param="strictcall.session")
+
+
+def test_a_correction_after_a_filed_dispute_is_confirmed_then_filed_once(client, replies):
+    """The ledger: after the dispute was filed, the user corrects its amount. The model's
+    new call (same card and day, a new amount) is held: the answer asks about the amount
+    alone, both values shown; "yes" files the corrected dispute, once. The same call again
+    is never filed twice."""
+    talk = Dialogue(client, replies, f"ledger-{uuid.uuid4().hex}")
+    talk.send(FIRST, user=DISPUTE)
+    filed = talk.send(WHOLE, tool="OP-204518, the first one")
+    assert slots(filed)["ended"] is True and arguments(filed)["amount"] == "1200.50"
+    corrected = {**KNOWN, "amount": "1300.00"}
+    held = talk.send(dispute(**corrected), user="sorry, the amount was 1 300,00")
+    message = held["choices"][0]["message"]
+    assert not message.get("tool_calls")
+    assert "1200.50" in message["content"] and "1300.00" in message["content"]
+    assert [(c["field"], c["old"], c["new"]) for c in slots(held)["confirm"]] == [
+        ("/amount", "1200.50", "1300.00")]  # only the amount: card and day are the same
+    yes = talk.send(dispute(**corrected, original_operation_id="OP-204518"), user="yes")
+    assert arguments(yes)["amount"] == "1300.00" and slots(yes)["ended"] is True
+    assert arguments(yes)["card_last4"] == "4417"
+    again = talk.send(dispute(**corrected),  # (the lookup's ids were that intent's)
+                      user="please file the dispute for 1 300,00")
+    message = again["choices"][0]["message"]
+    assert not message.get("tool_calls") and "already filed" in message["content"]
+
+
+def test_another_dispute_on_the_same_card_is_a_new_intent_not_a_correction(client, replies):
+    talk = Dialogue(client, replies, f"ledger-{uuid.uuid4().hex}")
+    talk.send(FIRST, user=DISPUTE)
+    talk.send(WHOLE, tool="OP-204518, the first one")
+    second = talk.send(dispute(card_last4="4417", operation_date=NOV_30, amount="89.90",
+                               reason="fraud"),
+                       user="another one, same card: 89,90 on 30.11 that I never made")
+    assert arguments(second)["amount"] == "89.90" and slots(second)["confirm"] == []
