@@ -53,8 +53,8 @@ def marked_fields(schema: dict[str, Any]) -> list[Marked]:
 def top_descriptions(schema: dict[str, Any]) -> dict[Path, str]:
     props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     assert isinstance(props, dict)
-    return {(n,): p["description"] for n, p in props.items()
-            if isinstance(p, dict) and isinstance(p.get("description"), str)}
+    return {(n,): text for n, p in props.items() if isinstance(p, dict)
+            and isinstance(text := p.get("description") or p.get("title"), str)}
 
 
 def _walk(root: dict[str, Any], node: Any, path: Path, depth: int) -> Iterator[Marked]:
@@ -79,7 +79,9 @@ def _walk(root: dict[str, Any], node: Any, path: Path, depth: int) -> Iterator[M
 
 def _marked(path: Path, value: dict[str, Any], marks: dict[str, Any],
             declared: dict[str, Any]) -> Marked:
-    description = declared.get("description", value.get("description"))
+    description = next((d for d in (declared.get("description"), value.get("description"),
+                                    declared.get("title"), value.get("title"))
+                        if isinstance(d, str) and d.strip()), None)
     return Marked(path, value, marks.get(GROUNDED_KEY) is True, _texts(marks.get(ASK_KEY)),
                   _texts(marks.get(ABOUT_KEY)), marks.get(CONFIRM_KEY) is True,
                   description if isinstance(description, str) else None)

@@ -146,12 +146,24 @@ class Wording:
         if not description or (own and language_of(description) not in (None, self.language)):
             description = own.get("en") or description
         if not description:
-            return path[-1].replace("_", " ").strip()
+            return readable(path[-1])
         first = re.split(r"[;(:]| e\.g\.", description, maxsplit=1)[0].strip().rstrip(".,")
-        return first[:1].lower() + first[1:] if first else path[-1].replace("_", " ")
+        return first[:1].lower() + first[1:] if first else readable(path[-1])
 
     def _say(self, message: str, **values: Any) -> str:
         return _catalog(self.language).get(message, message).format(**values)
+
+
+def readable(name: str) -> str:
+    """A field's identifier as words, where its schema says nothing of it: `check_in_date`,
+    `checkInDate` and `check-in-date` read "check in date"; `numGuests` "number of guests"."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|[_\-.]+", " ", name).strip().lower()
+    words = [_ABBREVIATIONS.get(w, w) for w in spaced.split()]
+    return " ".join(words) or name
+
+
+_ABBREVIATIONS = {"num": "number of", "qty": "quantity", "amt": "amount", "dt": "date",
+                  "id": "ID", "no": "number", "addr": "address", "tel": "phone"}
 
 
 @functools.cache

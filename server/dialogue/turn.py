@@ -145,9 +145,11 @@ def wording_of(grounding: Grounding, schema: dict[str, Any]) -> Wording:
     marks = grounding.marks or tuple(marked_fields(schema))
     descriptions = dict(grounding.descriptions)
     props = schema.get("properties") or {}
-    for name, node in props.items():
-        if isinstance(node, dict) and isinstance(node.get("description"), str):
-            descriptions.setdefault((name,), node["description"])
+    for name, node in props.items():  # its description, else its title
+        text = (node.get("description") or node.get("title")) if isinstance(node, dict) \
+            else None
+        if isinstance(text, str) and text.strip():
+            descriptions.setdefault((name,), text)
     return Wording(grounding.language, {m.path: dict(m.ask) for m in marks if m.ask},
                    {m.path: dict(m.about) for m in marks if m.about}, descriptions,
                    {f.path: f.choices for f in grounding.fields if f.choices})

@@ -334,3 +334,35 @@ def test_an_agent_loop_ends_in_a_text_answer_that_uses_the_result(server):
     _no_markup(answer)  # the 0.5B wants to call again: as text, the grammar refuses it
     # (Whether the answer uses the result is the model's: the 0.5B often does not, the
     # 1.5B does. Not asserted, and said so in the README.)
+
+
+@pytest.mark.parametrize(("turns", "correction", "yes"), [
+    ([SEEDS[0][0], "первая операция OP-204518"], "ой, простите, сумма была 1 300,00 ₽", "да"),
+    ([SEEDS[2][0], "the first one was OP-204518"], "sorry, the amount was $1,300.00", "yes")],
+    ids=["ru", "en"])
+def test_a_correction_after_a_filed_dispute_is_confirmed_and_filed_once(
+        client, turns, correction, yes):
+    import uuid
+
+    options = {"strictcall": {"session": f"real-{uuid.uuid4().hex}"}}
+    messages: list[dict] = []
+
+    def say(text: str):
+        messages.append({"role": "user", "content": text})
+        response = client.chat.completions.create(
+            model=MODEL, tools=DISPUTE, tool_choice="required", max_tokens=200,
+            messages=messages, extra_body=options)
+        message = response.choices[0].message
+        _no_markup(message.content)
+        messages.append(message.model_dump(include={"role", "content", "tool_calls"},
+                                           exclude_none=True))
+        return response
+
+    filed = next((r for r in map(say, turns) if r.choices[0].message.tool_calls), None)
+    assert filed is not None, "the dispute was never filed"
+    held = say(correction)
+    assert not held.choices[0].message.tool_calls, "a correction filed a second dispute"
+    confirm = held.model_extra["strictcall"]["slots"]["confirm"]
+    assert [c["field"] for c in confirm] == ["/amount"], confirm
+    (call,) = say(yes).choices[0].message.tool_calls
+    assert json.loads(call.function.arguments)["amount"] == "1300.00"

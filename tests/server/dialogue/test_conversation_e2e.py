@@ -193,6 +193,37 @@ def test_a_russian_dialogue_is_asked_and_read_in_russian(live_client):
     assert confirmed["strictcall"]["slots"]["changed"][0]["new"] == "1300.00"
 
 
+@pytest.mark.parametrize(("turns", "correction", "yes", "language"), [
+    (["вчера с карты 4417 дважды списали 1 200,50 ₽, верните второе списание",
+      "первая операция OP-204518"], "ой, простите, сумма была 1 300,00 ₽", "да", "ru"),
+    (["yesterday card 4417 was charged 1 200,50 twice, refund the second one",
+      "the first one was OP-204518"], "sorry, the amount was 1 300,00", "yes", "en")])
+def test_a_correction_after_a_filed_dispute_is_confirmed_and_filed_once(
+        live_client, turns, correction, yes, language):
+    """The ledger, on the embedded model: the dispute is filed; the user corrects its
+    amount; the answer is a confirmation about the amount alone (no second dispute), and
+    the yes files the corrected one once."""
+    talk = Talk(live_client, "open_dispute")
+    filed = None
+    for said in turns:
+        body = talk.say(said)
+        if body["choices"][0]["message"].get("tool_calls"):
+            filed = body
+            break
+    assert filed is not None, "the dispute was never filed"
+    assert _shown(filed)["amount"] == "1200.50"
+    held = talk.say(correction)
+    message = held["choices"][0]["message"]
+    assert not message.get("tool_calls"), "a correction filed a second dispute"
+    assert [c["field"] for c in held["strictcall"]["slots"]["confirm"]] == ["/amount"]
+    assert "1200.50" in message["content"] and "1300.00" in message["content"]
+    assert held["strictcall"]["needs_input"]["language"] == language
+    confirmed = talk.say(yes)
+    (call,) = confirmed["choices"][0]["message"]["tool_calls"]
+    arguments = json.loads(call["function"]["arguments"])
+    assert (arguments["amount"], arguments["card_last4"]) == ("1300.00", "4417")
+
+
 RUSSIAN_TOOLS = {
     "block_card": "Заблокировать банковскую карту при утере или краже",
     "open_dispute_ru": "Оспорить операцию по карте: двойное списание или мошенничество",
