@@ -48,10 +48,17 @@ def page_name(record: dict[str, Any]) -> str:
 def save(name: str, results: Any, argv: list[str] | None, *,
          directory: Path = RESULTS_DIR, variant: str | None = None) -> Path:
     """Write `results` as NAME.json (NAME-VARIANT.json) with the command, commit and
-    machine; return its path."""
+    machine; return its path. Into the committed results (bench/results/), only from a
+    clean tree: a headline measured on code no commit holds cannot be traced (SystemExit,
+    the run printed above it all the same)."""
     shown = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--save"]
+    measured = commit()
+    if directory.resolve() == RESULTS_DIR.resolve() and measured.endswith("+dirty"):
+        raise SystemExit(f"not saved: the measured code ({', '.join(_CODE)}) differs from "
+                         f"{measured.removesuffix('+dirty')[:12]}; commit it and run again "
+                         "(a run without --save prints the same)")
     record = {"benchmark": name, "command": " ".join(["strictcall-bench", name, *shown]),
-              "commit": commit(), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+              "commit": measured, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
               "seconds": round(time.monotonic() - _STARTED, 1), "machine": machine(),
               "results": results}
     if variant:

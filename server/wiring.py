@@ -34,6 +34,7 @@ from server.execution import (
 )
 from server.execution.journal import OutcomeJournal
 from server.execution.keyed import KeyedRuns
+from server.execution.replays import ABANDONED_S, Replays
 from server.execution.service import ToolService
 from server.formats.detect import resolve as resolve_format
 from server.identity import KeyRing, WatchedKeyRing
@@ -43,7 +44,6 @@ from server.model_store import default_cache_dir
 from server.pipeline.chat import ChatPipeline, Parts
 from server.ratelimit import Limiter
 from server.sessions import ResponseStore, SessionStore
-from server.execution.replays import ABANDONED_S, Replays
 from server.sessions.sealing import Sealer
 from server.settings import Settings
 from server.state import StateStore, open_rate_limits, open_state, state_url

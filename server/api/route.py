@@ -23,8 +23,8 @@ from server.api.deps import (
     until_disconnect,
 )
 from server.api.sse import FrameStream, write_sse
-from server.pipeline import Answer, ChatPipeline, Event, Opening
 from server.execution.replays import HEADER, Replays
+from server.pipeline import Answer, ChatPipeline, Event, Opening
 from server.task import Task
 
 B = TypeVar("B", contravariant=True)

@@ -153,9 +153,9 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     `since`: the turn of the tool's last call; what came after it is looked at first.
 
     Each value is attributed to where it was said (`_attributed`): the user's own words for
-    a field win over what a tool returned or the operator's messages say. `ask_between` (a write, or a
-    request's `strictcall.ambiguity: "ask"`): where more than one value remains, the user
-    chooses (the field's `choices`), not the model."""
+    a field win over what a tool returned or the operator's messages say. `ask_between` (a
+    write, or a request's `strictcall.ambiguity: "ask"`): where more than one value
+    remains, the user chooses (the field's `choices`), not the model."""
     marks = marked_fields(schema)
     if not marks:  # nothing marked: nothing to read
         return Grounding(language=evidence.language, descriptions=top_descriptions(schema))

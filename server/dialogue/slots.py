@@ -22,9 +22,10 @@ the user's to say. A completed call ends its intent: the tool's slots are droppe
 next call of it starts from the conversation (server/dialogue/grounding.py looks first at
 what came after the last call). A completed call of an irreversible tool is kept as the
 session's ledger (`ToolSlots.filed`): a new call of the tool that shares an identifying
-value with it (the user correcting the amount of a dispute just opened) is held behind the
-same question as a change, listing only the fields that differ, and a yes files it once; a
-call with the same values is never filed twice; one that shares none is a new intent. Slots also expire `--slot-ttl-s` after the last turn about
+value with it for each it changes (the user correcting the amount of a dispute just opened)
+is held behind the same question as a change, listing only the fields that differ, and a
+yes files it once; a call with the same values is never filed twice; one that changes more
+than it shares is a new intent. Slots also expire `--slot-ttl-s` after the last turn about
 their tool, are dropped by `strictcall.reset_slots`, and are reset when a question about
 another write tool moves the intent."""
 

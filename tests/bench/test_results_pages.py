@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from bench.page_parts import Rendered
 from bench.pages import benchmark_pages, read_results
 from bench.results_file import page_name, save
@@ -180,3 +182,13 @@ def test_the_schema_prompt_headline_names_the_layout_where_a_run_compared_two() 
                           {**row, "json_layout": "spaced", "ast_accuracy": 0.3}]).headline
     assert head == ("AST accuracy over 400 BFCL json answers: schema none compact 25% (51 "
                     "prompt tokens), schema none spaced 30% (51 prompt tokens)")
+
+
+def test_a_dirty_tree_is_never_saved_into_the_committed_results(monkeypatch) -> None:
+    """Provenance: a headline measured on uncommitted code cannot be traced to a commit."""
+    import bench.results_file as results_file
+
+    monkeypatch.setattr(results_file, "commit", lambda: "0123456789abcdef+dirty")
+    with pytest.raises(SystemExit, match="not saved: the measured code"):
+        results_file.save("frob", {"tok_s": 1.5}, [])
+    assert not (results_file.RESULTS_DIR / "frob.json").exists()
