@@ -117,7 +117,8 @@ def history(entry: dict[str, Any], truth: list[list[str]], missing: int
                                             strict=True)]})
         messages += [{"role": "tool", "tool_call_id": i, "content": str(r)}
                      for i, r in zip(ids, results, strict=True)]
-    return messages + entry["question"][missing]
+    asked: list[dict[str, Any]] = entry["question"][missing]
+    return messages + asked
 
 
 def parsed(call: str, docs: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:

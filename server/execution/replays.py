@@ -23,9 +23,9 @@ import asyncio
 import hashlib
 import json
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from server.errors import Conflict, InProgress, InvalidRequest
 from server.execution.store import RecordStore, Scope, Stored
@@ -37,6 +37,14 @@ MAX_KEY = 255
 ABANDONED_S = 900.0  # a claim this old with no answer is a request that died
 
 
+class Headers(Protocol):
+    """A response's headers (Starlette's MutableHeaders): read, and extended."""
+
+    def items(self) -> Iterable[tuple[str, str]]: ...
+
+    def update(self, other: Mapping[str, str]) -> None: ...
+
+
 @dataclass(frozen=True)
 class Replays:
     records: RecordStore
@@ -44,7 +52,7 @@ class Replays:
     abandoned_s: float = ABANDONED_S
 
     async def answer(self, key: str, *, route: str, owner: str | None, body: Any,
-                     streams: bool, headers: MutableMapping[str, str],
+                     streams: bool, headers: Headers,
                      run: Callable[[], Awaitable[dict[str, Any] | object]]
                      ) -> dict[str, Any] | object:
         """The stored answer for `key` (the same body sent before), or `run()`'s, stored
@@ -87,7 +95,7 @@ class Replays:
         return found
 
     def _replayed(self, found: Stored, scope: Scope, fingerprint: str,
-                  headers: MutableMapping[str, str]) -> dict[str, Any]:
+                  headers: Headers) -> dict[str, Any]:
         if found.fingerprint != fingerprint:
             raise Conflict(f"Idempotency-Key {scope.key!r} was sent with another request "
                            "body; use a new key for a new request", param="Idempotency-Key",
