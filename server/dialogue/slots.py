@@ -83,6 +83,9 @@ class SlotTurn:
         self.loose: dict[str, dict[str, list[Any]]] = {}  # tool -> field -> values offered
         self.ended: list[str] = []  # tools whose call this answer made
         self.repeated: set[str] = set()  # tools whose filed call this answer repeated
+        # Each client tool's schema as this request sent it (its x-strictcall-kind/-risk).
+        self.schemas: dict[str, dict[str, Any]] = {
+            t.name: t.parameters for t in task.tools if isinstance(t.parameters, dict)}
         self.reset_asked = bool(task.options.reset_slots)
         self.state = self._start(stored, notes=True)
         self.task = self._forced(task)
@@ -97,6 +100,7 @@ class SlotTurn:
     def narrowings(self, name: str, schema: dict[str, Any], grounding: Grounding
                    ) -> list[Narrowing]:
         """Each filled field pinned, or opened to the values the newest message gives it."""
+        self.schemas[name] = schema
         slots = self.state.slots(name)
         props = schema.get("properties")
         if slots is None or not slots.values or slots.filed or not isinstance(props, dict):
@@ -114,7 +118,7 @@ class SlotTurn:
         for field, old in filled.items():
             found = stated[field]
             if found is None:  # free text: no message can say it changed
-                if not reversible(contract):
+                if not reversible(contract, schema):
                     out.append(Narrowing((field,), (old,), nullable=False))
                 continue
             allowed = self._allowed(name, field, old, found, owners, words)
@@ -181,7 +185,7 @@ class SlotTurn:
             kept = {**merged, **{c.name: c.old for cs in doubled for c in cs}}
             return NeedsInput(name, tuple(wording.choose(cs[0].new, [(c.name,) for c in cs])
                                           for cs in doubled), kept, wording.language)
-        if reversible(contract):
+        if reversible(contract, self.schemas.get(name)):
             self.changed[name] = changes
             return merged
         waiting = {c.field: c for c in (*slots.pending, *changes)}
@@ -237,6 +241,7 @@ class SlotTurn:
         """Save what this answer leaves in the slots; the `strictcall.slots` report.
         `schemas`: per tool, its arguments' schema (its fields are the slots); `calls`:
         the answer's calls (each `.name`, `.arguments`)."""
+        self.schemas = {**schemas, **self.schemas}
         outcome = self._outcome(schemas, calls, needs)
         made = {c.name: self._kept(c.name, schemas, json.loads(c.arguments)) for c in calls}
         if outcome or self._started_something():
@@ -284,8 +289,8 @@ class SlotTurn:
     def _apply(self, state: SessionState, outcome: dict[str, ToolSlots | None],
                made: dict[str, dict[str, Any]]) -> SessionState:
         for tool, slots in outcome.items():
-            contract = self.registry.get(tool)
-            moves = ends_intent(contract)
+            contract, schema = self.registry.get(tool), self.schemas.get(tool)
+            moves = ends_intent(contract, schema)
             if moves and state.intent not in (None, tool):
                 self.reset = {"why": "intent", "from": state.intent, "to": tool}
                 state = SessionState()
@@ -293,8 +298,9 @@ class SlotTurn:
                 if tool not in self.ended:
                     self.ended.append(tool)
                 # An irreversible call stays in the ledger: what a correction is held to.
-                state = state.with_tool(tool, None if reversible(contract) else ToolSlots(
-                    made.get(tool, {}), self.now, filed=True))
+                filed = None if reversible(contract, schema) \
+                    else ToolSlots(made.get(tool, {}), self.now, filed=True)
+                state = state.with_tool(tool, filed)
                 if state.intent == tool:
                     state = replace(state, intent=None)
                 continue
@@ -330,7 +336,7 @@ class SlotTurn:
             if not slots.pending or slots.asked_by == self.digest:
                 continue  # nothing waiting, or the turn that asked, sent again (a retry)
             contract = self.registry.get(tool)
-            schema = contract.schema() if contract is not None else {}
+            schema = contract.schema() if contract is not None else self.schemas.get(tool, {})
             values, waiting = dict(slots.values), []
             for change in slots.pending:
                 stated = [canon(normal(contract, change.name, f.value, today=self.today))

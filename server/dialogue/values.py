@@ -14,20 +14,38 @@ from grammars import validator_for
 REVERSIBLE_RISKS = ("low", "medium")
 
 
-def reversible(contract: Contract | None) -> bool:
+KIND_KEY, RISK_KEY = "x-strictcall-kind", "x-strictcall-risk"
+
+
+def reversible(contract: Contract | None, schema: dict[str, Any] | None = None) -> bool:
     """A read, or a write of low or medium risk (the contract's catalog entry): a changed
-    value replaces the old one and the answer says so. A client tool has no catalog entry:
-    StrictCall does not run it, the client does, and sees each change reported."""
+    value replaces the old one and the answer says so. A client tool is reversible unless
+    its schema opts in (`x-strictcall-kind: "write"` with `x-strictcall-risk: "high"` or
+    "critical"): StrictCall does not run it, the client does, and sees each change
+    reported; opted in, it gets a contract's pins, confirmations and ledger."""
     if contract is None:
-        return True
+        kind, risk = client_kind(schema)
+        return kind != "write" or risk in REVERSIBLE_RISKS
     return contract.catalog.kind == "read" or contract.catalog.risk in REVERSIBLE_RISKS
 
 
-def ends_intent(contract: Contract | None) -> bool:
+def ends_intent(contract: Contract | None, schema: dict[str, Any] | None = None) -> bool:
     """Whether a question about this tool means the conversation moved on to it (and the
     slots of the tool it was about are reset). A lookup serves the task at hand: reads and
-    client tools (which StrictCall cannot tell apart from lookups) do not end it."""
-    return contract is not None and contract.catalog.kind != "read"
+    client tools (which StrictCall cannot tell apart from lookups, unless their schema says
+    `x-strictcall-kind`) do not end it."""
+    if contract is None:
+        return client_kind(schema)[0] in ("write", "orchestration")
+    return contract.catalog.kind != "read"
+
+
+def client_kind(schema: dict[str, Any] | None) -> tuple[str | None, str]:
+    """A client tool's kind and risk as its schema declares them (risk "medium" unless
+    said, as a contract's)."""
+    kind = (schema or {}).get(KIND_KEY)
+    risk = (schema or {}).get(RISK_KEY)
+    return (kind if kind in ("read", "write", "orchestration") else None,
+            risk if risk in ("low", "medium", "high", "critical") else "medium")
 
 
 def normal(contract: Contract | None, name: str, value: Any, *, today: dt.date) -> Any:

@@ -473,3 +473,39 @@ def test_another_dispute_on_the_same_card_is_a_new_intent_not_a_correction(clien
                                reason="fraud"),
                        user="another one, same card: 89,90 on 30.11 that I never made")
     assert arguments(second)["amount"] == "89.90" and slots(second)["confirm"] == []
+
+
+def _room(marked: bool) -> dict:
+    marks = {"x-strictcall-kind": "write", "x-strictcall-risk": "high"} if marked else {}
+    return {"type": "function", "function": {"name": "reserve_room", "parameters": {
+        "type": "object", **marks, "required": ["city", "nights"], "properties": {
+            "city": {"type": "string", "enum": ["Paris", "Oslo"], "x-strictcall-grounded": True},
+            "nights": {"type": "integer", "minimum": 1, "maximum": 30,
+                       "x-strictcall-grounded": True, "description": "Number of nights"}}}}}
+
+
+def _reserve(city: str, nights: int) -> str:
+    return json.dumps([{"name": "reserve_room", "arguments": {"city": city, "nights": nights}}],
+                      separators=(",", ":"))
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["opted-in", "plain"])
+def test_a_client_tool_marked_high_risk_is_held_like_a_contract(client, replies, marked):
+    """A client tool's schema opts in with x-strictcall-kind and x-strictcall-risk: its
+    filed call is kept in the ledger, and a correction waits for a yes. Without the marks
+    the client runs its own tool and the second call is made as the model wrote it."""
+    tool = _room(marked)
+    talk = Dialogue(client, replies, f"room-{uuid.uuid4().hex}", tools=[tool],
+                    choice={"type": "function", "function": {"name": "reserve_room"}})
+    first = talk.send(_reserve("Paris", 2), user="a room in Paris for 2 nights")
+    assert arguments(first) == {"city": "Paris", "nights": 2}
+    second = talk.send(_reserve("Paris", 3), user="sorry, 3 nights")
+    if not marked:
+        assert arguments(second) == {"city": "Paris", "nights": 3}
+        return
+    assert not second["choices"][0]["message"].get("tool_calls")
+    assert [(c["field"], c["old"], c["new"]) for c in slots(second)["confirm"]] == [
+        ("/nights", 2, 3)]
+    assert "number of nights" in second["choices"][0]["message"]["content"]
+    third = talk.send(_reserve("Paris", 3), user="yes")
+    assert arguments(third) == {"city": "Paris", "nights": 3}
