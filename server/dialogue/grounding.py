@@ -53,6 +53,9 @@ from server.dialogue.reading import Reader, decimal_json, spans, within
 from server.dialogue.shape import Shape, branches, plain_string
 
 SPAN_WORDS = 4  # the longest run of words a value (not a plain string) is looked for in
+_NEW_INTENT = re.compile(
+    r"(?i)\b(another|one more|a second|a new|new one|ещё|еще|другой|другая|другую|другое|"
+    r"новый|новая|новую|новое|noch eine?|weitere|une autre|un autre|otro|otra)\b")
 MAX_CANDIDATES = 64  # per field: past this, the most recent are kept
 _DECORATION_CATEGORIES = {"Zs", "Sc", "Cc"}
 _DECORATION_MARKS = frozenset(",.'\u2019\u2022\u00b7_")
@@ -168,12 +171,19 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
                                   if p.turn > since or p.source != "tool"], words)
     recent = _owned(finders, evidence.after(since).pieces, words) if since >= 0 \
         else everything
+    # After a call, words that start another event ("one more", "ещё одна") leave the
+    # earlier intent's values behind, but those of the fields referred back to ("the same
+    # card"): a new dispute never carries the first one's operation id.
+    fresh = " ".join(evidence.user_after(since)) if since >= 0 else ""
+    starts_new = bool(_NEW_INTENT.search(fresh))
+    back = words.referred_back(fresh) if starts_new else set()
     fields = []
     for marked in (m for m in marks if m.grounded):
         if marked.path not in finders:  # a plain string: a run of the evidence's words
             fields.append(GroundedField(marked.path, spans=_spans(marked.node, evidence)))
             continue
-        found = recent.get(marked.path) or everything[marked.path]
+        found = recent.get(marked.path) or (
+            [] if starts_new and marked.path not in back else everything[marked.path])
         one = "*" not in marked.path  # (an array's items each take their own value)
         if one:
             found = _attributed(found, evidence.pieces)

@@ -23,6 +23,12 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?;]\s|\n")
 
 
+# "The same card", "с той же карты", "dieselbe Karte", "la même carte".
+_SAME = frozenset({"same", "же", "тот", "та", "той", "том", "тем", "того", "gleiche",
+                   "gleichen", "selbe", "selben", "dieselbe", "denselben", "même", "mismo",
+                   "misma"})
+
+
 @dataclass(frozen=True)
 class FieldWords:
     """Each field's distinctive stems."""
@@ -41,6 +47,20 @@ class FieldWords:
                 counts[stem] = counts.get(stem, 0) + 1
         return cls({path: frozenset(s for s in found if counts[s] == 1)
                     for path, found in stems.items()})
+
+    def referred_back(self, text: str) -> set[Path]:
+        """The fields `text` refers back to, a field's word within `NEAR` words after
+        "same" ("the same card", "с той же карты"): an earlier intent's value they may
+        take."""
+        tokens = _TOKEN.findall(text)
+        out: set[Path] = set()
+        for i, token in enumerate(tokens):
+            if token.casefold() not in _SAME:
+                continue
+            for later in tokens[i + 1:i + 1 + NEAR]:
+                stems = set(words(later))
+                out.update(p for p, names in self.by_field.items() if stems & names)
+        return out
 
     def naming(self, text: str, start: int, end: int) -> set[Path]:
         """The fields the value at text[start:end] is said of. In the value's sentence,

@@ -278,3 +278,22 @@ def test_two_values_of_a_writes_field_are_the_users_to_choose():
     # A read (or `strictcall.ambiguity: "model"`): the model may write either.
     assert set(ground(DISPUTE.schema(), DISPUTE, evidence).candidates()[
         ("operation_date",)]) == {"2026-11-29", "2026-12-01"}
+
+
+def test_a_new_intent_leaves_the_earlier_ones_values_but_those_referred_back_to():
+    """After a call, "one more" starts another event: the first dispute's operation id
+    (said by the user) is no candidate of the second; "the same card" still finds the
+    card. Without such words (a correction), the earlier values stay candidates."""
+    turns = [Turn("user", "card 4417 was charged 1 200,50 twice, the first was OP-204518"),
+             Turn("assistant", "", ())]
+    def second(text: str) -> dict:
+        evidence = evidence_of([*turns, Turn("user", text)], today=TODAY)
+        return {p[-1]: v for p, v in
+                ground(DISPUTE.schema(), DISPUTE, evidence, since=1).candidates().items()}
+    new = second("one more, the same card: 89,90 on 30.11 that I never made")
+    assert new["original_operation_id"] == () and new["card_last4"] == ("4417",)
+    other = second("ещё одна операция: карта 5555, 89,90 30.11")
+    assert other["card_last4"] == ("5555",) and other["original_operation_id"] == ()
+    corrected = second("sorry, the amount was 1 300,00")
+    assert corrected["original_operation_id"] == ("OP-204518",)
+    assert corrected["card_last4"] == ("4417",)
