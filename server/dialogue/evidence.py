@@ -3,8 +3,9 @@
 Evidence is what the user wrote, what tools returned and, unless the server is told
 otherwise (`--no-ground-from-system`), the system and developer messages (a CRM profile, a
 customer's cards); never the model's own turns. A tool result written as JSON
-(`{"id":"AR-004217","status":"pending"}`) gives each of its values as a text of its own, so
-an id inside compact JSON is a value like any other.
+(`{"id":"AR-004217","status":"pending"}`) gives each of its values as a text of its own,
+after its key ("id: AR-004217"), so an id inside compact JSON is a value like any other,
+and its key says which field it is for.
 
 The conversation's date, which relative dates are read against ("позавчера", "last
 Friday"), is a date the system message states ("Today is 2026-12-02"), else the day the
@@ -155,18 +156,20 @@ def _result_texts(text: str) -> list[str]:
     return [text]
 
 
-def _leaves(value: Any) -> Iterator[str]:
+def _leaves(value: Any, key: str | None = None) -> Iterator[str]:
+    """Each scalar of a JSON value as a text, after its key where it has one ("original:
+    OP-204518"): the key names the field a value is for, as words around it do."""
     if isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
+        for name, item in value.items():
+            yield from _leaves(item, name if isinstance(name, str) else None)
     elif isinstance(value, list):
         for item in value:
-            yield from _leaves(item)
+            yield from _leaves(item, key)
     elif isinstance(value, str):
         if value.strip():
-            yield value
+            yield f"{key}: {value}" if key else value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield json.dumps(value)
+        yield f"{key}: {json.dumps(value)}" if key else json.dumps(value)
 
 
 def _stated_date(texts: Sequence[tuple[int, str]]

@@ -40,6 +40,7 @@ from grammars import (
     validator_for,
 )
 from server.dialogue.evidence import Evidence, Piece
+from server.dialogue.language import identifier_words, words
 from server.dialogue.marks import (
     Marked,
     Path,
@@ -186,7 +187,7 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
             [] if starts_new and marked.path not in back else everything[marked.path])
         one = "*" not in marked.path  # (an array's items each take their own value)
         if one:
-            found = _attributed(found, evidence.pieces)
+            found = _attributed(found, evidence.pieces, marked.path)
         # Named beside every value the newest turns give it: no "not given" to choose.
         named = bool(recent.get(marked.path)) and all(f.named for f in found)
         values = tuple(_newest_values(found))
@@ -321,13 +322,28 @@ def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],
     return out
 
 
-def _attributed(found: Sequence[Found], pieces: Sequence[Piece]) -> list[Found]:
+def _attributed(found: Sequence[Found], pieces: Sequence[Piece], path: Path) -> list[Found]:
     """The values a field may take, by where they were said: the user's own words, where
     they give the field any (a date the system message states, a card a CRM profile lists,
-    an id a tool returned are context: the user's answer wins over them)."""
+    an id a tool returned are context: the user's answer wins over them); else a tool
+    result's values under a key that shares a word with the field's name (`"original":
+    "OP-204518"` for `original_operation_id`, beside `"duplicate": "OP-204519"`)."""
     users = [f for f in found if 0 <= f.piece < len(pieces)
              and pieces[f.piece].source == "user"]
-    return users or list(found)
+    if users:
+        return users
+    own = {s for w in identifier_words(path[-1]) for s in words(w)}
+    keyed = [f for f in found if 0 <= f.piece < len(pieces)
+             and pieces[f.piece].source == "tool" and own & _key_stems(pieces[f.piece].text)]
+    return keyed or list(found)  # a tool result's value under a key naming the field
+
+
+def _key_stems(text: str) -> set[str]:
+    """The stems of a tool result's key ("original" of "original: OP-204518")."""
+    key, sep, _ = text.partition(": ")
+    if not sep or len(key) > 64:
+        return set()
+    return {s for w in identifier_words(key) for s in words(w)}
 
 
 def _newest_values(found: Sequence[Found]) -> list[Any]:
