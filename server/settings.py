@@ -339,6 +339,9 @@ class Settings(BaseSettings):
     idempotency_ttl_s: float = setting(86400.0, "an idempotency key and its outcome are "
                                                 "kept this long after their last change",
                                        group=TOOLS, gt=0)
+    approval_ttl_s: float = setting(86400.0, "an approval_required call can be approved "
+                                             "this long after it was asked for",
+                                    group=TOOLS, gt=0)
     outcome_journal: Path | None = setting(None, "the local file where outcomes the state "
                                                  "store did not take wait for it (default "
                                                  "<cache dir>/outcomes.journal)", group=TOOLS,

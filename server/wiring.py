@@ -32,6 +32,7 @@ from server.execution import (
     file_provider,
     load_policy,
 )
+from server.execution.approvals import Approvals
 from server.execution.journal import OutcomeJournal
 from server.execution.keyed import KeyedRuns
 from server.execution.replays import ABANDONED_S, Replays
@@ -173,7 +174,8 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
                          lease_s=settings.execution_lease_s)
         stack.push_async_callback(runs.aclose)
         tools = ToolService(registry, inputs.tool_policy, runs=runs, runner=runner,
-                            tracing=tracing, audit=inputs.audit)
+                            tracing=tracing, audit=inputs.audit,
+                            approvals=Approvals(state, ttl_s=settings.approval_ttl_s))
         background = Background()
         stack.push_async_callback(background.stop)
         background.start(lambda: replay_journal(runs), "strictcall-journal")

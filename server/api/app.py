@@ -87,6 +87,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory,
     app.post("/v1/contracts/{name}/validate")(tools.validate_contract)
     app.post("/v1/tools/{name}/invoke")(tools.invoke_tool)
     app.post("/v1/tools/{name}/executions/{key}/resolve")(tools.resolve_execution)
+    app.get("/v1/approvals/{approval_id}")(tools.get_approval)  # server/execution/approvals
+    app.post("/v1/approvals/{approval_id}/approve")(tools.approve)
+    app.post("/v1/approvals/{approval_id}/revoke")(tools.revoke_approval)
     return app
 
 

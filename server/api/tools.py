@@ -69,6 +69,25 @@ async def resolve_execution(name: str, key: str, body: ResolveBody, tools: Tools
                                caller_of(request))
 
 
+async def get_approval(approval_id: str, tools: ToolsDep, request: Request) -> dict[str, Any]:
+    """An approval as its owner sees it: tool, fields to approve, who asked, its state."""
+    return (await tools.approval(approval_id, "get", caller_of(request))).body
+
+
+async def approve(approval_id: str, tools: ToolsDep, request: Request,
+                  response: Response) -> dict[str, Any]:
+    """Run exactly the approved call's arguments under its key, once (a caller the policy
+    allows for the tool)."""
+    done = await tools.approval(approval_id, "approve", caller_of(request))
+    response.status_code = done.status
+    return done.body
+
+
+async def revoke_approval(approval_id: str, tools: ToolsDep,
+                          request: Request) -> dict[str, Any]:
+    return (await tools.approval(approval_id, "revoke", caller_of(request))).body
+
+
 async def list_contracts(pipeline: PipelineDep, tools: ToolsDep,
                          request: Request) -> dict[str, Any]:
     """Registered contracts with their catalog metadata and this caller's policy decision;

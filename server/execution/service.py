@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from server.errors import (
     RouteNotFound,
     ServiceError,
 )
+from server.execution.approvals import Approvals
 from server.execution.journal import Entry
 from server.execution.keyed import Claim, KeyedRuns
 from server.execution.policy import Principal, ToolPolicy, Verdict
@@ -52,9 +54,10 @@ class Invoked:
 class ToolService:
     def __init__(self, registry: ContractRegistry, policy: ToolPolicy, *,
                  runs: KeyedRuns, runner: Runner, tracing: Tracing,
-                 audit: Any = None) -> None:
+                 audit: Any = None, approvals: Approvals | None = None) -> None:
         self.registry, self.policy, self.runs = registry, policy, runs
         self.runner, self.tracing, self.audit = runner, tracing, audit
+        self.approvals = approvals or Approvals(runs.state)
         runs.on_refused = self._late_refused
 
     async def invoke(self, name: str, arguments: dict[str, Any], key: str | None,
@@ -94,11 +97,56 @@ class ToolService:
                                  param="idempotency_key", code="idempotency_key_required")
         valid = self._validated(contract, arguments, key if write else None, caller)
         trace.event("validated", tool=name)
+        owner, fingerprint = owner_of(principal, caller), _fingerprint(valid, contract)
+        bound = key or f"read_{fingerprint[:32]}"  # a read's approval: by its arguments
         if verdict.decision == "approval_required":
-            waiting = Execution("approval_required", problem=_approval(verdict, valid))
+            fields = _approval(verdict, valid)["fields"]
+            approval = await self.runs.state.run(
+                self.approvals.request, owner=owner, tool=name, key=bound,
+                arguments=valid, fingerprint=fingerprint,
+                fields=contract.redact(fields) if fields else {},
+                requested_by=_who(principal))
+            shown = approval.public(now=time.time())
+            waiting = Execution("approval_required",
+                                problem={**_approval(verdict, valid), "approval": shown})
             self._record(caller, contract, valid, waiting, key, replayed=False)
-            return Invoked(202, self._body(name, waiting, key, replayed=False))
+            self._write({"event": "approval_requested", "tool": name, **shown}, caller)
+            return Invoked(202, {**self._body(name, waiting, key, replayed=False),
+                                 "approval": shown})
+        # An allowed caller running a call an approval waits for: exactly its arguments.
+        waiting_for = await self.runs.state.run(self.approvals.pending_for, owner, name, bound)
+        if waiting_for is not None and waiting_for.state != "used":
+            used = await self.runs.state.run(self.approvals.use, waiting_for, fingerprint)
+            self._write({"event": "approval_used", "tool": name,
+                         **used.public(now=time.time())}, caller)
         return await self._execute(contract, valid, key if write else None, caller, principal)
+
+    async def approval(self, ident: str, action: str, caller: Caller) -> Invoked:
+        """GET an approval, or approve it (run exactly its arguments, once) or revoke it.
+        Approving needs a caller the policy allows for the tool; revoking, one that sees
+        it. Another owner's approval is unknown (404)."""
+        principal = self.policy.principal(caller)
+        approvals = self.approvals
+        found = await self.runs.state.run(approvals.get, ident, owner_of(principal, caller))
+        contract, verdict = self.known(found.value["tool"], principal)
+        if action == "get":
+            return Invoked(200, {"object": "approval", **found.public(now=time.time())})
+        if action == "revoke":
+            revoked = await self.runs.state.run(approvals.revoke, found)
+            shown = revoked.public(now=time.time())
+            self._write({"event": "approval_revoked", "tool": contract.name, **shown}, caller)
+            return Invoked(200, {"object": "approval", **shown})
+        if verdict.decision != "allow":
+            raise Forbidden(f"approving {contract.name!r} needs a caller the policy allows to "
+                            f"run it (this one: {verdict.decision})", code="approval_forbidden")
+        used = await self.runs.state.run(approvals.use, found, found.value["fingerprint"])
+        self._write({"event": "approval_approved", "tool": contract.name,
+                     **used.public(now=time.time())}, caller)
+        write = contract.catalog.kind == "write"
+        key = found.value["idempotency_key"] if write else None
+        done = await self._execute(contract, found.value["arguments"], key, caller, principal)
+        return Invoked(done.status, {**done.body, "approval": used.public(
+            now=time.time())})
 
     async def _execute(self, contract: Contract, valid: dict[str, Any], key: str | None,
                        caller: Caller, principal: Principal) -> Invoked:
@@ -306,6 +354,11 @@ def _approval(verdict: Verdict, arguments: dict[str, Any]) -> dict[str, Any]:
                       "allows invokes the same arguments and idempotency key",
             "fields": {f: arguments.get(f) for f in fields}, "rule": verdict.rule,
             "retryable": False, "owner_action_required": True}
+
+
+def _who(principal: Principal) -> dict[str, Any]:
+    return {"tenant": principal.tenant, "roles": list(principal.roles),
+            "key": principal.name}
 
 
 def _source(contract: Contract, field: str) -> str:
