@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.page_parts import Rendered, cell, generic, png, table
+from bench.page_peers import bfcl_missing, bfcl_peer
 from bench.page_speed import (
     cold_compile,
     cpu_variants,
@@ -217,7 +218,7 @@ RENDERERS: dict[str, Callable[[Any], Rendered]] = {
     "tool-selection": tool_selection, "schemas": schemas, "cold-compile": cold_compile,
     "decode-speed": decode_speed, "contract-repair": contract_repair, "runaway": runaway,
     "cpu-variants": cpu_variants, "latency": latency, "bfcl": bfcl, "gpu-decode": gpu_decode,
-    "bfcl-multi-turn": bfcl_multi_turn,
+    "bfcl-multi-turn": bfcl_multi_turn, "bfcl-peer": bfcl_peer, "bfcl-missing": bfcl_missing,
     "grounding": grounding, "auto-mode": auto_mode, "schema-prompt": schema_prompt,
     "agent-loop": agent_loop,
     "load": load, "serve": serve, "vllm-engine": vllm_engine, "memory": memory,

@@ -4,6 +4,8 @@ The benchmark pages put these above the run's tables (bench/pages.py)."""
 from __future__ import annotations
 
 TITLES = {
+    "bfcl-peer": "BFCL AST beside llama-server on a real model",
+    "bfcl-missing": "BFCL multi-turn missing-parameter turns beside llama-server",
     "schemas": "Schemas: coverage and compliance (JSONSchemaBench)",
     "cold-compile": "Cold compile: the llguidance bridge beside xgrammar",
     "decode-speed": "Decode speed: constrained against unconstrained",

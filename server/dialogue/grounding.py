@@ -49,14 +49,11 @@ from server.dialogue.marks import (
     resolved,
     top_descriptions,
 )
-from server.dialogue.naming import FieldWords, field_words
+from server.dialogue.naming import NEW_INTENT, FieldWords, field_words
 from server.dialogue.reading import Reader, decimal_json, spans, within
 from server.dialogue.shape import Shape, branches, plain_string
 
 SPAN_WORDS = 4  # the longest run of words a value (not a plain string) is looked for in
-_NEW_INTENT = re.compile(
-    r"(?i)\b(another|one more|a second|a new|new one|ещё|еще|другой|другая|другую|другое|"
-    r"новый|новая|новую|новое|noch eine?|weitere|une autre|un autre|otro|otra)\b")
 MAX_CANDIDATES = 64  # per field: past this, the most recent are kept
 _DECORATION_CATEGORIES = {"Zs", "Sc", "Cc"}
 _DECORATION_MARKS = frozenset(",.'\u2019\u2022\u00b7_")
@@ -176,7 +173,7 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     # earlier intent's values behind, but those of the fields referred back to ("the same
     # card"): a new dispute never carries the first one's operation id.
     fresh = " ".join(evidence.user_after(since)) if since >= 0 else ""
-    starts_new = bool(_NEW_INTENT.search(fresh))
+    starts_new = bool(NEW_INTENT.search(fresh))
     back = words.referred_back(fresh) if starts_new else set()
     fields = []
     for marked in (m for m in marks if m.grounded):

@@ -23,6 +23,10 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?;]\s|\n")
 
 
+# Words that start another event after a call ("one more", "и ещё одна", "noch eine").
+NEW_INTENT = re.compile(
+    r"(?i)\b(another|one more|a second|a new|new one|ещё|еще|другой|другая|другую|другое|"
+    r"новый|новая|новую|новое|noch eine?|weitere|une autre|un autre|otro|otra)\b")
 # "The same card", "с той же карты", "dieselbe Karte", "la même carte".
 _SAME = frozenset({"same", "же", "тот", "та", "той", "том", "тем", "того", "gleiche",
                    "gleichen", "selbe", "selben", "dieselbe", "denselben", "même", "mismo",

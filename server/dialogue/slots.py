@@ -42,7 +42,7 @@ from contracts import ContractRegistry
 from grammars import Narrowing
 from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.grounding import Found, Grounding, values_of
-from server.dialogue.naming import FieldWords, field_words
+from server.dialogue.naming import NEW_INTENT, FieldWords, field_words
 from server.dialogue.questions import NeedsInput, Question, Wording
 from server.dialogue.replies import verdict
 from server.dialogue.values import (
@@ -215,6 +215,8 @@ class SlotTurn:
                    if arguments.get(f) is not None
                    and not same(value := normal(contract, f, arguments[f], today=self.today),
                                 old)]
+        if changes and any(NEW_INTENT.search(t) for t in self.fresh.texts):
+            return arguments  # the user says it is another one ("и ещё одна: ...")
         kept = {**arguments, **filed.values}
         if not changes:
             self.repeated.add(name)
