@@ -86,34 +86,42 @@ def test_given_the_id_in_the_next_turn_the_call_is_whole(live_client):
     assert arguments["original_operation_id"] == "OP-204518"
 
 
+TODAY = clock.today().isoformat()
+# Each prompt with the value of each grounded field it gives, written by hand (None: the
+# prompt gives none, so a value there is invented). Amounts as the contract writes them
+# (contracts/examples.py amount_text: "1,200.50" is "1200.50", "15 000 ₽" is "15000").
+DISPUTES = ("card_last4", "operation_date", "amount", "original_operation_id")
 PROMPTS = [
-    "Yesterday my card ending 4417 was charged 1,200.50 twice at the coffee shop.",
-    "Card 5555, I never received the parcel I paid 89.90 for on 2026-11-20.",
-    "Someone used my card •• 0001 for 15 000 ₽ today, that was not me!",
-    "вчера с карты 7788 списали 350 ₽, а товар не пришёл",
-    "Please dispute the payment, I did not make it.",
-    "What is the status of access request AR-004217?",
-    "Is my access request stuck? It is the payroll one.",
+    ("Yesterday my card ending 4417 was charged 1,200.50 twice at the coffee shop.",
+     "open_dispute", ("4417", YESTERDAY, "1200.50", None)),
+    ("Card 5555, I never received the parcel I paid 89.90 for on 2026-11-20.",
+     "open_dispute", ("5555", "2026-11-20", "89.90", None)),
+    ("Someone used my card •• 0001 for 15 000 ₽ today, that was not me!",
+     "open_dispute", ("0001", TODAY, "15000", None)),
+    ("вчера с карты 7788 списали 350 ₽, а товар не пришёл",
+     "open_dispute", ("7788", YESTERDAY, "350", None)),
+    ("Please dispute the payment, I did not make it.",
+     "open_dispute", (None, None, None, None)),
+    ("What is the status of access request AR-004217?",
+     "check_access_request_status", ("AR-004217",)),
+    ("Is my access request stuck? It is the payroll one.",
+     "check_access_request_status", (None,)),
 ]
-GROUNDED = {"open_dispute": ("card_last4", "amount", "original_operation_id"),
-            "check_access_request_status": ("request_id",)}
-
-
-def _core(text: str) -> str:
-    return "".join(c for c in text.casefold() if c.isalnum())
+GROUNDED = {"open_dispute": DISPUTES, "check_access_request_status": ("request_id",)}
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_an_invented_identifier_cannot_be_decoded(live_client, seed):
     """Over many prompts, sampled: every grounded value that comes back, in a call or
-    collected for a question, occurs in what the user wrote."""
+    collected for a question, is the value the user gave that field (a value where the
+    user gave none, or another value, is invented: "1" or "50" of "1,200.50" too); and
+    values do come back, each the user's."""
     tools = [{"type": "function", "function": {"name": n}} for n in GROUNDED]
-    seen = 0
-    for prompt in PROMPTS:
-        name = "check_access_request_status" if "access" in prompt else "open_dispute"
+    given = 0
+    for prompt, tool, gold in PROMPTS:
         raw = live_client.chat.completions.with_raw_response.create(
             model=MODEL, messages=[{"role": "user", "content": prompt}], tools=tools,
-            tool_choice={"type": "function", "function": {"name": name}}, temperature=1.0,
+            tool_choice={"type": "function", "function": {"name": tool}}, temperature=1.0,
             seed=seed, max_tokens=200)
         body = json.loads(raw.text)
         message = body["choices"][0]["message"]
@@ -123,14 +131,14 @@ def test_an_invented_identifier_cannot_be_decoded(live_client, seed):
         needs = (body.get("strictcall") or {}).get("needs_input")
         if needs:
             found.append((needs["tool"], needs["collected"]))
-        for tool, values in found:
-            for name in GROUNDED[tool]:
-                value = values.get(name)
-                if value is None:
-                    continue
-                seen += 1
-                assert _core(str(value)) in _core(prompt), (prompt, tool, name, value)
-    assert seen >= 3  # the check is not vacuous: values did come back
+        assert [name for name, _ in found] == [tool], body  # the call, or one question
+        for name, expected in zip(GROUNDED[tool], gold, strict=True):
+            value = found[0][1].get(name)
+            assert value in (expected, None), (prompt, name, value, expected)
+            given += value is not None
+    # Not vacuous: the users' values came back, each its own field's. 13 are given; the
+    # model leaves some "not given" (asked for) at temperature 1: 9 to 13 seen, seeds 0-14.
+    assert given >= 6, given
 
 
 def test_the_question_on_every_api_and_stream(live_client, live_server):
