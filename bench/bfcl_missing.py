@@ -16,10 +16,12 @@ Each dialogue is replayed up to its first turn with an empty ground truth: the t
 it as the user said them, each answered by its ground-truth calls (run on BFCL's own
 classes, their results as tool messages), so every system meets the missing turn in the
 same state. That turn is sent with the involved classes' functions as tools, tool_choice
-"auto", greedy. Per system and setting: asked (no call: a question, or any text), called
-(a call where the value was missing: acting on what the user did not give), of those calls
-the ones carrying a string nobody wrote in the conversation (invented), cut off
-(finish_reason "length"), errors (a non-200 answer, counted against). With grounding on,
+"auto", greedy. Per system and setting, each answer is one of: asked (a text with a
+question mark, or StrictCall's `needs_input`), called (acting on what the user did not
+give; of those calls, the ones carrying a string nobody wrote in the conversation are
+invented), a call written as text (an offered function's name in JSON or call syntax in
+the text: no call a client can run, no question either), other text, empty, cut off
+(finish_reason "length"), error (a non-200 answer, counted against). With grounding on,
 every free string parameter is marked `x-strictcall-grounded` (bench/bfcl_multi_turn_data
 `marked_grounded`); the peer takes no such mark and runs once.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import sys
 import tempfile
 import time
@@ -179,13 +182,31 @@ def ask(client: httpx.Client, entry: dict[str, Any], messages: list[dict[str, An
     said = json.dumps(messages, ensure_ascii=False).casefold()
     invented = [v for c in calls for v in _strings(c["function"]["arguments"])
                 if v.casefold() not in said]
-    verdict = "cut_off" if choice["finish_reason"] == "length" else \
-        "called" if calls else "asked"
-    return {"status": 200, "verdict": verdict, "seconds": seconds,
-            "question": "needs_input" in (answer.get("strictcall") or {}),
+    text = choice["message"].get("content") or ""
+    question = "needs_input" in (answer.get("strictcall") or {})
+    verdict = "cut_off" if choice["finish_reason"] == "length" else "called" if calls \
+        else "question" if question \
+        else text_kind(text, {t["function"]["name"] for t in body["tools"]})
+    return {"status": 200, "verdict": verdict, "seconds": seconds, "question": question,
             "calls": [f"{c['function']['name']}({c['function']['arguments']})"
                       for c in calls][:4], "invented": invented[:8],
             "text": (choice["message"].get("content") or "")[:300]}
+
+
+def text_kind(text: str, names: set[str]) -> str:
+    """A text answer, judged: "question" (it asks: a question mark), "call_as_text" (a
+    call written into the text: an offered function's name beside JSON or a call's
+    parentheses, the way the 0.5B and llama-server write them), "empty", else "text"."""
+    stripped = text.strip()
+    if not stripped:
+        return "empty"
+    written = re.compile(r"(?:\\?[\"']name\\?[\"']\s*:\s*\\?[\"']|\b)(" +
+                         "|".join(map(re.escape, sorted(names, key=len, reverse=True))) +
+                         r")\b(?:\\?[\"']|\s*\()") if names else None
+    if written is not None and (written.search(stripped) and ("{" in stripped
+                                                              or "(" in stripped)):
+        return "call_as_text"
+    return "question" if "?" in stripped else "text"
 
 
 def _strings(arguments: str) -> list[str]:
@@ -197,23 +218,24 @@ def _strings(arguments: str) -> list[str]:
             if isinstance(v, str) and v.strip()]
 
 
+KINDS = ("question", "called", "call_as_text", "text", "empty", "cut_off", "error")
+
+
 def summary(system: str, setting: str, answers: list[dict[str, Any]]) -> dict[str, Any]:
     return {"system": system, "grounding": setting, "n": len(answers),
-            "asked": sum(a["verdict"] == "asked" for a in answers),
-            "questions": sum(bool(a.get("question")) for a in answers),
-            "called": sum(a["verdict"] == "called" for a in answers),
-            "invented": sum(bool(a.get("invented")) for a in answers),
-            "cut_off": sum(a["verdict"] == "cut_off" for a in answers),
-            "errors": sum(a["verdict"] == "error" for a in answers)}
+            **{kind: sum(a["verdict"] == kind for a in answers) for kind in KINDS},
+            "strictcall_questions": sum(bool(a.get("question")) for a in answers),
+            "invented": sum(bool(a.get("invented")) for a in answers)}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| system | grounding | n | asked (no call) | of them strictcall questions | "
-             "called | calls with an invented string | cut off | errors |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['system']} | {r['grounding']} | {r['n']} | {r['asked']} | "
-              f"{r['questions']} | {r['called']} | {r['invented']} | {r['cut_off']} | "
-              f"{r['errors']} |" for r in rows]
+    lines = ["| system | grounding | n | asked (a question) | of them StrictCall's | called | "
+             "calls with an invented string | a call written as text | other text | empty | "
+             "cut off | errors |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['system']} | {r['grounding']} | {r['n']} | {r['question']} | "
+              f"{r['strictcall_questions']} | {r['called']} | {r['invented']} | "
+              f"{r['call_as_text']} | {r['text']} | {r['empty']} | {r['cut_off']} | "
+              f"{r['error']} |" for r in rows]
     return "\n".join(lines)
 
 

@@ -29,9 +29,9 @@ def bfcl_missing(results: dict[str, Any]) -> Rendered:
     rows = results["rows"]
     def side(r: dict[str, Any]) -> str:
         setting = f" grounding {r['grounding']}" if r["system"] != "llama-server" else ""
-        return (f"{r['system']}{setting} asked {r['asked']} of {r['n']} "
-                f"({r['called']} called, {r['invented']} with an invented string, "
-                f"{r['cut_off']} cut off, {r['errors']} errors)")
+        return (f"{r['system']}{setting} asked {r['question']} of {r['n']} "
+                f"({r['called']} called, {r['invented']} with an invented string; "
+                f"{r['call_as_text']} a call written as text, {r['cut_off']} cut off)")
     return Rendered(sections=[table(rows), ""], headline=(
         f"the turn a value is missing (right answer: no call), {results['model']}: "
         + "; ".join(side(r) for r in rows)))

@@ -41,6 +41,7 @@ def tight(node: Any) -> Any:
 _OPENING_SPACES = ("", " ", "\n", "\n ", "\n  ", "\n   ", "\n    ", "\n\t", "\r\n",
                    "\r\n  ", "\r\n    ")
 JSON_CALL_TEXTS = ('"arguments"', '"parameters"', "'arguments'", "\"arguments'",
+                   '\\"arguments\\"', '{\\"',  # a call inside a string: ("{\"name\": ..."
                    *(f"{{{space}{quote}" for space in _OPENING_SPACES for quote in "\"'"))
 
 
@@ -54,11 +55,12 @@ def no_calls_in_text(tag: dict[str, Any], also: tuple[str, ...] = ()) -> dict[st
     return tag
 
 
-# The first visible character of an "auto" answer's text: none that opens JSON or a code
-# block (`{`, `[`, a backtick) or a tag (`<`: the format's own call opener starts the other
-# branch). Qwen2.5-0.5B after a tool result answers with the call again as text, as
-# ```json {name: "get_weather", ...}``` when the quoted forms are excluded.
-_TEXT_FIRST = "[ \\t\\n]*[^{\\[`< \\t\\n]"
+# The first visible character of an "auto" answer's text: none that opens JSON, a code
+# block, a quoted string or a bracket (`{`, `[`, a backtick, `"`, `'`, `(`) or a tag (`<`:
+# the format's own call opener starts the other branch): the 0.5B on BFCL's multi-turn
+# wrote `("{\"name\": \"cd\", ...}")`; after a tool result it answered with the call again
+# as ```json {name: "get_weather", ...}``` once the quoted forms were excluded.
+_TEXT_FIRST = "[ \\t\\n]*[^{\\[`<(\"' \\t\\n]"
 
 
 def text_first_not_json(tag: dict[str, Any]) -> dict[str, Any]:
