@@ -28,6 +28,10 @@ VOCABULARY_ANNOTATIONS: dict[str, frozenset[str]] = {
         "options", "propertyOrder", "headerTemplate", "enumNames", "enum_titles"}),
     "json-schema-faker": frozenset({"faker", "chance"}),
     "Ajv": frozenset({"$async", "errorMessage"}),
+    # Snowplow's self-describing schemas: `self` names the schema (vendor, name, format,
+    # version) in the Iglu registry; no validator enforces it (JsonSchemaStore's Snowplow
+    # family was refused whole for it).
+    "Iglu (Snowplow)": frozenset({"self"}),
 }
 VOCABULARY_OF = {key: name for name, keys in VOCABULARY_ANNOTATIONS.items() for key in keys}
 # Prefixes that mark a key as no rule: OpenAPI's extensions (`x-`), keys commented out or

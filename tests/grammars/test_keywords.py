@@ -204,7 +204,7 @@ def test_annotations_change_nothing(schema):
 @pytest.mark.parametrize(("key", "vocabulary"), [
     ("example", "OpenAPI 3"), ("links", "JSON Hyper-Schema"), ("readonly", "JSON Hyper-Schema"),
     ("javaType", "jsonschema2pojo"), ("propertyOrder", "json-editor"),
-    ("faker", "json-schema-faker"), ("errorMessage", "Ajv"),
+    ("faker", "json-schema-faker"), ("errorMessage", "Ajv"), ("self", "Iglu (Snowplow)"),
     ("x-vendor", "prefix"), ("_uniqueItems", "prefix"), ("@context", "prefix"),
     ("ui:widget", "prefix")])
 def test_other_vocabularies_annotations_are_known(key, vocabulary, backend):
