@@ -217,6 +217,11 @@ class SlotTurn:
                                 old)]
         if changes and any(NEW_INTENT.search(t) for t in self.fresh.texts):
             return arguments  # the user says it is another one ("и ещё одна: ...")
+        # A correction changes what the user's newest words state; what the model changed
+        # besides (a reason it chose anew) stays as filed.
+        schema = contract.schema() if contract is not None else self.schemas.get(name, {})
+        changes = [c for c in changes
+                   if self._stated(schema, name, c.name, filed.values, own=True)]
         kept = {**arguments, **filed.values}
         if not changes:
             self.repeated.add(name)

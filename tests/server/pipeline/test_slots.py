@@ -450,7 +450,9 @@ def test_a_correction_after_a_filed_dispute_is_confirmed_then_filed_once(client,
     filed = talk.send(WHOLE, tool="OP-204518, the first one")
     assert slots(filed)["ended"] is True and arguments(filed)["amount"] == "1200.50"
     corrected = {**KNOWN, "amount": "1300.00"}
-    held = talk.send(dispute(**corrected), user="sorry, the amount was 1 300,00")
+    # The model writes the reason anew too ("fraud"): the user changed only the amount.
+    held = talk.send(dispute(**{**corrected, "reason": "fraud"}),
+                     user="sorry, the amount was 1 300,00")
     message = held["choices"][0]["message"]
     assert not message.get("tool_calls")
     assert "1200.50" in message["content"] and "1300.00" in message["content"]
