@@ -260,3 +260,26 @@ def test_the_enforcement_report_says_which_keywords_minimax_m3_checks_late(scrip
     assert json.loads(call["arguments"]) == {"city": "Paris", "days": 3}
     summary = resp.headers["x-strictcall-enforcement"]
     assert "validator: maxLength@get_weather#/properties/city" in summary, summary
+
+
+CALLS_AS_TEXT = [
+    '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+    '```json\n{\n  "name" : "get_weather",\n  "arguments"  : {"city": "Oslo"}\n}\n```',
+    "{'name': 'get_weather', 'arguments': {'city': 'Oslo'}}",
+    '```json\n{\n  name: "get_weather",\n  arguments: {city: "Oslo"}\n}\n```',
+    '("{\\"name\\": \\"get_weather\\", \\"arguments\\": {\\"city\\": \\"Oslo\\"}}")',
+    'Sure: {"name": "get_weather", "arguments": {"city": "Oslo"}}',
+    'Calling it: ("{\\"name\\": \\"get_weather\\"}")']
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_auto_text_holds_no_call_written_as_text(family):
+    """In "auto" a call is the family's syntax under its grammar or nothing: each way the
+    Qwen2.5 models were seen writing a call into the text is refused, plain text and a
+    call in the format are taken."""
+    rendering = render(family, "auto")
+    tag = rendering.spec.tag
+    if family not in ("harmony", "kimi_k3", "minimax"):  # (their text is in their blocks)
+        assert accepts(tag, "The weather in Oslo is sunny, 21 C."), family
+    for text in CALLS_AS_TEXT:
+        assert not accepts(tag, text), (family, text)
