@@ -55,8 +55,9 @@ XGRAMMAR_FAMILIES = ("llama", "qwen_3", "qwen_3_5", "qwen_3_coder", "deepseek_r1
 # grammar of a forced call writes it, and so does an earlier call written as text.
 BETWEEN_CALLS = {"glm_4_7": "", "gemma_4": "", "mimo": ""}
 # Markers of a family's calls and tool results that its "auto" answer's text never holds
-# (Qwen2.5-0.5B wrote `</tool_response>` after a result and `</tool_call>` alone in text).
-TEXT_EXCLUDES = {"qwen_3": ("</tool_call>", "<tool_response>", "</tool_response>")}
+# (Qwen2.5-0.5B wrote `</tool_response>` after a result, `</tool_call>` alone in text, and
+# `<tool_response name="post_tweet" ...>` on BFCL's multi-turn: the tag's prefix is out).
+TEXT_EXCLUDES = {"qwen_3": ("</tool_call>", "<tool_response", "</tool_response")}
 # The system turn for a family whose chat template does not render tools: the tools, and
 # how a call is written in the family's own syntax (the grammar enforces that syntax).
 FAMILY_TOOLS_INSTRUCTIONS = """You are given a question and a set of tools. When a tool \

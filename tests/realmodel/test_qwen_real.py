@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.realmodel]
 MODEL = os.environ.get("STRICTCALL_REAL_MODEL", "qwen2.5-coder-0.5b")
 # The format's own syntax and special tokens: never in what a client shows.
 MARKUP = re.compile(r"<tool_call>|</tool_call>|<\|im_(start|end)\|>|<\|endoftext\|>|"
-                    r"</?think|</?tool_response>|\{\s*[\"']name[\"']\s*:|"
+                    r"</?think|</?tool_response\b|\{\s*[\"']name[\"']\s*:|"
                     r"[\"']arguments[\"']\s*:")
 DISPUTE = [{"type": "function", "function": {"name": "open_dispute"}}]
 # The seed message and two variants, with the values each gives (hand-written gold): the

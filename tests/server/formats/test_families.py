@@ -270,6 +270,8 @@ CALLS_AS_TEXT = [
     '("{\\"name\\": \\"get_weather\\", \\"arguments\\": {\\"city\\": \\"Oslo\\"}}")',
     'Sure: {"name": "get_weather", "arguments": {"city": "Oslo"}}',
     'Calling it: ("{\\"name\\": \\"get_weather\\"}")']
+QWEN_MARKERS_AS_TEXT = ['Here it is:\n<tool_response name="get_weather" city="Oslo">',
+                        "Done.</tool_response>", "Done.</tool_call>"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -281,5 +283,5 @@ def test_auto_text_holds_no_call_written_as_text(family):
     tag = rendering.spec.tag
     if family not in ("harmony", "kimi_k3", "minimax"):  # (their text is in their blocks)
         assert accepts(tag, "The weather in Oslo is sunny, 21 C."), family
-    for text in CALLS_AS_TEXT:
+    for text in CALLS_AS_TEXT + (QWEN_MARKERS_AS_TEXT if family == "qwen_3" else []):
         assert not accepts(tag, text), (family, text)
