@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path as FilePath
 from typing import Any, Literal
 
-from server.dialogue.language import language_of
+from server.dialogue.language import identifier_words, language_of
 from server.dialogue.marks import Path, pointer_of
 
 Kind = Literal["missing", "confirm", "choose"]
@@ -157,8 +157,7 @@ class Wording:
 def readable(name: str) -> str:
     """A field's identifier as words, where its schema says nothing of it: `check_in_date`,
     `checkInDate` and `check-in-date` read "check in date"; `numGuests` "number of guests"."""
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|[_\-.]+", " ", name).strip().lower()
-    words = [_ABBREVIATIONS.get(w, w) for w in spaced.split()]
+    words = [_ABBREVIATIONS.get(w.lower(), w.lower()) for w in identifier_words(name)]
     return " ".join(words) or name
 
 
