@@ -33,7 +33,6 @@ import ast
 import json
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,8 +41,7 @@ import httpx
 
 from bench.bfcl_multi_turn_data import functions, tools
 from bench.bfcl_multi_turn_exec import DialogueBackends
-from bench.bfcl_peer import _gguf
-from bench.latency_systems import RunningServer, Skipped, Where, launch_for
+from bench.bfcl_peer import _gguf, served
 from bench.latency_workload import MODEL
 from bench.results_file import add_save_flag, save
 
@@ -139,27 +137,18 @@ def parsed(call: str, docs: dict[str, dict[str, Any]]) -> tuple[str, dict[str, A
 def _run_system(system: str, settings: list[str], gguf: Path,
                 dialogues: list[tuple[dict[str, Any], list[list[str]], int]],
                 args: argparse.Namespace) -> list[dict[str, Any]]:
-    where = Where(model_dir=gguf.parent, gguf=gguf, vllm_python=Path(sys.executable),
-                  llamacpp_python=Path(sys.executable), threads=args.threads,
-                  server_args=("--model", str(gguf)))
-    try:
-        launch = launch_for(system, where)
-        scratch = Path(tempfile.mkdtemp(prefix="bfcl-missing-"))
-        with RunningServer(launch, startup_s=300, scratch=scratch) as server, \
-                httpx.Client(base_url=server.base_url, timeout=600) as client:
-            out = []
-            for entry, truth, missing in dialogues:
-                messages = history(entry, truth, missing)
-                for setting in settings:
-                    one = ask(client, entry, messages, grounded=setting == "on",
-                              max_tokens=args.max_tokens, strictcall=system != "llama-server")
-                    out.append({"system": system, "grounding": setting, "id": entry["id"],
-                                "turn": missing, **one})
-                    print(f"{system} grounding={setting} {entry['id']}: {one['verdict']}",
-                          file=sys.stderr, flush=True)
-            return out
-    except Skipped as exc:
-        raise SystemExit(f"{system}: {exc.reason} ({exc.install})") from None
+    out = []
+    with served(system, gguf, args.threads) as client:
+        for entry, truth, missing in dialogues:
+            messages = history(entry, truth, missing)
+            for setting in settings:
+                one = ask(client, entry, messages, grounded=setting == "on",
+                          max_tokens=args.max_tokens, strictcall=system != "llama-server")
+                out.append({"system": system, "grounding": setting, "id": entry["id"],
+                            "turn": missing, **one})
+                print(f"{system} grounding={setting} {entry['id']}: {one['verdict']}",
+                      file=sys.stderr, flush=True)
+    return out
 
 
 def ask(client: httpx.Client, entry: dict[str, Any], messages: list[dict[str, Any]], *,

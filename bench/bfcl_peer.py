@@ -20,10 +20,12 @@ Qwen2.5 GGUFs do; SmolLM2's does not, so the peer would never see them).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,26 +82,34 @@ def _gguf(model: str) -> Path:
     return path
 
 
-def _run_system(system: str, gguf: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+@contextlib.contextmanager
+def served(system: str, gguf: Path, threads: int) -> Iterator[httpx.Client]:
+    """A client of `system` (StrictCall's llama.cpp engine or `llama-server`) started on
+    `gguf` with `threads` threads; SystemExit with the install hint where it cannot start."""
     where = Where(model_dir=gguf.parent, gguf=gguf, vllm_python=Path(sys.executable),
-                  llamacpp_python=Path(sys.executable), threads=args.threads,
+                  llamacpp_python=Path(sys.executable), threads=threads,
                   server_args=("--model", str(gguf)))
     try:
         launch = launch_for(system, where)
-        scratch = Path(tempfile.mkdtemp(prefix="bfcl-peer-"))
-        with RunningServer(launch, startup_s=300, scratch=scratch) as server, \
-                httpx.Client(base_url=server.base_url, timeout=600) as client:
-            out = []
-            for category in args.categories.split(","):
-                for question, answer in load(category, args.limit):
-                    one = _ask(client, question, answer, args.max_tokens)
-                    out.append({"system": system, "category": category,
-                                "id": question["id"], **one})
-                    print(f"{system} {category} {question['id']}: {one['finish']} "
-                          f"correct={one['correct']}", file=sys.stderr, flush=True)
-            return out
     except Skipped as exc:
         raise SystemExit(f"{system}: {exc.reason} ({exc.install})") from None
+    scratch = Path(tempfile.mkdtemp(prefix=f"{system}-"))
+    with RunningServer(launch, startup_s=300, scratch=scratch) as server, \
+            httpx.Client(base_url=server.base_url, timeout=600) as client:
+        yield client
+
+
+def _run_system(system: str, gguf: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    out = []
+    with served(system, gguf, args.threads) as client:
+        for category in args.categories.split(","):
+            for question, answer in load(category, args.limit):
+                one = _ask(client, question, answer, args.max_tokens)
+                out.append({"system": system, "category": category, "id": question["id"],
+                            **one})
+                print(f"{system} {category} {question['id']}: {one['finish']} "
+                      f"correct={one['correct']}", file=sys.stderr, flush=True)
+    return out
 
 
 def _ask(client: httpx.Client, question: dict[str, Any], answer: dict[str, Any],
