@@ -24,7 +24,6 @@ from grammars.grounded import (
     optional_at,
     required_at,
     schema_pointer,
-    span_pattern,
 )
 from grammars.keywords import (
     JSON_SCHEMA_READING,
@@ -130,6 +129,6 @@ __all__ = [
     "check_schema", "import_backends", "make_backend",
     "MAX_NESTING", "check_json_value", "checked_client_schema",
     "GROUNDED", "NOT_GIVEN", "Narrowing", "grounding_uses", "narrowed_schema", "optional_at",
-    "required_at", "schema_pointer", "span_pattern",
+    "required_at", "schema_pointer",
     "ClientRegex", "Match", "PatternError", "PatternTimeout", "client_regex",
 ]

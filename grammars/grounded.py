@@ -1,12 +1,8 @@
 """Grounded fields in a schema: a property, at any depth (nested objects, array items), that
 may only take values found for it in a conversation (found by the server), or null for
-"not given". Two kinds of narrowing:
-- values: the node becomes exactly those values (an `enum`), or null;
-- spans: a plain string becomes a string that is a run of words the conversation holds
-  (`span_pattern`: a regular expression over the evidence, which every backend enforces as
-  a JSON Schema `pattern`), its length bounds kept, or null.
-A value the server fills in by itself (a session's slot) is the same narrowing without the
-null: `Narrowing(path, values, nullable=False)`.
+"not given": the node becomes exactly those values (an `enum`), or null. A value the
+server fills in by itself (a session's slot) is the same narrowing without the null:
+`Narrowing(path, values, nullable=False)`.
 
 Narrowed properties become required, so the model always says which. A path is the JSON
 keys from the root, `*` standing for any item of an array; a `$ref` on the way is copied in
@@ -24,11 +20,6 @@ from grammars.keywords import KeywordUse
 GROUNDED = "x-strictcall-grounded"
 NOT_GIVEN: dict[str, Any] = {"type": "null"}
 ITEM = "*"
-SPAN_WORDS = 10  # the longest run of words a grounded plain string takes
-# A regex per word is linear in the evidence, and xgrammar's compile time is linear in the
-# regex: only the newest texts up to this many characters are spans to copy from.
-SPAN_CHARS = 2400
-_REGEX_SPECIAL = frozenset("\\.^$|?*+()[]{}")
 _KEPT = ("minLength", "maxLength", "description")
 
 
@@ -36,7 +27,6 @@ _KEPT = ("minLength", "maxLength", "description")
 class Narrowing:
     path: tuple[str, ...]
     values: tuple[Any, ...] = ()  # the values it may take
-    spans: str | None = None  # or: a pattern of the spans it may copy (plain strings)
     nullable: bool = True  # "not given" (null) allowed besides
 
 
@@ -78,9 +68,7 @@ def required_at(schema: dict[str, Any], path: tuple[str, ...]) -> bool:
 def _narrow(old: dict[str, Any], narrowing: Narrowing) -> dict[str, Any]:
     kept = {k: old[k] for k in _KEPT if k in old}
     branches: list[dict[str, Any]] = []
-    if narrowing.spans is not None:  # (its length bounds are in the pattern: span_pattern)
-        branches.append({"type": "string", "pattern": narrowing.spans})
-    elif narrowing.values:
+    if narrowing.values:
         branches.append({"enum": list(narrowing.values)})
     if narrowing.nullable:
         branches.append(NOT_GIVEN)
@@ -139,100 +127,11 @@ def _inlined(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def span_pattern(texts: Sequence[str], *, max_words: int = SPAN_WORDS,
-                 max_chars: int = SPAN_CHARS, min_length: int = 1,
-                 max_length: int | None = None) -> str | None:
-    """A regular expression that matches exactly the runs of 1..`max_words` words of
-    `texts` (words joined by one space; a run may leave off punctuation at its ends) that
-    are `min_length`..`max_length` characters long, over the newest texts up to
-    `max_chars` characters. None: no such run."""
-    trie: dict[str, Any] = {}
-    bounds = (max(min_length, 1), max_length)
-    for words in _newest_words(texts, max_chars):
-        for i in range(len(words)):
-            _add_runs(trie, words, i, max_words, bounds)
-    alternation = _alternation(trie)
-    return "^(?:" + alternation + ")$" if alternation else None
-
-
-def _newest_words(texts: Sequence[str], max_chars: int) -> list[list[str]]:
-    out: list[list[str]] = []
-    left = max_chars
-    for text in reversed(texts):
-        words = text.split()
-        if not words or left <= 0:
-            continue
-        kept: list[str] = []
-        for word in reversed(words):
-            if left - len(word) - 1 < 0:
-                break
-            kept.append(word)
-            left -= len(word) + 1
-        out.append(list(reversed(kept)))
-    return out
-
-
-def _add_runs(trie: dict[str, Any], words: list[str], start: int, max_words: int,
-              bounds: tuple[int, int | None]) -> None:
-    """Add the runs starting at word `start`; a node's "" key marks a run that may end
-    there (one within the length `bounds`)."""
-    node, length = trie, 0
-    low, high = bounds
-    first = _trimmed_start(words[start])
-    for j in range(start, min(start + max_words, len(words))):
-        word = words[j] if j > start else first
-        if not word:
-            return
-        space = " " if j > start else ""
-        end = _trimmed_end(word)
-        if end and end != word and low <= length + len(space + end) <= (high or 10**9):
-            node.setdefault(space + end, {}).setdefault("", {})  # without its punctuation
-        length += len(space + word)
-        if high is not None and length > high:
-            return
-        node = node.setdefault(space + word, {})
-        if length >= low:
-            node.setdefault("", {})
-
-
-def _trimmed_start(word: str) -> str:
-    i = 0
-    while i < len(word) and not word[i].isalnum() and word[i] not in "+-$€£₽¥#@":
-        i += 1
-    return word[i:]
-
-
-def _trimmed_end(word: str) -> str:
-    i = len(word)
-    while i > 0 and not word[i - 1].isalnum() and word[i - 1] not in "$€£₽¥%":
-        i -= 1
-    return word[:i]
-
-
-def _alternation(node: Mapping[str, Any]) -> str:
-    branches = []
-    for piece, child in node.items():
-        if piece == "":
-            continue
-        rest = _alternation(child)
-        if rest:
-            branches.append(_escaped(piece) + f"(?:{rest})" + ("?" if "" in child else ""))
-        elif "" in child:  # (a run too short to end here, with nothing after it: none)
-            branches.append(_escaped(piece))
-    return "|".join(branches)
-
-
-def _escaped(text: str) -> str:
-    return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in text)
-
-
-def grounding_uses(counts: Mapping[str, int | str], *, prefix: str = ""
+def grounding_uses(counts: Mapping[str, int], *, prefix: str = ""
                    ) -> tuple[KeywordUse, ...]:
     """The enforcement report's lines: each grounded property (by its schema pointer), and
-    how many values it had to choose from ("spans": a run of the conversation's words)."""
+    how many values it had to choose from."""
     return tuple(KeywordUse(f"{prefix}{pointer}", GROUNDED, "grammar",
-                            "spans of the conversation's words, or not given"
-                            if n == "spans" else
                             f"{n} value(s) from the conversation, or not given")
                  for pointer, n in counts.items())
 

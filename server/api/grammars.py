@@ -54,7 +54,7 @@ async def _compiled(body: Any, pipeline: ChatPipeline, request: Request) -> dict
 
 
 def _grounded(body: Any, *, from_system: bool, bounds: Bounds
-              ) -> tuple[Any, tuple[dict[str, int | str], dict[str, int | str]] | None]:
+              ) -> tuple[Any, tuple[dict[str, int], dict[str, int]] | None]:
     """(the schema to compile, and per grounded property how many values it had: by schema
     pointer and by value pointer; None: no messages)."""
     if not (isinstance(body, dict) and set(body) == {"schema", "messages"}):

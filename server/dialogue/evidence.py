@@ -19,6 +19,7 @@ evidence (a value there is asked for again, never invented)."""
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import json
 import re
@@ -145,13 +146,17 @@ def _clipped(text: str, chars: int, words: int) -> str:
 
 
 def _result_texts(text: str) -> list[str]:
-    """A tool result: its JSON values one by one, or the text itself."""
+    """A tool result: its JSON values one by one (or a Python literal's, as agent code that
+    returns `str(result)` writes it: `{'folder': 'documents'}`), or the text itself."""
     stripped = text.strip()
     if stripped[:1] in ("{", "["):
         try:
             value = json.loads(stripped)
         except json.JSONDecodeError:
-            return [text]
+            try:
+                value = ast.literal_eval(stripped)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return [text]
         return list(dict.fromkeys(_leaves(value))) or [text]
     return [text]
 

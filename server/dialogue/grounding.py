@@ -13,8 +13,9 @@ kept where:
 - no longer run of words around it gave the field another value ("1" in "1 200,50 ₽");
 - it is no part of a date or a time of day, unless the field takes dates ("30.11" is no
   card 3011; "7 am" gives no count of 7).
-A plain string (no pattern, format or enum) is a run of the evidence's words, written as a
-grammar over them (grammars.grounded span_pattern), never a list.
+A plain string (no pattern, format or enum) takes only what the words around it make the
+user's answer (server/dialogue/plain.py): a quoted name, "named X", report.pdf, "the folder
+temp", never any run of the conversation's words.
 
 A tool's fields look first at what came after its last call (a new intent starts from the
 conversation, and its newest words: "the same card" still finds the card said before, but
@@ -36,7 +37,6 @@ from grammars import (
     Narrowing,
     PatternTimeout,
     schema_pointer,
-    span_pattern,
     validator_for,
 )
 from server.dialogue.evidence import Evidence, Piece
@@ -50,6 +50,7 @@ from server.dialogue.marks import (
     top_descriptions,
 )
 from server.dialogue.naming import NEW_INTENT, FieldWords, field_words
+from server.dialogue.plain import Plain, plain_values
 from server.dialogue.reading import Reader, decimal_json, spans, within
 from server.dialogue.shape import Shape, branches, plain_string
 
@@ -74,7 +75,6 @@ class Found:
 class GroundedField:
     path: Path
     candidates: tuple[Any, ...] = ()  # the JSON values the model may write (besides null)
-    spans: str | None = None  # a plain string: the pattern of the runs it may copy
     # The message says these values of this very field ("4 nights"): given, so "not
     # given" is no choice (null is not offered).
     named: bool = False
@@ -84,10 +84,10 @@ class GroundedField:
     choices: tuple[Any, ...] = ()
 
     def narrowing(self) -> Narrowing:
-        return Narrowing(self.path, self.candidates, self.spans, nullable=not self.named)
+        return Narrowing(self.path, self.candidates, nullable=not self.named)
 
-    def count(self) -> int | str:
-        return "spans" if self.spans is not None else len(self.candidates)
+    def count(self) -> int:
+        return len(self.candidates)
 
 
 @dataclass(frozen=True)
@@ -119,13 +119,13 @@ class Grounding:
     def candidates(self) -> dict[Path, tuple[Any, ...]]:
         return {f.path: f.candidates for f in self.fields}
 
-    def report(self) -> dict[str, int | str]:
-        """Per grounded field (its schema pointer): how many values, or "spans"."""
+    def report(self) -> dict[str, int]:
+        """Per grounded field (its schema pointer): how many values."""
         return {schema_pointer(f.path): f.count() for f in self.fields}
 
-    def counts(self) -> dict[str, int | str]:
+    def counts(self) -> dict[str, int]:
         """Per grounded field (its value's JSON Pointer, `*` for array items): how many
-        values, or "spans"."""
+        values."""
         return {pointer_of(f.path): f.count() for f in self.fields}
 
     def __bool__(self) -> bool:
@@ -176,9 +176,14 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     starts_new = bool(NEW_INTENT.search(fresh))
     back = words.referred_back(fresh) if starts_new else set()
     fields = []
+    # What another field's reading takes ("752A" is the train's) is no plain string's.
+    others = {json.dumps(f.value) if not isinstance(f.value, str) else f.value
+              for fs in everything.values() for f in fs}
     for marked in (m for m in marks if m.grounded):
-        if marked.path not in finders:  # a plain string: a run of the evidence's words
-            fields.append(GroundedField(marked.path, spans=_spans(marked.node, evidence)))
+        if marked.path not in finders:  # a plain string: what the words make an answer
+            fields.append(_plain_field(
+                schema, marked, contract, evidence, words, since=since, others=others,
+                behind=starts_new and marked.path not in back, ask_between=ask_between))
             continue
         found = recent.get(marked.path) or (
             [] if starts_new and marked.path not in back else everything[marked.path])
@@ -209,12 +214,7 @@ class ValueFinder:
         self.all = evidence.pieces
         # Each piece's index (the first, for equal ones), looked up in constant time.
         self.index = {p: i for i, p in reversed(list(enumerate(self.all)))}
-        if contract is not None:
-            context = {"today": evidence.today}
-            self.value_of: ValueOf = lambda raw: contract.fields.value(path, raw,
-                                                                       context=context)
-        else:
-            self.value_of = _schema_values(schema, node)
+        self.value_of: ValueOf = _value_of(schema, node, path, contract, evidence)
 
     def values(self, pieces: Sequence[Piece]) -> list[Any]:
         """The distinct values, the most recent first."""
@@ -291,10 +291,40 @@ class ValueFinder:
         return out
 
 
-def _spans(node: dict[str, Any], evidence: Evidence) -> str | None:
-    low, high = node.get("minLength"), node.get("maxLength")
-    return span_pattern(evidence.texts, min_length=low if isinstance(low, int) else 1,
-                        max_length=high if isinstance(high, int) else None)
+def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | None,
+                 evidence: Evidence, words: FieldWords, *, since: int, behind: bool,
+                 others: set[str], ask_between: bool) -> GroundedField:
+    """A plain string's field: the values the user's words give it (plain.py), those said
+    since the tool's last call first; an earlier intent's only where the user did not start
+    a new one (`behind`), less what another field's reading takes (`others`). Two or more
+    said of this very field, where the user decides (`ask_between`): the field's
+    `choices`."""
+    value_of = _value_of(schema, marked.node, marked.path, contract, evidence)
+
+    def accepts(raw: str) -> bool:
+        ok, value = value_of(raw)
+        return ok and value == raw and raw not in others
+    own = words.by_field.get(marked.path, frozenset())
+    names = tuple(marked.about.values())
+    found = plain_values(evidence.after(since).pieces, marked.path[-1], own, names=names,
+                         accepts=accepts) if since >= 0 else Plain()
+    if not found.values() and not behind:
+        found = plain_values([p for p in evidence.pieces if p.turn > since
+                              or p.source != "tool"], marked.path[-1], own, names=names,
+                             accepts=accepts)
+    one = "*" not in marked.path
+    if ask_between and one and len(found.own) > 1:
+        return GroundedField(marked.path, choices=found.own[::-1])
+    return GroundedField(marked.path, found.values() if one else found.each())
+
+
+def _value_of(schema: dict[str, Any], node: dict[str, Any], path: Path,
+              contract: Contract | None, evidence: Evidence) -> ValueOf:
+    """A field's reading of a raw value: its contract's validators, or its client schema."""
+    if contract is not None:
+        context = {"today": evidence.today}
+        return lambda raw: contract.fields.value(path, raw, context=context)
+    return _schema_values(schema, node)
 
 
 def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],

@@ -6,13 +6,13 @@ what is no value of a field ("30.11" is no card, "1" in "1 200,50" no amount).""
 from __future__ import annotations
 
 import datetime as dt
-import re
+from typing import Any
 
 import pytest
 
 from contracts import contract_of
-from contracts.examples import BookTicket, CheckAccessRequestStatus, OpenDispute
-from grammars import narrowed_schema, span_pattern
+from contracts.examples import BookHotel, BookTicket, CheckAccessRequestStatus, OpenDispute
+from grammars import GROUNDED, narrowed_schema
 from server.dialogue import draft_lines, ground
 from server.dialogue.evidence import evidence_of
 from server.task import Turn
@@ -121,9 +121,8 @@ def test_nested_and_array_item_fields_are_grounded():
     found = grounding.candidates()
     assert found[("train",)] == ("752A",)
     assert set(found[("passengers", "*", "passport")]) == {"4510 123456", "4512 654321"}
-    spans = next(f.spans for f in grounding.fields if f.path[-1] == "full_name")
-    assert re.match(spans, "Anna Petrova") and re.match(spans, "Ivan Petrov")
-    assert not re.match(spans, "Maria Petrova")
+    names = next(f.candidates for f in grounding.fields if f.path[-1] == "full_name")
+    assert set(names) == {"Anna Petrova", "Ivan Petrov"}  # ("Two", "Profile" open sentences)
     written = narrowed_schema(contract.schema(), [f.narrowing() for f in grounding.fields])
     item = written["properties"]["passengers"]["items"]
     assert item["properties"]["passport"]["anyOf"][0] == {
@@ -131,15 +130,47 @@ def test_nested_and_array_item_fields_are_grounded():
     assert "$ref" not in item and "Passenger" in written["$defs"]  # copied, not changed
 
 
-def test_a_plain_string_is_a_span_grammar_not_a_list():
-    pattern = span_pattern(["Yesterday my card ending 4417 was charged 1 200,50 twice at "
-                            "the coffee shop, (sadly)."])
-    for good in ("coffee shop", "card ending 4417", "the coffee shop", "sadly",
-                 "twice at the coffee shop,"):
-        assert re.match(pattern, good), good
-    for bad in ("the tea shop", "coffee  shop", "shop coffee", "ending 4418", ""):
-        assert not re.match(pattern, bad), bad
+FILES = {"type": "object", "properties": {
+    "file_name": {"type": "string", GROUNDED: True},
+    "folder": {"type": "string", GROUNDED: True, "description": "The folder to change to"}},
+    "required": ["file_name"]}
 
+
+def _plain(*turns: tuple[str, str]) -> dict[tuple[str, ...], tuple[Any, ...]]:
+    evidence = evidence_of([Turn(role, text) for role, text in turns], today=TODAY)
+    return ground(FILES, None, evidence).candidates()
+
+
+def test_a_plain_string_takes_what_the_words_make_a_name_not_any_run_of_words():
+    found = _plain(("user", "Yesterday I saved the report as 'Q3 summary.docx' in the "
+                            "folder named archives, beside notes.txt; sort the file please"))
+    assert set(found[("file_name",)]) == {"Q3 summary.docx", "archives", "notes.txt"}
+    assert "file" not in found[("folder",)] and "please" not in found[("folder",)]
+    assert _plain(("user", "Mind tallying up the words in the file for me?")) == {
+        ("file_name",): (), ("folder",): ()}  # nothing names one: the model can only ask
+    said = _plain(("user", "The file name is summary.txt"))
+    assert said[("file_name",)] == ("summary.txt",)
+
+
+def test_a_field_spoken_of_without_saying_which_is_asked_even_if_a_name_was_said_before():
+    found = _plain(("user", "Show me 'report.csv' please."),
+                   ("tool", "{'current_directory_content': ['report.csv', 'log.txt']}"),
+                   ("user", "How many words does one of my files contain?"))
+    assert found[("file_name",)] == ()
+    hotel = contract_of(BookHotel)
+    evidence = evidence_of([Turn("user", "Хочу в «Казань»."),
+                            Turn("user", "Нет, лучше в каком-нибудь городе у моря.")],
+                           today=TODAY)
+    found = ground(hotel.schema(), hotel, evidence).candidates()
+    assert found[("city",)] == ()  # («каком-нибудь городе»: which one is not said)
+
+
+def test_a_tool_results_value_under_the_fields_key_and_a_short_reply_are_values():
+    found = _plain(("tool", "{'folder': 'documents', 'size': 3}"),
+                   ("user", "Move it there."))
+    assert found[("folder",)] == ("documents",)  # (a Python literal, as str(result) is)
+    assert _plain(("user", "Which one?"), ("user", "archives"))[("file_name",)] == (
+        "archives",)
 
 def test_drafts_are_the_candidates_as_a_call_writes_them():
     evidence = evidence_of([Turn("user", "вчера с карты •• 4417 списали 1 200,50 ₽")],

@@ -1,0 +1,272 @@
+"""A plain string's values (a grounded string field with no pattern, format or enum: a
+name, a folder, a message's text): only what the words around it make the user's answer,
+never any run of the conversation's words (a sort on "file" because the user said "the
+file").
+
+A user's text gives a plain string:
+- for this field (`Plain.own`): the word after one of the field's own words and a verb of
+  naming ("the file name is summary.txt", «папка называется архив»), or a name-like word
+  right after the field's word ("the file report.pdf", "user Kelly"), or the text
+  after a key naming the field ("name: Anna Petrova", a tool result's or a system
+  message's);
+- for any field that takes it (`Plain.named`): a quoted text ('TeamNotes.txt', «Отчёт»,
+  "Cheers!"), the words after "named", "called", "saying" («под названием», «с именем»),
+  a word shaped like a name (report.pdf, docs/2024, @anna, #news, USR005, final_report,
+  TeamNotes), a run of capitalised words inside a sentence ("to Kelly", "в Казани"), and a
+  reply of one to three words that is all the message says ("archives").
+
+Where the user's newest message speaks of the field's thing without saying which ("a
+file", "one of my files", "some folder", "mention someone", «какой-нибудь файл»), the
+field has only what that message gives it by its own words: what was said before is of
+another thing, and the answer is a question."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from server.dialogue.evidence import Piece
+from server.dialogue.language import STOP_WORDS, identifier_words, words
+
+MAX_VALUE_CHARS = 200  # a quoted value past this is a passage, not a name
+MAX_NAME_WORDS = 4  # capitalised words in a row read as one name
+SHORT_REPLY_WORDS = 2  # a reply this short is the value itself ("archives", "Anna Petrova")
+NEAR = 3  # tokens between an indefinite word and the field's word, at most
+
+_TOKEN = re.compile(r"\S+")
+_EDGE = "\"'«»“”„‘’`()[]{}<>,.;:!?"
+_QUOTED = re.compile(
+    r"(?<![\w'])'([^'\n]{1,200})'(?![\w'])|\"([^\"\n]{1,200})\"|«([^»\n]{1,200})»"
+    r"|“([^”\n]{1,200})”|„([^“”\n]{1,200})[“”]|‘([^’\n]{1,200})’|`([^`\n]{1,200})`")
+# The words after which a name follows: "named X", "called X", "saying X", «под названием».
+_NAMING = re.compile(
+    r"(?i)(?<!\w)(?:named|called|titled|label(?:l)?ed|saying|says|with the (?:text|message|"
+    r"content|name)|под названием|с названием|с именем|по имени|зовут|называется|"
+    r"назови(?:те)?|намеченн\w*|genannt|namens|mit dem namen|nommée?|appelée?|llamad[oa])"
+    r"\s*[:=]?\s+")
+_SHAPED = re.compile(r"\w[._/\\@]\w|^[@#]\w|[a-zа-яё][A-ZА-ЯЁ]|\w_\w")
+_UNIT = re.compile(r"(?i)^\d+(?:st|nd|rd|th|am|pm|h|m|s|k|kg|km|mb|gb|-?[а-яё]{1,3})$")
+_NUMBER = re.compile(r"^[-+]?[\d\s.,]+$")
+_SENTENCE_END = ".!?\n"
+# Words that say a value is to be given, between a field's word and its value ("the file
+# name is X", "папка называется X").
+_FILLER = frozenset({"is", "was", "be", "should", "must", "will", "name", "named", "called",
+                     "it", "it's", "its", "=", ":", "-", "—", "это", "будет", "ist",
+                     "heißt", "lautet", "est", "es"})
+# Words that speak of a thing without saying which ("a file", "some folder", "one of").
+_INDEFINITE = frozenset({
+    "a", "an", "some", "any", "one", "certain", "specific", "particular", "different",
+    "один", "одну", "одно", "одного", "одном", "одной", "некий", "некую", "некоем",
+    "любой", "любую", "любом", "другой", "другую", "другое", "другом", "ein", "eine",
+    "einen", "einem", "einer", "irgendein", "irgendeine", "irgendeinen", "un", "une", "uno",
+    "una"})
+# «какой-нибудь», «каком-то», «что-либо», «кое-какой»: every case of them.
+_INDEFINITE_RU = re.compile(r"^(?:\w+-(?:нибудь|либо)|(?:как|ч|к)\w*-то|кое-\w+)$")
+_SOMEONE = frozenset({"someone", "somebody", "something", "anyone", "anything",
+                      "кого-нибудь", "кого-то", "что-нибудь", "что-то", "кто-нибудь",
+                      "jemanden", "jemand", "etwas", "quelqu'un", "alguien", "algo"})
+
+
+@dataclass(frozen=True)
+class Plain:
+    own: tuple[str, ...] = ()  # said of this field, the newest first
+    named: tuple[str, ...] = ()  # said as a name, of no field in particular, newest first
+    context: tuple[str, ...] = ()  # named so in the operator's messages (a CRM profile)
+
+    def values(self) -> tuple[str, ...]:
+        """What the field may take: what was said of it, else what the user named, else
+        what the operator's context names."""
+        return self.own or self.named or self.context
+
+    def each(self) -> tuple[str, ...]:
+        """What an array's items may take, each its own: all of them ("for me and Anna
+        Petrova": the profile's name and the user's)."""
+        return tuple(dict.fromkeys([*self.own, *self.named, *self.context]))
+
+
+def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str], *,
+                 names: Sequence[str] = (), accepts: Callable[[str], bool]) -> Plain:
+    """A plain string field's values in `pieces` (in the conversation's order). `field`:
+    its key; `own_stems`: the stems only this field's words have (FieldWords); `names`:
+    what the field is called in each language (a contract's `About`), which with its key's
+    words say the field's thing ("file", «город»: "a file" is none in particular, but "a
+    hotel in Paris" still gives the city); `accepts`: whether the field takes a value (its
+    length bounds, its validators)."""
+    thing = {s for text in [" ".join(identifier_words(field)), *names] for s in words(text)}
+    stems = own_stems | thing
+    own: list[str] = []
+    named: list[str] = []
+    context: list[str] = []
+    newest = next((i for i in range(len(pieces) - 1, -1, -1)
+                   if pieces[i].source == "user"), None)
+    unsaid = newest is not None and indefinite(pieces[newest].text, thing)
+    for i, piece in enumerate(pieces):
+        if unsaid and i != newest:
+            continue  # said before the message that asks for another one
+        own += _keyed(piece.text, stems)
+        if piece.source == "tool" or unsaid:
+            continue
+        unquoted = _QUOTED.sub(lambda m: " " * len(m.group()), piece.text)
+        names = [*_quoted(piece.text), *_after_naming(unquoted),
+                 *_shaped_or_capitalised(unquoted)]
+        if piece.source == "system":
+            context += names
+            continue
+        own += _after_field_words(piece.text, own_stems or stems)
+        named += [*names, *(_short_reply(piece.text) if unquoted == piece.text else ())]
+    return Plain(_newest(own, accepts), _newest(named, accepts), _newest(context, accepts))
+
+
+def indefinite(text: str, stems: frozenset[str] | set[str]) -> bool:
+    """Whether `text` speaks of the field (one of its `stems`) without saying which: an
+    indefinite word up to `NEAR` tokens before the field's word ("one of my file", "a
+    specific word"), or "someone", "something" right after it ("mention someone")."""
+    tokens = [_trim(t).casefold() for t in _TOKEN.findall(text)]
+    for i, token in enumerate(tokens):
+        if not stems & set(words(token)):
+            continue
+        before = tokens[max(0, i - NEAR):i]
+        if any(t in _INDEFINITE or _INDEFINITE_RU.match(t) for t in before) \
+                and before[-1:] not in (["the"], ["that"], ["this"]):
+            return True
+        if any(t in _SOMEONE or _INDEFINITE_RU.match(t) for t in tokens[i + 1:i + 3]):
+            return True
+    return False
+
+
+def _newest(values: list[str], accepts: Callable[[str], bool]) -> tuple[str, ...]:
+    out: dict[str, str] = {}
+    for value in reversed(values):
+        value = value.strip()
+        if value and len(value) <= MAX_VALUE_CHARS and value not in out and accepts(value):
+            out[value] = value
+    return tuple(out)
+
+
+def _trim(token: str) -> str:
+    return token.strip(_EDGE)
+
+
+def _quoted(text: str) -> Iterator[str]:
+    for match in _QUOTED.finditer(text):
+        yield next(g for g in match.groups() if g is not None)
+
+
+def _after_naming(text: str) -> Iterator[str]:
+    for match in _NAMING.finditer(text):
+        rest = text[match.end():]
+        if rest[:1] in "'\"«“„‘`":
+            continue  # quoted: `_quoted` has it whole
+        yield from _run(rest, capitalised_only=False)
+
+
+def _run(text: str, *, capitalised_only: bool) -> Iterator[str]:
+    """The first word of `text` (trimmed of punctuation), with the capitalised words that
+    follow it in the same sentence ("Anna Petrova")."""
+    tokens = _TOKEN.findall(text)
+    if not tokens:
+        return
+    first = _trim(tokens[0])
+    if not first or (capitalised_only and not first[:1].isupper()):
+        return
+    taken = [first]
+    if tokens[0][-1:] not in _SENTENCE_END + ",;:":
+        for token in tokens[1:MAX_NAME_WORDS]:
+            word = _trim(token)
+            if not word[:1].isupper() or not word.replace("-", "").isalpha():
+                break
+            taken.append(word)
+            if token[-1:] in _SENTENCE_END + ",;:":
+                break
+    yield " ".join(taken)
+
+
+def _shaped_or_capitalised(text: str) -> Iterator[str]:
+    """Words shaped like names (report.pdf, USR005, final_report, @anna), and runs of
+    capitalised words that do not open a sentence ("Kelly", "Anna Petrova", "Казани")."""
+    matches = list(_TOKEN.finditer(text))
+    opens = True  # the next word opens a sentence
+    i = 0
+    while i < len(matches):
+        raw = matches[i].group()
+        word = _trim(raw)
+        taken = 1
+        if word and _is_shaped(word):
+            yield word
+        elif len(word) > 1 and word[:1].isupper() and word.replace("-", "").isalpha() \
+                and word.casefold() not in STOP_WORDS:
+            run = [word]
+            while (len(run) < MAX_NAME_WORDS and i + taken < len(matches)
+                   and raw[-1:] not in _SENTENCE_END + ",;:"):
+                raw = matches[i + taken].group()
+                nxt = _trim(raw)
+                if not (len(nxt) > 1 and nxt[:1].isupper() and nxt.replace("-", "").isalpha()):
+                    break
+                run.append(nxt)
+                taken += 1
+            if not opens or len(run) > 1:
+                yield " ".join(run)
+        last = matches[i + taken - 1].group()
+        opens = last[-1:] in _SENTENCE_END or "\n" in text[matches[i + taken - 1].end():
+                                                          matches[i + taken].start()] \
+            if i + taken < len(matches) else True
+        i += taken
+
+
+def _is_shaped(word: str) -> bool:
+    if _NUMBER.match(word) or _UNIT.match(word):
+        return False
+    has_digit = any(c.isdigit() for c in word)
+    has_letter = any(c.isalpha() for c in word)
+    return bool(_SHAPED.search(word)) or (has_digit and has_letter)
+
+
+def _short_reply(text: str) -> Iterator[str]:
+    tokens = _TOKEN.findall(text)
+    if 0 < len(tokens) <= SHORT_REPLY_WORDS and "?" not in text:  # (a question is none)
+        reply = _trim(" ".join(tokens))
+        if reply and not all(t.casefold().strip(_EDGE) in STOP_WORDS | _YES_NO for t in tokens):
+            yield reply
+
+
+_YES_NO = frozenset({"yes", "no", "ok", "okay", "sure", "да", "нет", "ага", "ja", "nein",
+                     "oui", "non", "sí", "si"})
+
+
+def _after_field_words(text: str, stems: frozenset[str] | set[str]) -> Iterator[str]:
+    """The word after one of the field's words, past the words that name a value ("the
+    folder temp", "the file name is summary.txt")."""
+    matches = list(_TOKEN.finditer(text))
+    for i, match in enumerate(matches):
+        token = match.group()
+        if token[-1:] in _SENTENCE_END or not stems & set(words(_trim(token))):
+            continue
+        said = False  # a word that names a value came between ("is", "called")
+        for later in matches[i + 1:i + 4]:
+            raw = later.group()
+            word = _trim(raw)
+            folded = word.casefold()
+            if folded in _FILLER or stems & set(words(word)):
+                said = said or folded in _FILLER
+                if raw[-1:] in _SENTENCE_END:
+                    break
+                continue
+            if not word or folded in STOP_WORDS or folded in _INDEFINITE \
+                    or folded in _SOMEONE or raw[:1] in "'\"«“„‘`":
+                break  # ("the file 'a.txt'": quoted, `_quoted` has it)
+            # A plain word right after the field's word may be any word ("file contain"):
+            # only after "is", "called", or where it looks like a name.
+            if said or _is_shaped(word) or word[:1].isupper():
+                yield word
+            break
+
+
+def _keyed(text: str, stems: frozenset[str] | set[str]) -> Iterator[str]:
+    """The value after a key naming the field, a line of its own ("name: Anna Petrova", a
+    tool result's "folder: documents")."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and len(key) <= 64 and value.strip() \
+                and stems & {s for w in identifier_words(key.strip()) for s in words(w)}:
+            yield _trim(value.strip()) if value.strip()[:1] in "'\"«“" else value.strip()
