@@ -26,6 +26,7 @@ from server.formats.reasoning import (
 from server.formats.rewrites import (
     MESSAGE_LISTS,
     calls_only,
+    json_opened,
     no_calls_in_text,
     text_first_not_json,
     tight,
@@ -167,7 +168,12 @@ class FamilyFormat:
         mode: Mode = "auto" if auto else "tools"
         # In an agent loop a repeat of an answered call is dropped: if nothing was said
         # before it, the answer alone follows.
-        return Rendering(TagReader(mode, syntax, thinks=think),
+        # An "auto" answer may open with a call's JSON object, without the family's opener
+        # (rewrites.json_opened): read as the call it is.
+        read = replace(syntax, also_read=tuple(
+            replace(c, begin=b, end=e) for c in syntax.calls
+            for b, e in json_opened(c.begin, c.end))) if auto else syntax
+        return Rendering(TagReader(mode, read, thinks=think),
                          StructuralTagSpec.of(tag, label=self.name), instructions, prefill,
                          template_tools=[function_tool(t.name, t.prompt_schema, t.description)
                                          for t in ask.tools] if self.renders_tools else None,

@@ -67,16 +67,38 @@ def text_first_not_json(tag: dict[str, Any]) -> dict[str, Any]:
     """The "auto" tag with each free-text-and-calls node (`triggered_tags`) begun either by
     one of its calls or by a text whose first visible character opens no JSON, code block
     or tag: a call written as JSON in the text branch, with or without spacing or quotes, is
-    impossible under the grammar, not only the spellings `JSON_CALL_TEXTS` lists."""
+    impossible under the grammar, not only the spellings `JSON_CALL_TEXTS` lists. Where the
+    family's call holds a JSON object with the tool's name (Qwen's `<tool_call>\n{"name":
+    ...}`), an answer that opens with that object, bare or in a ```json block, is the same
+    call (`json_opened`): a model that means a call but leaves out its opener writes it
+    under the grammar, and it is read as a call."""
     return {**tag, "format": _text_first(tag["format"])}
+
+
+JSON_BLOCK = "```json\n"
+_JSON_CALL = '{"name": '
+
+
+def json_opened(begin: str, end: str) -> list[tuple[str, str]]:
+    """The (begin, end) pairs of a call written without its family's opener and closer:
+    the JSON object alone, and in a ```json block. None where the call's begin holds no
+    such object or already starts with it (Llama's calls are the object itself)."""
+    at = begin.find(_JSON_CALL)
+    close = end.find("}")
+    if at <= 0 or close < 0:
+        return []
+    bare, closed = begin[at:], end[:close + 1]
+    return [(bare, closed), (JSON_BLOCK + bare, closed + "\n```")]
 
 
 def _text_first(node: Any) -> Any:
     if isinstance(node, dict):
         if node.get("type") == "triggered_tags" and node.get("tags"):
+            opened = [{**t, "begin": b, "end": e} for t in node["tags"]
+                      for b, e in json_opened(t["begin"], t["end"])]
             return {"type": "or", "elements": [
                 {"type": "sequence", "elements": [
-                    {"type": "or", "elements": list(node["tags"])}, node]},
+                    {"type": "or", "elements": [*node["tags"], *opened]}, node]},
                 {"type": "sequence", "elements": [
                     {"type": "regex", "pattern": _TEXT_FIRST}, node]}]}
         return {k: _text_first(v) for k, v in node.items()}

@@ -60,6 +60,13 @@ class FamilySyntax:
     # With reasoning off, the block the grammar starts inside, which the generation prompt
     # opens (Kimi K3's `<|open|>response<|sep|>`): a prompt without it must write it.
     answer_open: str = ""
+    # Calls read but never written: an "auto" answer's call opened by its JSON object
+    # without the family's opener (rewrites.json_opened).
+    also_read: tuple[CallSyntax, ...] = ()
+
+    @property
+    def read_calls(self) -> tuple[CallSyntax, ...]:
+        return (*self.calls, *self.also_read)
 
     @property
     def styles(self) -> set[str]:

@@ -92,7 +92,8 @@ class TagReader:
 
     # -- calls --------------------------------------------------------------------------
     def _begins(self) -> list[str]:
-        return [c.begin for c in self.syntax.calls] + [b for b, _ in self.syntax.text_blocks] \
+        return [c.begin for c in self.syntax.read_calls] \
+            + [b for b, _ in self.syntax.text_blocks] \
             + [n for n in self.syntax.noise]
 
     def _find(self, text: str, start: int, *, complete: bool) -> _Found | None:
@@ -100,13 +101,14 @@ class TagReader:
         tool's header could still be the one written (`get` beside `get_weather`)."""
         at = start
         while True:
-            hits = [(pos, c) for c in self.syntax.calls if (pos := text.find(c.begin, at)) >= 0]
+            hits = [(pos, c) for c in self.syntax.read_calls
+                    if (pos := text.find(c.begin, at)) >= 0]
             if not hits:
                 return None
             at = min(pos for pos, _ in hits)
             matched: list[tuple[int, CallSyntax]] = []
             pending = False
-            for call in self.syntax.calls:
+            for call in self.syntax.read_calls:
                 end = _header_end(call, text, at)
                 if end == -1:
                     pending = pending or not complete
