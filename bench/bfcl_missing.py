@@ -4,7 +4,7 @@ right answer is no call (BFCL's ground truth for it is empty: ask the user).
 
     strictcall-bench bfcl-missing [--data ~/.cache/strictcall/bfcl] [--model
         qwen2.5-coder-0.5b] [--limit 20] [--systems strictcall-llamacpp,llama-server]
-        [--grounding on,off] [--max-tokens 256] [--threads 1] [--save]
+        [--grounding on,off,values] [--max-tokens 256] [--threads 1] [--save]
 
 The data is not in ../shared/evaldata (it holds the base category): get the two files of
 the gorilla repository (berkeley-function-call-leaderboard/bfcl_eval/data/
@@ -16,7 +16,9 @@ Each dialogue is replayed up to its first turn with an empty ground truth: the t
 it as the user said them, each answered by its ground-truth calls (run on BFCL's own
 classes, their results as tool messages), so every system meets the missing turn in the
 same state. That turn is sent with the involved classes' functions as tools, tool_choice
-"auto", greedy. Per system and setting, each answer is one of: asked (a text with a
+"auto", greedy; `--grounding values` marks every integer and number parameter grounded
+too (BFCL's missing value is often a count: "the last several lines"). Per system and
+setting, each answer is one of: asked (a text with a
 question mark, or StrictCall's `needs_input`), called (acting on what the user did not
 give; of those calls, the ones carrying a string nobody wrote in the conversation are
 invented), a call written as text (an offered function's name in JSON or call syntax in
@@ -142,8 +144,9 @@ def _run_system(system: str, settings: list[str], gguf: Path,
         for entry, truth, missing in dialogues:
             messages = history(entry, truth, missing)
             for setting in settings:
-                one = ask(client, entry, messages, grounded=setting == "on",
-                          max_tokens=args.max_tokens, strictcall=system != "llama-server")
+                one = ask(client, entry, messages, grounded=setting in ("on", "values"),
+                          numbers=setting == "values", max_tokens=args.max_tokens,
+                          strictcall=system != "llama-server")
                 out.append({"system": system, "grounding": setting, "id": entry["id"],
                             "turn": missing, **one})
                 print(f"{system} grounding={setting} {entry['id']}: {one['verdict']}",
@@ -152,10 +155,12 @@ def _run_system(system: str, settings: list[str], gguf: Path,
 
 
 def ask(client: httpx.Client, entry: dict[str, Any], messages: list[dict[str, Any]], *,
-        grounded: bool, max_tokens: int, strictcall: bool) -> dict[str, Any]:
+        grounded: bool, max_tokens: int, strictcall: bool,
+        numbers: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": MODEL, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
-        "tools": tools(functions(entry["involved_classes"]), grounded=grounded),
+        "tools": tools(functions(entry["involved_classes"]), grounded=grounded,
+                       numbers=numbers),
         "tool_choice": "auto"}
     if strictcall:
         body["strictcall"] = {"grounding": grounded}

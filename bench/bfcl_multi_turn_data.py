@@ -45,25 +45,28 @@ def functions(involved_classes: list[str], *, root: Path = MULTI_TURN) -> list[d
     return out
 
 
-def tools(docs: list[dict[str, Any]], *, grounded: bool) -> list[dict[str, Any]]:
+def tools(docs: list[dict[str, Any]], *, grounded: bool,
+          numbers: bool = False) -> list[dict[str, Any]]:
     """`docs` as OpenAI tools with JSON Schema parameters (the project's converter from BFCL's
     dialect, so any OpenAI-compatible server takes them); BFCL's `response` schema is not part
     of a tool. `grounded`: every top-level string parameter without an enum is marked
-    grounded, so its value must be copied from the conversation."""
+    grounded, so its value must be copied from the conversation; `numbers`: every integer
+    and number parameter too ("the last several lines" gives no count)."""
     out = []
     for doc in docs:
         parameters = bfcl_to_json_schema(doc["parameters"])
         if grounded:
-            parameters = marked_grounded(parameters)
+            parameters = marked_grounded(parameters, numbers=numbers)
         out.append({"type": "function", "function": {
             "name": doc["name"], "description": doc.get("description", ""),
             "parameters": parameters}})
     return out
 
 
-def marked_grounded(parameters: dict[str, Any]) -> dict[str, Any]:
+def marked_grounded(parameters: dict[str, Any], *, numbers: bool = False) -> dict[str, Any]:
     properties = {
-        name: {**prop, GROUNDED: True} if _free_string(prop) else prop
+        name: {**prop, GROUNDED: True} if _free_string(prop) or numbers and prop.get(
+            "type") in ("integer", "number") else prop
         for name, prop in parameters.get("properties", {}).items()}
     return {**parameters, "properties": properties}
 

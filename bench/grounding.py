@@ -49,12 +49,15 @@ MEASURES = GOLD_MEASURES
 
 
 def load(path: Path = DATA) -> list[dict[str, Any]]:
-    """The dialogues, each as its steps (one step: one request), their dates made
-    concrete for today ({today}, {yesterday}, {ago:N}, {date:DD.MM}, {next:DD.MM})."""
+    """The dialogues, each as its steps (one step: one request), their dates (in the
+    gold values and the messages: a system's "Today is {today}") made concrete for today
+    ({today}, {yesterday}, {ago:N}, {date:DD.MM}, {next:DD.MM})."""
     dialogues = yaml.safe_load(path.read_text())
     for d in dialogues:
         steps = d.get("steps") or [{"messages": d["turns"], "expect": d["expect"]}]
-        d["steps"] = [{**s, "expect": {k: dated(v) for k, v in s["expect"].items()}}
+        d["steps"] = [{**s, "messages": [{**m, "content": dated(m["content"])}
+                                         for m in s["messages"]],
+                       "expect": {k: dated(v) for k, v in s["expect"].items()}}
                       for s in steps]
     return list(dialogues)
 

@@ -56,6 +56,7 @@ from server.dialogue.shape import Shape, branches, plain_string
 
 SPAN_WORDS = 4  # the longest run of words a value (not a plain string) is looked for in
 MAX_CANDIDATES = 64  # per field: past this, the most recent are kept
+NAME_WORDS = 3  # a description this short is the field's name
 _DECORATION_CATEGORIES = {"Zs", "Sc", "Cc"}
 _DECORATION_MARKS = frozenset(",.'\u2019\u2022\u00b7_")
 
@@ -305,13 +306,17 @@ def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | No
         ok, value = value_of(raw)
         return ok and value == raw and raw not in others
     own = words.by_field.get(marked.path, frozenset())
-    names = tuple(marked.about.values())
+    # What the field is called: its `About` texts, and a description short enough to be
+    # its name ("Имя файла"; "City of the hotel" is a sentence: "a hotel" is no city).
+    names = (*marked.about.values(), *(d for d in (marked.description,)
+                                       if d and len(d.split()) <= NAME_WORDS))
     found = plain_values(evidence.after(since).pieces, marked.path[-1], own, names=names,
+                         described=marked.description,
                          accepts=accepts) if since >= 0 else Plain()
     if not found.values() and not behind:
         found = plain_values([p for p in evidence.pieces if p.turn > since
                               or p.source != "tool"], marked.path[-1], own, names=names,
-                             accepts=accepts)
+                             described=marked.description, accepts=accepts)
     one = "*" not in marked.path
     if ask_between and one and len(found.own) > 1:
         return GroundedField(marked.path, choices=found.own[::-1])

@@ -18,7 +18,8 @@ A user's text gives a plain string:
 Where the user's newest message speaks of the field's thing without saying which ("a
 file", "one of my files", "some folder", "mention someone", «какой-нибудь файл»), the
 field has only what that message gives it by its own words: what was said before is of
-another thing, and the answer is a question."""
+another thing, and the answer is a question. Where it speaks so of a thing the field's
+description names, only that message's values count."""
 
 from __future__ import annotations
 
@@ -86,14 +87,22 @@ class Plain:
 
 
 def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str], *,
-                 names: Sequence[str] = (), accepts: Callable[[str], bool]) -> Plain:
+                 names: Sequence[str] = (), described: str | None = None,
+                 accepts: Callable[[str], bool]) -> Plain:
     """A plain string field's values in `pieces` (in the conversation's order). `field`:
     its key; `own_stems`: the stems only this field's words have (FieldWords); `names`:
     what the field is called in each language (a contract's `About`), which with its key's
-    words say the field's thing ("file", «город»: "a file" is none in particular, but "a
-    hotel in Paris" still gives the city); `accepts`: whether the field takes a value (its
-    length bounds, its validators)."""
+    words say the field's thing ("file", «город»); `described`: its description, whose
+    words say related things; `accepts`: whether the field takes a value (its length
+    bounds, its validators).
+
+    Where the newest user message speaks of the field's thing without saying which ("one
+    of my files"), only what that message says of the field itself counts; of a related
+    thing ("a directory inside 'Docs'" for a destination "directory to copy to"), only
+    what that message says ("a hotel in Paris" still gives the city of "City of the
+    hotel")."""
     thing = {s for text in [" ".join(identifier_words(field)), *names] for s in words(text)}
+    related = set(words(described)) if described else set()
     stems = own_stems | thing
     own: list[str] = []
     named: list[str] = []
@@ -101,20 +110,22 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
     newest = next((i for i in range(len(pieces) - 1, -1, -1)
                    if pieces[i].source == "user"), None)
     unsaid = newest is not None and indefinite(pieces[newest].text, thing)
+    only_newest = unsaid or (newest is not None and indefinite(pieces[newest].text, related))
     for i, piece in enumerate(pieces):
-        if unsaid and i != newest:
+        if only_newest and i != newest:
             continue  # said before the message that asks for another one
         own += _keyed(piece.text, stems)
-        if piece.source == "tool" or unsaid:
+        if piece.source == "tool":
             continue
         unquoted = _QUOTED.sub(lambda m: " " * len(m.group()), piece.text)
-        names = [*_quoted(piece.text), *_after_naming(unquoted),
+        found = [*_quoted(piece.text), *_after_naming(unquoted),
                  *_shaped_or_capitalised(unquoted)]
         if piece.source == "system":
-            context += names
+            context += found
             continue
         own += _after_field_words(piece.text, own_stems or stems)
-        named += [*names, *(_short_reply(piece.text) if unquoted == piece.text else ())]
+        if not unsaid:
+            named += [*found, *(_short_reply(piece.text) if unquoted == piece.text else ())]
     return Plain(_newest(own, accepts), _newest(named, accepts), _newest(context, accepts))
 
 

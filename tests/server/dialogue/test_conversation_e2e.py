@@ -278,3 +278,45 @@ def test_a_russian_request_chooses_among_25_tools(live_client):
     offered = json.loads(raw.text)["strictcall"]["tools"]
     assert offered["selection"]["out_of"] == 25 and len(offered["visible"]) == 5
     assert offered["visible"][0] == "block_card"  # the best match comes first
+
+
+def _words_tool(described: str | None) -> dict:
+    """A client's tool whose file name is a plain string; `described`: the field's
+    description, a Russian client's «Имя файла» (an English one's is its key's words)."""
+    field = {"type": "string", "x-strictcall-grounded": True}
+    return {"type": "function", "function": {
+        "name": "count_words", "description": "Count the words in a file.", "parameters": {
+            "type": "object", "required": ["file_name"], "properties": {"file_name": {
+                **field, **({"description": described} if described else {})}}}}}
+
+
+@pytest.mark.parametrize(("said", "asked", "language"), [
+    (["Open 'report.txt' please.", "How many words does one of my files contain?"],
+     None, "en"),
+    (["Открой «отчёт.txt».", "Сколько слов в каком-нибудь моём файле?"], None, "ru"),
+    (["Sort the file and count its words, please."], None, "en"),
+    (["How many words are in 'report.txt'?"], "report.txt", "en"),
+    (["Посчитай слова в файле, который называется итоги.txt"], "итоги.txt", "ru")],
+    ids=["en-which", "ru-which", "en-no-name", "en-named", "ru-named"])
+def test_a_plain_string_is_the_users_named_value_or_a_question(live_client, said, asked,
+                                                                language):
+    """BFCL's missing-parameter turns: "one of my files" names no file (the one said before
+    is another), nor does "the file": the file name can only be asked for (before, any run
+    of words was a value: a sort on "file"); a file the user names is the value, or a
+    question, never another word of the conversation."""
+    talk = Talk(live_client, "count_words",
+                tools=[_words_tool("Имя файла" if language == "ru" else None)])
+    for text in said[:-1]:
+        talk.messages.append({"role": "user", "content": text})
+    body = talk.say(said[-1])
+    message = body["choices"][0]["message"]
+    if message.get("tool_calls"):
+        assert asked is not None, f"a file nobody named: {message['tool_calls']}"
+        assert _shown(body) == {"file_name": asked}
+        return
+    needs = body["strictcall"]["needs_input"]
+    assert [m["field"] for m in needs["missing"]] == ["/file_name"], needs
+    assert needs["language"] == language and message["content"], needs
+    if asked is None:
+        return
+    pytest.fail(f"{asked!r} was named, and the model left it out: {needs}")

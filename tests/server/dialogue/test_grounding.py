@@ -157,6 +157,11 @@ def test_a_field_spoken_of_without_saying_which_is_asked_even_if_a_name_was_said
                    ("tool", "{'current_directory_content': ['report.csv', 'log.txt']}"),
                    ("user", "How many words does one of my files contain?"))
     assert found[("file_name",)] == ()
+    named = {**FILES, "properties": {"file_name": {
+        "type": "string", GROUNDED: True, "description": "Имя файла"}}}
+    evidence = evidence_of([Turn("user", "Открой «отчёт.pdf»."),
+                            Turn("user", "Сколько слов в каком-нибудь файле?")], today=TODAY)
+    assert ground(named, None, evidence).candidates() == {("file_name",): ()}
     hotel = contract_of(BookHotel)
     evidence = evidence_of([Turn("user", "Хочу в «Казань»."),
                             Turn("user", "Нет, лучше в каком-нибудь городе у моря.")],
@@ -191,6 +196,11 @@ def test_an_id_glued_to_a_key_is_a_value_and_one_inside_a_word_is_not():
 def test_a_value_said_of_another_field_is_not_this_ones():
     from contracts.examples import BookHotel
 
+    named = {**FILES, "properties": {"file_name": {
+        "type": "string", GROUNDED: True, "description": "Имя файла"}}}
+    evidence = evidence_of([Turn("user", "Открой «отчёт.pdf»."),
+                            Turn("user", "Сколько слов в каком-нибудь файле?")], today=TODAY)
+    assert ground(named, None, evidence).candidates() == {("file_name",): ()}
     hotel = contract_of(BookHotel)
     found = _found(hotel.schema(), hotel,
                    ("user", "Забронируйте отель в Казани на 4 ночи для 2 гостей"))
@@ -328,3 +338,16 @@ def test_a_new_intent_leaves_the_earlier_ones_values_but_those_referred_back_to(
     corrected = second("sorry, the amount was 1 300,00")
     assert corrected["original_operation_id"] == ("OP-204518",)
     assert corrected["card_last4"] == ("4417",)
+
+
+def test_a_related_thing_without_saying_which_leaves_only_the_newest_messages_values():
+    schema = {"type": "object", "properties": {"destination": {
+        "type": "string", GROUNDED: True, "description": "The directory to copy the file to"}}}
+    evidence = evidence_of([Turn("user", "Look in 'archive' first."),
+                            Turn("user", "Copy it to a directory inside the 'Docs' folder.")],
+                           today=TODAY)
+    assert ground(schema, None, evidence).candidates() == {("destination",): ("Docs",)}
+    hotel = contract_of(BookHotel)  # ("City of the hotel": "a hotel in Paris" gives Paris)
+    evidence = evidence_of([Turn("user", "A hotel in Paris for 2 nights, 2 guests")],
+                           today=TODAY)
+    assert ground(hotel.schema(), hotel, evidence).candidates()[("city",)] == ("Paris",)
