@@ -1,19 +1,9 @@
 """Grounded fields: the values a field may take, found in the conversation's evidence
 (server/dialogue/evidence.py) as people write them.
 
-A field's candidates are runs of one to `SPAN_WORDS` words of the evidence, each read every
-way its schema allows (server/dialogue/reading.py): as it is, as a number ("1 200,50 ₽"), as
-a date ("позавчера"), as yes or no; each reading taken through the field's own validators
-(a contract's, by pydantic itself: contracts/fields.py) or the client schema's node, and
-kept where:
-- the result is a value of the field;
-- read as it is, normalizing only took decoration off the span (spaces, currency signs,
-  `•`, marks that group digits): "•• 4417" gives "4417", but the last four digits of
-  "1 200,50" are no card number, and "4417: 10" no amount;
-- no longer run of words around it gave the field another value ("1" in "1 200,50 ₽");
-- it is no part of a date or a time of day, unless the field takes dates ("30.11" is no
-  card 3011; "7 am" gives no count of 7).
-A plain string (no pattern, format or enum) takes only what the words around it make the
+A field's candidates are read from the evidence every way its schema allows
+(server/dialogue/finding.py), then attributed to who said them (`_attributed`). A plain
+string (no pattern, format or enum) takes only what the words around it make the
 user's answer (server/dialogue/plain.py): a quoted name, "named X", report.pdf, "the folder
 temp", never any run of the conversation's words.
 
@@ -24,52 +14,21 @@ not what a tool returned for the intent before)."""
 from __future__ import annotations
 
 import json
-import re
-import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from typing import Any
 
 from contracts import Contract
-from grammars import (
-    Match,
-    Narrowing,
-    PatternTimeout,
-    schema_pointer,
-    validator_for,
-)
+from grammars import Narrowing, schema_pointer
 from server.dialogue.evidence import Evidence, Piece
+from server.dialogue.finding import Found, ValueFinder, newest_values, value_reader
 from server.dialogue.language import identifier_words, words
-from server.dialogue.marks import (
-    Marked,
-    Path,
-    marked_fields,
-    pointer_of,
-    resolved,
-    top_descriptions,
-)
+from server.dialogue.marks import Marked, Path, marked_fields, pointer_of, top_descriptions
 from server.dialogue.naming import NEW_INTENT, FieldWords, field_words
 from server.dialogue.plain import Plain, plain_values
-from server.dialogue.reading import Reader, decimal_json, spans, within
-from server.dialogue.shape import Shape, branches, plain_string
+from server.dialogue.shape import plain_string
 
-SPAN_WORDS = 4  # the longest run of words a value (not a plain string) is looked for in
-MAX_CANDIDATES = 64  # per field: past this, the most recent are kept
 NAME_WORDS = 3  # a description this short is the field's name
-_DECORATION_CATEGORIES = {"Zs", "Sc", "Cc"}
-_DECORATION_MARKS = frozenset(",.'\u2019\u2022\u00b7_")
-
-ValueOf = Callable[[Any], tuple[bool, Any]]
-
-
-@dataclass(frozen=True)
-class Found:
-    value: Any
-    piece: int  # its index among the evidence's pieces
-    start: int
-    end: int
-    named: bool = False  # the message names the field beside it
 
 
 @dataclass(frozen=True)
@@ -89,6 +48,7 @@ class GroundedField:
 
     def count(self) -> int:
         return len(self.candidates)
+
 
 
 @dataclass(frozen=True)
@@ -133,6 +93,7 @@ class Grounding:
         return bool(self.fields or self.marks)
 
 
+
 def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
     """Each grounded field's candidates written as a call writes them after the field's key
     (`"amount":1200.5`, and with a space after the colon), for prompt-lookup drafts
@@ -147,6 +108,7 @@ def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
                 written = json.dumps(value, ensure_ascii=False)
                 lines += [f"{key}:{written}", f"{key}: {written}"]
     return tuple(dict.fromkeys(lines))
+
 
 
 def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence, *,
@@ -193,7 +155,7 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
             found = _attributed(found, evidence.pieces, marked.path)
         # Named beside every value the newest turns give it: no "not given" to choose.
         named = bool(recent.get(marked.path)) and all(f.named for f in found)
-        values = tuple(_newest_values(found))
+        values = tuple(newest_values(found))
         if ask_between and one and len(values) > 1:
             fields.append(GroundedField(marked.path, choices=values[::-1]))  # as said
         else:
@@ -202,94 +164,6 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
                     **{m.path: m.description for m in marks if m.description}}
     return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions)
 
-
-class ValueFinder:
-    """The values a conversation's pieces give one field, with where each was said."""
-
-    def __init__(self, schema: dict[str, Any], path: Path, node: dict[str, Any],
-                 contract: Contract | None, evidence: Evidence) -> None:
-        self.node = node
-        self.path = path
-        self.shape = Shape.of(node)
-        self.reader: Reader = evidence.reader
-        self.all = evidence.pieces
-        # Each piece's index (the first, for equal ones), looked up in constant time.
-        self.index = {p: i for i, p in reversed(list(enumerate(self.all)))}
-        self.value_of: ValueOf = _value_of(schema, node, path, contract, evidence)
-
-    def values(self, pieces: Sequence[Piece]) -> list[Any]:
-        """The distinct values, the most recent first."""
-        return _newest_values(self.found(pieces))
-
-    def found(self, pieces: Sequence[Piece]) -> list[Found]:
-        """Every value found, with its span, in order of the pieces."""
-        out: list[Found] = []
-        for piece in pieces:
-            out += self._in(piece.text, self.index.get(piece, -1))
-        return out
-
-    def _in(self, text: str, index: int) -> list[Found]:
-        claims = [] if self.shape.dates else self.reader.claims(text)
-        found: list[Found] = []
-        numbers: list[tuple[int, int, Decimal]] = []  # spans that read as numbers
-        for start, end in dict.fromkeys([*spans(text, SPAN_WORDS), *self._matches(text)]):
-            if claims and within((start, end), claims):
-                continue
-            number = self.reader.number(text[start:end])
-            if number is not None:
-                numbers.append((start, end, number))
-            for value in self._readings(text[start:end], number):
-                found.append(Found(value, index, start, end))
-        return _outermost(found, numbers)
-
-    def _matches(self, text: str) -> Iterator[tuple[int, int]]:
-        """Where the field's own `pattern` matches inside a longer word ("id=AR-004217;"),
-        but not in one whose other letters or digits belong to it ("204518" of
-        "OP-204518" is no value)."""
-        for pattern in self.shape.patterns:
-            for match in _within_budget(pattern.finditer(text)):
-                start, end = match.span()
-                left, right = start, end
-                while left > 0 and not text[left - 1].isspace():
-                    left -= 1
-                while right < len(text) and not text[right].isspace():
-                    right += 1
-                before = re.split(r"[=:]", text[left:start])[-1]  # "id=", "ref:" name it
-                if end > start and not any(c.isalnum() for c in before + text[end:right]):
-                    yield start, end
-
-    def _readings(self, raw: str, number: Decimal | None) -> Iterator[Any]:
-        """The field's values `raw` stands for, each way it may be read (`number`: the
-        number it spells, if it spells one)."""
-        seen: list[Any] = []
-        ok, value = self.value_of(raw)
-        if ok and (_only_decoration_removed(raw, value) or self.shape.dates
-                   and _is_iso_date(value)) and (number is None or number % 1 == 0
-                                                 or _same_number(number, value)):
-            seen.append(value)  # (the digits of "89,90" are no card 8990: it is 89.90)
-        if number is not None and self.shape.numeric_text:
-            ok, value = self.value_of(str(number))  # a string of digits: the same number
-            if ok and _same_number(number, value):
-                seen.append(value)
-        if number is not None and self.shape.numbers:
-            seen += self._taken([n for n in [decimal_json(number, integer=self.shape.integer)]
-                                 if n is not None])
-        if self.shape.dates:
-            seen += self._taken([day.isoformat() for day in self.reader.dates(raw)])
-        if self.shape.booleans:
-            answer = self.reader.boolean(raw)
-            if answer is not None:
-                seen += self._taken([answer])
-        yield from {json.dumps(v, sort_keys=True): v for v in seen}.values()
-
-    def _taken(self, readings: Sequence[Any]) -> list[Any]:
-        out = []
-        for reading in readings:
-            ok, value = self.value_of(reading)
-            if ok:
-                out.append(value)
-                break
-        return out
 
 
 def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | None,
@@ -300,7 +174,7 @@ def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | No
     a new one (`behind`), less what another field's reading takes (`others`). Two or more
     said of this very field, where the user decides (`ask_between`): the field's
     `choices`."""
-    value_of = _value_of(schema, marked.node, marked.path, contract, evidence)
+    value_of = value_reader(schema, marked.node, marked.path, contract, evidence)
 
     def accepts(raw: str) -> bool:
         ok, value = value_of(raw)
@@ -322,14 +196,6 @@ def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | No
         return GroundedField(marked.path, choices=found.own[::-1])
     return GroundedField(marked.path, found.values() if one else found.each())
 
-
-def _value_of(schema: dict[str, Any], node: dict[str, Any], path: Path,
-              contract: Contract | None, evidence: Evidence) -> ValueOf:
-    """A field's reading of a raw value: its contract's validators, or its client schema."""
-    if contract is not None:
-        context = {"today": evidence.today}
-        return lambda raw: contract.fields.value(path, raw, context=context)
-    return _schema_values(schema, node)
 
 
 def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],
@@ -354,6 +220,7 @@ def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],
     return out
 
 
+
 def _attributed(found: Sequence[Found], pieces: Sequence[Piece], path: Path) -> list[Found]:
     """The values a field may take, by where they were said: the user's own words, where
     they give the field any (a date the system message states, a card a CRM profile lists,
@@ -370,111 +237,10 @@ def _attributed(found: Sequence[Found], pieces: Sequence[Piece], path: Path) -> 
     return keyed or list(found)  # a tool result's value under a key naming the field
 
 
+
 def _key_stems(text: str) -> set[str]:
     """The stems of a tool result's key ("original" of "original: OP-204518")."""
     key, sep, _ = text.partition(": ")
     if not sep or len(key) > 64:
         return set()
     return {s for w in identifier_words(key) for s in words(w)}
-
-
-def _newest_values(found: Sequence[Found]) -> list[Any]:
-    """The distinct values, the most recent first."""
-    out: dict[str, Any] = {}
-    for one in reversed(found):
-        out.setdefault(json.dumps(one.value, sort_keys=True), one.value)
-    return list(out.values())[:MAX_CANDIDATES]
-
-
-def _within_budget(found: Iterator[Match]) -> Iterator[Match]:
-    """The matches of a pattern RE2 cannot run, up to its search budget (grammars/patterns:
-    past it, no more of them; the validator says so of an output)."""
-    try:
-        yield from found
-    except PatternTimeout:
-        return
-
-
-def _inside_another(f: Found, found: list[Found],
-                    numbers: list[tuple[int, int, Decimal]]) -> bool:
-    """A value inside a longer run that gave the field another value, or that spells
-    another number ("1" in "1 200,50": no count of one)."""
-    def strictly(start: int, end: int) -> bool:
-        return start <= f.start and f.end <= end and (start, end) != (f.start, f.end)
-    return any(strictly(o.start, o.end) and o.value != f.value for o in found) or any(
-        strictly(start, end) and not _same_number(number, f.value)
-        for start, end, number in numbers)
-
-
-def _outermost(found: list[Found], numbers: list[tuple[int, int, Decimal]]) -> list[Found]:
-    """`found` less the values `_inside_another` finds inside another, in linear time: a
-    run is short (`MAX_SPAN_CHARS` at most, a pattern's match aside), so only runs that
-    start that close before a value can hold it."""
-    reach = max([o.end - o.start for o in found] + [end - start for start, end, _ in numbers],
-                default=0)
-    by_start: dict[int, list[Found]] = {}
-    numbers_at: dict[int, list[tuple[int, int, Decimal]]] = {}
-    for one in found:
-        by_start.setdefault(one.start, []).append(one)
-    for number in numbers:
-        numbers_at.setdefault(number[0], []).append(number)
-    def near(f: Found) -> tuple[list[Found], list[tuple[int, int, Decimal]]]:
-        starts = range(max(0, f.start - reach), f.start + 1)
-        return ([o for s in starts for o in by_start.get(s, ())],
-                [n for s in starts for n in numbers_at.get(s, ())])
-    return [f for f in found if not _inside_another(f, *near(f))]
-
-
-def _same_number(number: Decimal, value: Any) -> bool:
-    try:
-        return Decimal(str(value)) == number
-    except ArithmeticError:
-        return False
-
-
-def _is_iso_date(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == 10 and value[4] == "-" and value[7] == "-"
-
-
-def _only_decoration_removed(raw: str, value: Any) -> bool:
-    return _core(raw) == _core(value if isinstance(value, str) else json.dumps(value))
-
-
-def _core(text: str) -> str:
-    return "".join(c for c in text.casefold() if not c.isspace() and c not in _DECORATION_MARKS
-                   and unicodedata.category(c) not in _DECORATION_CATEGORIES)
-
-
-def _schema_values(schema: dict[str, Any], node: dict[str, Any]) -> ValueOf:
-    """A client schema's field: the reading itself where the field's schema takes it; a
-    string the enum holds matches whatever its case and spacing."""
-    check = validator_for({**node, **{k: schema[k] for k in ("$defs", "definitions")
-                                      if k in schema}})
-    enum = [v for b in branches(node) if isinstance(b.get("enum"), list) for v in b["enum"]]
-
-    def value_of(raw: Any) -> tuple[bool, Any]:
-        options = [raw]
-        if isinstance(raw, str) and enum:
-            key = _core(raw)
-            options = [v for v in enum if isinstance(v, str) and _core(v) == key] or options
-        for value in options:
-            if check.is_valid(value):
-                return True, value
-        return False, None
-    return value_of
-
-
-def values_of(schema: dict[str, Any], contract: Contract | None, path: Path,
-              evidence: Evidence) -> ValueFinder | None:
-    """The finder of one field's values (None: no such field, or a plain string, which any
-    words could be)."""
-    node: dict[str, Any] = schema
-    for key in path:
-        props = resolved(schema, node).get("properties")
-        if not isinstance(props, dict) or not isinstance(props.get(key), dict):
-            return None
-        node = props[key]
-    value = resolved(schema, node)
-    if plain_string(value):
-        return None
-    return ValueFinder(schema, path, value, contract, evidence)

@@ -31,6 +31,7 @@ from server.dialogue.evidence import Piece
 from server.dialogue.language import STOP_WORDS, identifier_words, words
 
 MAX_VALUE_CHARS = 200  # a quoted value past this is a passage, not a name
+MAX_VALUES = 64  # per field and kind: past this, the newest are kept
 MAX_NAME_WORDS = 4  # capitalised words in a row read as one name
 SHORT_REPLY_WORDS = 2  # a reply this short is the value itself ("archives", "Anna Petrova")
 NEAR = 3  # tokens between an indefinite word and the field's word, at most
@@ -152,6 +153,8 @@ def _newest(values: list[str], accepts: Callable[[str], bool]) -> tuple[str, ...
         value = value.strip()
         if value and len(value) <= MAX_VALUE_CHARS and value not in out and accepts(value):
             out[value] = value
+            if len(out) == MAX_VALUES:
+                break
     return tuple(out)
 
 

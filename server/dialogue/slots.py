@@ -41,7 +41,8 @@ from typing import Any
 from contracts import ContractRegistry
 from grammars import Narrowing
 from server.dialogue.evidence import Evidence, Piece
-from server.dialogue.grounding import Found, Grounding, values_of
+from server.dialogue.finding import Found, values_of
+from server.dialogue.grounding import Grounding
 from server.dialogue.naming import NEW_INTENT, FieldWords, field_words
 from server.dialogue.questions import NeedsInput, Question, Wording
 from server.dialogue.replies import verdict
