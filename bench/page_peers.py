@@ -28,7 +28,9 @@ def bfcl_peer(results: dict[str, Any]) -> Rendered:
 def bfcl_missing(results: dict[str, Any]) -> Rendered:
     rows = results["rows"]
     def side(r: dict[str, Any]) -> str:
-        setting = f" grounding {r['grounding']}" if r["system"] != "llama-server" else ""
+        grounded = {"on": "on (strings)", "values": "on (strings and numbers)"}
+        setting = f" grounding {grounded.get(r['grounding'], r['grounding'])}" \
+            if r["system"] != "llama-server" else ""
         return (f"{r['system']}{setting} asked {r['question']} of {r['n']} "
                 f"({r['called']} called, {r['invented']} with an invented string; "
                 f"{r['call_as_text']} a call written as text, {r['cut_off']} cut off)")

@@ -13,7 +13,8 @@ A user's text gives a plain string:
   "Cheers!"), the words after "named", "called", "saying" («под названием», «с именем»),
   a word shaped like a name (report.pdf, docs/2024, @anna, #news, USR005, final_report,
   TeamNotes), a run of capitalised words inside a sentence ("to Kelly", "в Казани"), and a
-  reply of one to three words that is all the message says ("archives").
+  reply of one or two words that is all the message says ("archives");
+- else, what the operator's messages name so (`Plain.context`: a CRM profile's name).
 
 Where the user's newest message speaks of the field's thing without saying which ("a
 file", "one of my files", "some folder", "mention someone", «какой-нибудь файл»), the
@@ -45,7 +46,7 @@ _QUOTED = re.compile(
 _NAMING = re.compile(
     r"(?i)(?<!\w)(?:named|called|titled|label(?:l)?ed|saying|says|with the (?:text|message|"
     r"content|name)|под названием|с названием|с именем|по имени|зовут|называется|"
-    r"назови(?:те)?|намеченн\w*|genannt|namens|mit dem namen|nommée?|appelée?|llamad[oa])"
+    r"назови(?:те)?|genannt|namens|mit dem namen|nommée?|appelée?|llamad[oa])"
     r"\s*[:=]?\s+")
 _SHAPED = re.compile(r"\w[._/\\@]\w|^[@#]\w|[a-zа-яё][A-ZА-ЯЁ]|\w_\w")
 _UNIT = re.compile(r"(?i)^\d+(?:st|nd|rd|th|am|pm|h|m|s|k|kg|km|mb|gb|-?[а-яё]{1,3})$")

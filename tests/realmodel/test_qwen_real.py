@@ -404,3 +404,4 @@ def test_a_plain_string_is_the_users_named_value_or_a_question(client, said, ask
     needs = response.model_extra["strictcall"]["needs_input"]
     assert [m["field"] for m in needs["missing"]] == ["/file_name"], needs
     assert needs["language"] == language and choice.message.content, needs
+    assert asked is None, f"{asked!r} was named, and the model left it out: {needs}"

@@ -317,6 +317,4 @@ def test_a_plain_string_is_the_users_named_value_or_a_question(live_client, said
     needs = body["strictcall"]["needs_input"]
     assert [m["field"] for m in needs["missing"]] == ["/file_name"], needs
     assert needs["language"] == language and message["content"], needs
-    if asked is None:
-        return
-    pytest.fail(f"{asked!r} was named, and the model left it out: {needs}")
+    assert asked is None, f"{asked!r} was named, and the model left it out: {needs}"
