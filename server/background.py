@@ -88,16 +88,17 @@ async def replay_journal(runs: KeyedRuns) -> None:
 async def sweep_forever(state: TimedStateStore, *, every_s: float, audit: AuditLog | None,
                         audit_max_age_s: float | None) -> None:
     """Delete expired records (every replica sweeps; deleting twice is harmless) and
-    rotated audit files past their age."""
+    rotated audit files past their age (the audit files are local: pruned while the state
+    store is down too)."""
     while True:
         await asyncio.sleep(every_s)
         try:
             swept = await sweep(state)
         except StateUnavailable as exc:
             log.warning("sweep skipped: %s", exc.detail)
-            continue
-        if swept:
-            log.info("swept %d expired state record(s)", swept)
+        else:
+            if swept:
+                log.info("swept %d expired state record(s)", swept)
         if audit is not None and audit_max_age_s is not None:
             await asyncio.to_thread(audit.prune, max_age_s=audit_max_age_s)
 

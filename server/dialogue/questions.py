@@ -148,7 +148,14 @@ class Wording:
         if not description:
             return readable(path[-1])
         first = re.split(r"[;(:]| e\.g\.", description, maxsplit=1)[0].strip().rstrip(".,")
-        return first[:1].lower() + first[1:] if first else readable(path[-1])
+        if not first:
+            return readable(path[-1])
+        # Mid-sentence, a description's first letter is lower-cased ("Number of nights":
+        # "number of nights"), but not a German noun ("Anzahl der Nächte") or an acronym.
+        head = first.split()[0]
+        if "de" in (self.language, language_of(first)) or (len(head) > 1 and head.isupper()):
+            return first
+        return first[:1].lower() + first[1:]
 
     def _say(self, message: str, **values: Any) -> str:
         return _catalog(self.language).get(message, message).format(**values)
