@@ -25,7 +25,7 @@ from server.dialogue.finding import Found, ValueFinder, newest_values, value_rea
 from server.dialogue.language import identifier_words, words
 from server.dialogue.marks import Marked, Path, marked_fields, pointer_of, top_descriptions
 from server.dialogue.naming import NEW_INTENT, FieldWords, field_words
-from server.dialogue.plain import Plain, plain_values
+from server.dialogue.plain import Plain, plain_values, thing_stems, vague
 from server.dialogue.shape import plain_string
 
 NAME_WORDS = 3  # a description this short is the field's name
@@ -138,6 +138,8 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     fresh = " ".join(evidence.user_after(since)) if since >= 0 else ""
     starts_new = bool(NEW_INTENT.search(fresh))
     back = words.referred_back(fresh) if starts_new else set()
+    newest = next((i for i in range(len(evidence.pieces) - 1, -1, -1)
+                   if evidence.pieces[i].source == "user"), -1)
     fields = []
     # What another field's reading takes ("752A" is the train's) is no plain string's.
     others = {json.dumps(f.value) if not isinstance(f.value, str) else f.value
@@ -153,6 +155,10 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
         one = "*" not in marked.path  # (an array's items each take their own value)
         if one:
             found = _attributed(found, evidence.pieces, marked.path)
+        if one and finders[marked.path].shape.numbers and newest >= 0 and vague(
+                evidence.pieces[newest].text, thing_stems(marked.path[-1], _names(marked))):
+            # "The last several lines": no count is given, whatever numbers came before.
+            found = [f for f in found if f.piece == newest]
         # Named beside every value the newest turns give it: no "not given" to choose.
         named = bool(recent.get(marked.path)) and all(f.named for f in found)
         values = tuple(newest_values(found))
@@ -164,6 +170,13 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
                     **{m.path: m.description for m in marks if m.description}}
     return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions)
 
+
+
+def _names(marked: Marked) -> tuple[str, ...]:
+    """What the field is called: its `About` texts, and a description short enough to be
+    its name ("Имя файла"; "City of the hotel" is a sentence: "a hotel" is no city)."""
+    return (*marked.about.values(), *(d for d in (marked.description,)
+                                      if d and len(d.split()) <= NAME_WORDS))
 
 
 def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | None,
@@ -180,10 +193,7 @@ def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | No
         ok, value = value_of(raw)
         return ok and value == raw and raw not in others
     own = words.by_field.get(marked.path, frozenset())
-    # What the field is called: its `About` texts, and a description short enough to be
-    # its name ("Имя файла"; "City of the hotel" is a sentence: "a hotel" is no city).
-    names = (*marked.about.values(), *(d for d in (marked.description,)
-                                       if d and len(d.split()) <= NAME_WORDS))
+    names = _names(marked)
     found = plain_values(evidence.after(since).pieces, marked.path[-1], own, names=names,
                          described=marked.description,
                          accepts=accepts) if since >= 0 else Plain()

@@ -55,8 +55,7 @@ _SENTENCE_END = ".!?\n"
 # Words that say a value is to be given, between a field's word and its value ("the file
 # name is X", "папка называется X").
 _FILLER = frozenset({"is", "was", "be", "should", "must", "will", "name", "named", "called",
-                     "it", "it's", "its", "=", ":", "-", "—", "это", "будет", "ist",
-                     "heißt", "lautet", "est", "es"})
+                     "=", ":", "-", "—", "это", "будет", "ist", "heißt", "lautet", "est"})
 # Words that speak of a thing without saying which ("a file", "some folder", "one of").
 _INDEFINITE = frozenset({
     "a", "an", "some", "any", "one", "certain", "specific", "particular", "different",
@@ -103,7 +102,7 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
     thing ("a directory inside 'Docs'" for a destination "directory to copy to"), only
     what that message says ("a hotel in Paris" still gives the city of "City of the
     hotel")."""
-    thing = {s for text in [" ".join(identifier_words(field)), *names] for s in words(text)}
+    thing = thing_stems(field, names)
     related = set(words(described)) if described else set()
     stems = own_stems | thing
     own: list[str] = []
@@ -131,6 +130,26 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
     return Plain(_newest(own, accepts), _newest(named, accepts), _newest(context, accepts))
 
 
+# Words that speak of a number of things without saying how many ("the last several
+# lines", "a few days", «несколько ночей»).
+_VAGUE = frozenset({"several", "few", "some", "many", "couple", "multiple", "various",
+                    "несколько", "пару", "пара", "немного", "много", "einige", "mehrere",
+                    "paar", "quelques", "plusieurs", "varios", "varias", "algunos", "algunas"})
+
+
+def thing_stems(field: str, names: Sequence[str] = ()) -> set[str]:
+    """The stems that say a field's thing: its key's words and what it is called."""
+    return {s for text in [" ".join(identifier_words(field)), *names] for s in words(text)}
+
+
+def vague(text: str, stems: frozenset[str] | set[str]) -> bool:
+    """Whether `text` speaks of how many of the field's thing without a number: a vague
+    quantity word up to two tokens before the field's word ("the last several lines")."""
+    tokens = [_trim(t).casefold() for t in _TOKEN.findall(text)]
+    return any(stems & set(words(token)) and any(t in _VAGUE for t in tokens[max(0, i - 2):i])
+               for i, token in enumerate(tokens))
+
+
 def indefinite(text: str, stems: frozenset[str] | set[str]) -> bool:
     """Whether `text` speaks of the field (one of its `stems`) without saying which: an
     indefinite word up to `NEAR` tokens before the field's word ("one of my file", "a
@@ -141,8 +160,9 @@ def indefinite(text: str, stems: frozenset[str] | set[str]) -> bool:
             continue
         before = tokens[max(0, i - NEAR):i]
         if any(t in _INDEFINITE or _INDEFINITE_RU.match(t) for t in before) \
-                and before[-1:] not in (["the"], ["that"], ["this"]):
-            return True
+                and (before[-1:] not in (["the"], ["that"], ["this"]) or before[-3:-1] in (
+                    ["one", "of"], ["any", "of"], ["some", "of"], ["either", "of"])):
+            return True  # ("a copy of the file" is that file; "one of the files" is none)
         if any(t in _SOMEONE or _INDEFINITE_RU.match(t) for t in tokens[i + 1:i + 3]):
             return True
     return False

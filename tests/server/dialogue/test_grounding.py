@@ -157,6 +157,11 @@ def test_a_field_spoken_of_without_saying_which_is_asked_even_if_a_name_was_said
                    ("tool", "{'current_directory_content': ['report.csv', 'log.txt']}"),
                    ("user", "How many words does one of my files contain?"))
     assert found[("file_name",)] == ()
+    for newest in ("Move one of the files to temp.", "Sort it alphabetically, a file I made."):
+        assert _plain(("user", "Show me 'report.csv' please."),
+                      ("user", newest))[("file_name",)] == (), newest
+    assert _plain(("user", "Make a copy of the file 'report.csv'."))[("file_name",)] == (
+        "report.csv",)  # ("a copy of the file": that file)
     named = {**FILES, "properties": {"file_name": {
         "type": "string", GROUNDED: True, "description": "Имя файла"}}}
     evidence = evidence_of([Turn("user", "Открой «отчёт.pdf»."),
@@ -351,3 +356,32 @@ def test_a_related_thing_without_saying_which_leaves_only_the_newest_messages_va
     evidence = evidence_of([Turn("user", "A hotel in Paris for 2 nights, 2 guests")],
                            today=TODAY)
     assert ground(hotel.schema(), hotel, evidence).candidates()[("city",)] == ("Paris",)
+
+
+def test_a_word_after_a_description_word_is_no_value_unless_it_looks_like_one():
+    """BFCL's sort: "sort it alphabetically" gave the file "alphabetically" (after "sort", a
+    word of the field's description, and "it"); a plain word there is no name."""
+    schema = {"type": "object", "properties": {"file_name": {
+        "type": "string", GROUNDED: True,
+        "description": "The name of the file appeared at current directory to sort"}}}
+    evidence = evidence_of([Turn("user", "Within a different file file, display the content "
+                                         "and sort it alphabetically by line.")], today=TODAY)
+    assert ground(schema, None, evidence).candidates() == {("file_name",): ()}
+
+
+def test_a_vague_count_is_no_count_whatever_numbers_came_before():
+    """BFCL's tail: "the last several lines" gave the count 10 from a tool result's "Line
+    10:"; several is no number, so the count is asked for (or the default left to it)."""
+    schema = {"type": "object", "properties": {
+        "lines": {"type": "integer", GROUNDED: True, "minimum": 1}}}
+    said = "Display the last several lines of the file."
+    evidence = evidence_of([Turn("tool", "Line 9: Overview Line 10: Final"),
+                            Turn("user", said)], today=TODAY)
+    assert ground(schema, None, evidence).candidates() == {("lines",): ()}
+    hotel = contract_of(BookHotel)
+    evidence = evidence_of([Turn("user", "Отель в Казани на 3 ночи"),
+                            Turn("user", "Нет, на несколько ночей больше.")], today=TODAY)
+    assert ground(hotel.schema(), hotel, evidence).candidates()[("nights",)] == ()
+    evidence = evidence_of([Turn("user", "Show the last 5 lines, several lines at most.")],
+                           today=TODAY)
+    assert ground(schema, None, evidence).candidates() == {("lines",): (5,)}
