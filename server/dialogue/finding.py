@@ -37,6 +37,8 @@ MAX_CANDIDATES = 64  # per field: past this, the most recent are kept
 _DECORATION_CATEGORIES = {"Zs", "Sc", "Cc"}
 _DECORATION_MARKS = frozenset(",.'\u2019\u2022\u00b7_")
 
+_TRAILING = " ,.;:!?\u2026"
+
 ValueOf = Callable[[Any], tuple[bool, Any]]
 
 
@@ -82,7 +84,9 @@ class ValueFinder:
         for start, end in dict.fromkeys([*spans(text, SPAN_WORDS), *self._matches(text)]):
             if claims and within((start, end), claims):
                 continue
-            number = self.reader.number(text[start:end])
+            # (Punctuation after a run is no part of its number: "89,90 ₽," is 89.90, and
+            # its digits no card 8990.)
+            number = self.reader.number(text[start:end].rstrip(_TRAILING))
             if number is not None:
                 numbers.append((start, end, number))
             for value in self._readings(text[start:end], number):

@@ -385,3 +385,11 @@ def test_a_vague_count_is_no_count_whatever_numbers_came_before():
     evidence = evidence_of([Turn("user", "Show the last 5 lines, several lines at most.")],
                            today=TODAY)
     assert ground(schema, None, evidence).candidates() == {("lines",): (5,)}
+
+
+def test_an_amount_before_a_comma_is_no_card_number():
+    """«списали 89,90 ₽, это был не я»: the run "89,90 ₽," is the amount 89.90, never the
+    card 8990 (the comma after it hid the number, and the card got a second candidate)."""
+    found = _found(DISPUTE.schema(), DISPUTE,
+                   ("user", "сегодня с карты 5566 списали 89,90 ₽, это был не я"))
+    assert found["card_last4"] == ("5566",) and found["amount"] == ("89.90",)
