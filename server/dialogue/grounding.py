@@ -160,7 +160,7 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
             # "The last several lines": no count is given, whatever numbers came before.
             found = [f for f in found if f.piece == newest]
         # Named beside every value the newest turns give it: no "not given" to choose.
-        named = bool(recent.get(marked.path)) and all(f.named for f in found)
+        named = bool(found) and bool(recent.get(marked.path)) and all(f.named for f in found)
         values = tuple(newest_values(found))
         if ask_between and one and len(values) > 1:
             fields.append(GroundedField(marked.path, choices=values[::-1]))  # as said

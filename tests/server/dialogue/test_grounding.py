@@ -393,3 +393,19 @@ def test_an_amount_before_a_comma_is_no_card_number():
     found = _found(DISPUTE.schema(), DISPUTE,
                    ("user", "сегодня с карты 5566 списали 89,90 ₽, это был не я"))
     assert found["card_last4"] == ("5566",) and found["amount"] == ("89.90",)
+
+
+def test_a_named_count_made_vague_leaves_not_given_in_the_grammar():
+    """BFCL's tail: a tool result's "Line 10:" names a count of lines, then the user says
+    "several lines": no value, so "not given" must stay in the grammar (it was left out,
+    and the schema became an empty `anyOf`, a 400 blaming the client's tool)."""
+    schema = {"type": "object", "properties": {
+        "lines": {"type": "integer", GROUNDED: True, "minimum": 1}}, "required": ["lines"]}
+    evidence = evidence_of([Turn("user", "Find the overview lines."), Turn("assistant", ""),
+                            Turn("tool", "Line 9: Overview Line 10: Final"),
+                            Turn("user", "Display the last several lines.")], today=TODAY)
+    grounding = ground(schema, None, evidence, since=1)
+    (field,) = grounding.fields
+    assert field.candidates == () and not field.named
+    written = narrowed_schema(schema, [field.narrowing()])
+    assert written["properties"]["lines"] == {"type": "null"}
