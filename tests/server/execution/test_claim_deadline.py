@@ -65,10 +65,10 @@ class LateClaims(MemoryStateStore):
         return super().create(namespace, key, value, ttl_s=ttl_s)
 
 
-async def until(check: Callable[[], bool]) -> None:
+async def until(check: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + BOUND_S
     while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.01)
 
 
@@ -102,7 +102,7 @@ def test_a_claim_that_lands_after_its_deadline_is_released_and_the_retry_runs(in
             await tools.invoke("refund_order", REFUND, scope.key, CALLER)
         assert inner.started.is_set() and LEDGER["refund"] == 0  # claimed late, never ran
         inner.answer.set()  # the database answers: the claim lands, nobody holds it
-        await until(lambda: runs.journal.waiting() == 1)  # its release, journaled
+        await until(lambda: runs.journal.waiting() == 1, "the late claim's release")
         landed = runs.store.get(scope)
         assert landed is not None and landed.state == "running"
         # Past the lease: a claim left running would now be settled side_effect_unknown,
@@ -122,18 +122,20 @@ def test_a_claim_that_lands_after_its_deadline_is_released_and_the_retry_runs(in
 def test_a_claim_still_queued_at_its_deadline_never_runs_and_the_retry_runs(invoking):
     """The store's one thread is held by another claim past this one's deadline: this one is
     taken back unrun, so no record of it lands and only the held claim is released."""
-    tools, runs, inner, clock = invoking
+    tools, runs, inner, _ = invoking
     held = Scope("acme", "refund_order", "idem-late-held")
     scope = Scope("acme", "refund_order", "idem-late-2")
 
     async def scenario() -> None:
         inner.hold_next_claim()
         with pytest.raises(StateUnavailable):
-            await tools.invoke("refund_order", REFUND, held.key, CALLER)
+            await runs.claim(held, "fp")  # its create holds the store's one thread
+        assert inner.started.is_set()
         with pytest.raises(StateUnavailable, match="did not answer within"):
-            await tools.invoke("refund_order", REFUND, scope.key, CALLER)  # queued behind it
+            await runs.claim(scope, "fp")  # queued behind it past its deadline
         inner.answer.set()
-        await until(lambda: runs.state.busy() == 0 and runs.journal.waiting() == 1)
+        await until(lambda: runs.state.busy() == 0 and runs.journal.waiting() == 1,
+                    "the held claim's release, and nothing else")
         assert [e.scope for e in runs.journal.pending()] == [held]
         assert runs.store.get(scope) is None  # it never ran: nothing to release
         retry = await tools.invoke("refund_order", REFUND, scope.key, CALLER)
@@ -169,7 +171,8 @@ def test_an_answers_claim_that_lands_after_its_deadline_holds_the_key_only_aband
         assert inner.started.is_set() and answered == []
         inner.answer.set()
         scope = Scope("acme", "answer:/v1/chat/completions", "chat-late-1")
-        await until(lambda: inner.get("idempotency", scope.id()) is not None)  # landed
+        await until(lambda: inner.get("idempotency", scope.id()) is not None,
+                    "the late claim to land")
         clock.now += 300.0 + 1
         first = await answer()
         assert first == {"id": "chatcmpl-1"} and answered == [1]
