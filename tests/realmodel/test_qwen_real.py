@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from server.process import ServerProcess
+from tests.shared_cases import PLAIN_STRING_CASES, words_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.realmodel]
 
@@ -368,30 +369,15 @@ def test_a_correction_after_a_filed_dispute_is_confirmed_and_filed_once(
     assert json.loads(call.function.arguments)["amount"] == "1300.00"
 
 
-def _words_tool(described: str | None) -> dict:
-    """A client's tool whose file name is a plain string; `described`: the field's
-    description, a Russian client's «Имя файла» (an English one's is its key's words)."""
-    field = {"type": "string", "x-strictcall-grounded": True}
-    return {"type": "function", "function": {
-        "name": "count_words", "description": "Count the words in a file.", "parameters": {
-            "type": "object", "required": ["file_name"], "properties": {"file_name": {
-                **field, **({"description": described} if described else {})}}}}}
-
-
-@pytest.mark.parametrize(("said", "asked", "language"), [
-    (["Open 'report.txt' please.", "How many words does one of my files contain?"],
-     None, "en"),
-    (["Открой «отчёт.txt».", "Сколько слов в каком-нибудь моём файле?"], None, "ru"),
-    (["How many words are in 'report.txt'?"], "report.txt", "en"),
-    (["Посчитай слова в файле, который называется итоги.txt"], "итоги.txt", "ru")],
-    ids=["en-which", "ru-which", "en-named", "ru-named"])
+@pytest.mark.parametrize(("said", "asked", "language"), PLAIN_STRING_CASES.values(),
+                         ids=PLAIN_STRING_CASES.keys())
 def test_a_plain_string_is_the_users_named_value_or_a_question(client, said, asked,
                                                                 language):
     """BFCL's missing-parameter turns, in English and Russian: "one of my files" names no
     file (the one said before is another), so the file name can only be asked for; a file
     the user names is the value, or a question, never another word of the conversation."""
     response = client.chat.completions.create(
-        model=MODEL, tools=[_words_tool("Имя файла" if language == "ru" else None)],
+        model=MODEL, tools=[words_tool("Имя файла" if language == "ru" else None)],
         tool_choice="required", max_tokens=100,
         messages=[{"role": "user", "content": text} for text in said])
     choice = response.choices[0]

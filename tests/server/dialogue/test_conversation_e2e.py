@@ -17,6 +17,7 @@ from openai import OpenAI
 
 from contracts import clock
 from tests.live import MODEL
+from tests.shared_cases import PLAIN_STRING_CASES, words_tool
 
 pytestmark = pytest.mark.slow
 
@@ -280,24 +281,8 @@ def test_a_russian_request_chooses_among_25_tools(live_client):
     assert offered["visible"][0] == "block_card"  # the best match comes first
 
 
-def _words_tool(described: str | None) -> dict:
-    """A client's tool whose file name is a plain string; `described`: the field's
-    description, a Russian client's «Имя файла» (an English one's is its key's words)."""
-    field = {"type": "string", "x-strictcall-grounded": True}
-    return {"type": "function", "function": {
-        "name": "count_words", "description": "Count the words in a file.", "parameters": {
-            "type": "object", "required": ["file_name"], "properties": {"file_name": {
-                **field, **({"description": described} if described else {})}}}}}
-
-
-@pytest.mark.parametrize(("said", "asked", "language"), [
-    (["Open 'report.txt' please.", "How many words does one of my files contain?"],
-     None, "en"),
-    (["Открой «отчёт.txt».", "Сколько слов в каком-нибудь моём файле?"], None, "ru"),
-    (["Sort the file and count its words, please."], None, "en"),
-    (["How many words are in 'report.txt'?"], "report.txt", "en"),
-    (["Посчитай слова в файле, который называется итоги.txt"], "итоги.txt", "ru")],
-    ids=["en-which", "ru-which", "en-no-name", "en-named", "ru-named"])
+@pytest.mark.parametrize(("said", "asked", "language"), PLAIN_STRING_CASES.values(),
+                         ids=PLAIN_STRING_CASES.keys())
 def test_a_plain_string_is_the_users_named_value_or_a_question(live_client, said, asked,
                                                                 language):
     """BFCL's missing-parameter turns: "one of my files" names no file (the one said before
@@ -305,7 +290,7 @@ def test_a_plain_string_is_the_users_named_value_or_a_question(live_client, said
     of words was a value: a sort on "file"); a file the user names is the value, or a
     question, never another word of the conversation."""
     talk = Talk(live_client, "count_words",
-                tools=[_words_tool("Имя файла" if language == "ru" else None)])
+                tools=[words_tool("Имя файла" if language == "ru" else None)])
     for text in said[:-1]:
         talk.messages.append({"role": "user", "content": text})
     body = talk.say(said[-1])
