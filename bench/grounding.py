@@ -23,6 +23,7 @@ hand for that point (`expect`), never by anything the server computes
     left_out       a given value the answer does not show (an optional field written null)
     not_shown      nothing given and nothing shown
     confirming     a confirmation question about a value the user just changed
+    error          the answer was no 200 (every field of it, counted against)
 per setting and language, and per setting and field; and the end-to-end latency's median
 per setting."""
 
@@ -45,7 +46,8 @@ from server.eval.judge import GOLD_MEASURES, asked_fields, dated, judge_fields
 
 DATA = Path(__file__).parent / "data" / "grounding_dialogues.yaml"
 SETTINGS = {"grounding-on": True, "grounding-off": False}
-MEASURES = GOLD_MEASURES
+# A non-200 answer is an error for each of its fields, counted against (never "not shown").
+MEASURES = (*GOLD_MEASURES, "error")
 
 
 def load(path: Path = DATA) -> list[dict[str, Any]]:
@@ -80,7 +82,8 @@ def summarize(samples: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     """Rows per (setting, language) and per (setting, field), and latency per setting."""
     counts: dict[tuple[str, str, str], Counter[str]] = {}
     for s in samples:
-        for name, measure in s["scores"].items():
+        for name, judged in s["scores"].items():
+            measure = judged if s.get("status", 200) == 200 else "error"
             counts.setdefault((s["setting"], "language", s["language"]), Counter())[
                 measure] += 1
             counts.setdefault((s["setting"], "field", name), Counter())[measure] += 1

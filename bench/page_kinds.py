@@ -155,18 +155,28 @@ def grounding(results: dict[str, Any]) -> Rendered:
     from bench.grounding import table as grounding_table
 
     latency = ", ".join(f"{k} {cell(v)} s" for k, v in sorted(results["latency_p50_s"].items()))
+    # Invented over the fields nobody gave (the only ones that can be invented: invented,
+    # asked for, or left empty), beside the errors (non-200 answers' fields, against).
     invented: dict[str, int] = {}
+    unsaid: dict[str, int] = {}
+    errors: dict[str, int] = {}
     answers: dict[str, int] = {}
     for row in results["rows"]:
         if row.get("by", "field") == "field":  # (each answer counted once)
-            invented[row["setting"]] = invented.get(row["setting"], 0) + row["invented"]
-            answers[row["setting"]] = answers.get(row["setting"], 0) + row["answers"]
+            k = row["setting"]
+            invented[k] = invented.get(k, 0) + row["invented"]
+            unsaid[k] = unsaid.get(k, 0) + row["invented"] + row["asked_missing"] \
+                + row["not_shown"]
+            errors[k] = errors.get(k, 0) + row.get("error", 0)
+            answers[k] = answers.get(k, 0) + row["answers"]
     sections = [grounding_table(results["rows"], by="field"), ""]
     if any(r.get("by") == "language" for r in results["rows"]):
         sections = [grounding_table(results["rows"], by="language"), "", *sections]
     return Rendered(sections=[*sections, f"Latency p50: {latency}.", ""],
-                    headline="values invented (judged by hand-written values): " + ", ".join(
-                        f"{k} {invented[k]} of {answers[k]}" for k in sorted(invented)))
+                    headline="values invented of the fields nobody gave (judged by "
+                    "hand-written values): " + ", ".join(
+                        f"{k} {invented[k]} of {unsaid[k]} ({errors[k]} of {answers[k]} "
+                        "field judgements in non-200 answers)" for k in sorted(invented)))
 
 
 def auto_mode(results: dict[str, Any]) -> Rendered:
