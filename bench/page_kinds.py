@@ -175,8 +175,8 @@ def grounding(results: dict[str, Any]) -> Rendered:
     return Rendered(sections=[*sections, f"Latency p50: {latency}.", ""],
                     headline="values invented of the fields nobody gave (judged by "
                     "hand-written values): " + ", ".join(
-                        f"{k} {invented[k]} of {unsaid[k]} ({errors[k]} of {answers[k]} "
-                        "field judgements in non-200 answers)" for k in sorted(invented)))
+                        f"{k} {invented[k]} of {unsaid[k]} (errors: {errors[k]} of "
+                        f"{answers[k]})" for k in sorted(invented)))
 
 
 def auto_mode(results: dict[str, Any]) -> Rendered:

@@ -28,12 +28,12 @@ def bfcl_peer(results: dict[str, Any]) -> Rendered:
 def bfcl_missing(results: dict[str, Any]) -> Rendered:
     rows = results["rows"]
     def side(r: dict[str, Any]) -> str:
-        grounded = {"on": "on (strings)", "values": "on (strings and numbers)"}
+        grounded = {"on": "strings", "values": "strings+numbers"}
         setting = f" grounding {grounded.get(r['grounding'], r['grounding'])}" \
             if r["system"] != "llama-server" else ""
         return (f"{r['system']}{setting} asked {r['question']} of {r['n']} "
-                f"({r['called']} called, {r['invented']} with an invented string; "
-                f"{r['call_as_text']} a call written as text, {r['cut_off']} cut off)")
+                f"({r['called']} called, {r['invented']} invented; "
+                f"{r['call_as_text']} calls as text, {r['cut_off']} cut off)")
     return Rendered(sections=[table(rows), ""], headline=(
         f"the turn a value is missing (right answer: no call), {results['model']}: "
         + "; ".join(side(r) for r in rows)))
