@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 TENANT = {"X-Tenant-Id": "acme"}
 STUCK = ("My access request AR-004217 has been pending for a week and I still cannot open "
          "payroll. Please open an urgent ticket.")
-CHAT = {"model": MODEL, "max_tokens": 120, "temperature": 0.9,  # sampled: two runs differ
+CHAT = {"model": MODEL, "max_tokens": 300, "temperature": 0.9,  # sampled: two runs differ
         "tools": [{"type": "function", "function": {"name": "open_urgent_ticket"}}],
         "tool_choice": {"type": "function", "function": {"name": "open_urgent_ticket"}},
         "messages": [{"role": "user", "content": STUCK}]}
@@ -46,6 +46,8 @@ def test_a_retried_turn_gets_the_same_answer_and_the_write_runs_once(live_server
     assert "idempotent-replayed" not in first.headers
     # Without the header, the same request is a new answer (a new id, new call keys).
     other = _post(live_server, CHAT, None)
+    # (Sampled: max_tokens leaves the call room, so a summary of 200 characters still ends.)
+    assert other.json()["choices"][0]["finish_reason"] == "tool_calls", other.text
     assert other.json()["id"] != first.json()["id"]
     ((call_id, arguments, call_key),) = _calls(first.json())
     assert call_key and (call_id, call_key) != _calls(other.json())[0][::2]
@@ -64,24 +66,24 @@ def test_a_retried_turn_gets_the_same_answer_and_the_write_runs_once(live_server
 def test_a_key_sent_with_another_body_or_a_stream_is_refused(live_server):
     key = f"turn-{uuid.uuid4().hex}"
     assert _post(live_server, CHAT, key).status_code == 200
-    changed = _post(live_server, {**CHAT, "max_tokens": 121}, key)
+    changed = _post(live_server, {**CHAT, "max_tokens": 301}, key)
     assert changed.status_code == 409, changed.text
     assert changed.json()["error"]["code"] == "idempotency_key_reused"
     streamed = _post(live_server, {**CHAT, "stream": True}, f"s-{uuid.uuid4().hex}")
     assert streamed.status_code == 400
     assert streamed.json()["error"]["code"] == "idempotency_key_stream"
     # Another tenant's same key is its own.
-    theirs = httpx.post(live_server + "/v1/chat/completions", json={**CHAT, "max_tokens": 121},
+    theirs = httpx.post(live_server + "/v1/chat/completions", json={**CHAT, "max_tokens": 301},
                         headers={"X-Tenant-Id": "other", "Idempotency-Key": key}, timeout=300)
     assert theirs.status_code == 200
 
 
 @pytest.mark.parametrize(("path", "body"), [
-    ("/v1/responses", {"model": MODEL, "input": STUCK, "max_output_tokens": 120,
+    ("/v1/responses", {"model": MODEL, "input": STUCK, "max_output_tokens": 300,
                        "temperature": 0.9, "store": False,
                        "tools": [{"type": "function", "name": "open_urgent_ticket",
                                   "parameters": None}], "tool_choice": "required"}),
-    ("/v1/messages", {"model": MODEL, "max_tokens": 120, "temperature": 0.9,
+    ("/v1/messages", {"model": MODEL, "max_tokens": 300, "temperature": 0.9,
                       "tools": [{"name": "open_urgent_ticket",
                                  "input_schema": {"type": "object"}}],
                       "tool_choice": {"type": "any"},
