@@ -29,6 +29,7 @@ from server.formats.rewrites import (
     json_opened,
     no_calls_in_text,
     text_first_not_json,
+    text_without_calls,
     tight,
 )
 from server.formats.smollm2 import NAME as GENERIC
@@ -177,7 +178,7 @@ class FamilyFormat:
                          StructuralTagSpec.of(tag, label=self.name), instructions, prefill,
                          template_tools=[function_tool(t.name, t.prompt_schema, t.description)
                                          for t in ask.tools] if self.renders_tools else None,
-                         thinks=think, fallback=self._answer(ask.answered())
+                         thinks=think, fallback=self._text_after_calls(ask)
                          if auto and ask.answered_calls else None, checked_late=late)
 
     def _string_bounds_left_late(self, tools: list[tuple[str, dict[str, Any]]]
@@ -186,6 +187,16 @@ class FamilyFormat:
         """The tools' schemas as this family's grammar can hold them, and the keywords
         taken out for the validator to check after decoding ("tool#pointer", why)."""
         return left_late(self.name, tools)
+
+    def _text_after_calls(self, ask: Ask) -> Rendering:
+        """The answer alone, after a repeat of an answered call was dropped: its text holds
+        no call written as text either (the 0.5B, shown a weather result, writes the same
+        call again as bare JSON)."""
+        answer = self._answer(ask.answered())
+        if answer.spec is not None:
+            return answer
+        tag = text_without_calls(TEXT_EXCLUDES.get(self.name, ()))
+        return replace(answer, spec=StructuralTagSpec.of(tag, label=f"{self.name}+text"))
 
     def _answer(self, ask: Ask) -> Rendering:
         """Text and JSON answers: the family's reasoning block (or StrictCall's), then the

@@ -75,6 +75,16 @@ def text_first_not_json(tag: dict[str, Any]) -> dict[str, Any]:
     return {**tag, "format": _text_first(tag["format"])}
 
 
+def text_without_calls(also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The tag of an "auto" answer's text alone (the answer after a repeated call was
+    dropped, `Rendering.fallback`): the same text the "auto" grammar's text branch takes,
+    no call written as text in it, so a model that wants to call again cannot write the
+    call into the answer."""
+    return {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "regex", "pattern": _TEXT_FIRST},
+        {"type": "any_text", "excludes": list(dict.fromkeys([*JSON_CALL_TEXTS, *also]))}]}}
+
+
 JSON_BLOCK = "```json\n"
 _JSON_CALL = '{"name": '
 

@@ -314,3 +314,26 @@ def test_auto_reads_a_call_opened_by_its_json_object_as_the_call(family):
         assert json.loads(reading.calls or "[]") == [json.loads(_OSLO)], (family, text)
         assert not (reading.content or "").strip(), (family, reading.content)
     assert not accepts(rendering.spec.tag, _OSLO.replace('"days": 2', '"days": 20')), family
+
+
+@pytest.mark.parametrize("family", ["qwen_3", "llama", "hermes"] if "hermes" in FAMILIES
+                         else ["qwen_3", "llama"])
+def test_the_answer_after_a_dropped_repeat_holds_no_call_written_as_text(family):
+    """In an agent loop, a repeat of an answered call is dropped and the answer alone is
+    decoded (`Rendering.fallback`). The 0.5B, shown the weather result, wrote the same call
+    again there as bare JSON text (the real-model tier's agent loop); that text is refused
+    now, and an answer in words is taken."""
+    from dataclasses import replace
+
+    from server.formats.families import get_format
+    from server.task import EarlierCall
+    from tests.server.formats.cases import ask
+
+    earlier = (EarlierCall("call_0", "get_weather", {"city": "Oslo", "days": 2,
+                                                      "unit": "celsius"}),)
+    rendering = get_format(family).render(replace(ask("auto"), answered_calls=earlier))
+    assert rendering.fallback is not None and rendering.fallback.spec is not None
+    tag = rendering.fallback.spec.tag
+    assert accepts(tag, "It is sunny in Oslo, 21 C."), family
+    assert not accepts(tag, _OSLO), family
+    assert not accepts(tag, f"```json\n{_OSLO}\n```"), family
