@@ -78,6 +78,18 @@ class Hang:
         return self.forward(*args, **kwargs)
 
 
+def failed_while_hung(client: TestClient, body: dict) -> None:
+    """A request on a hung step: a retryable 503 naming the watchdog, /health degraded,
+    and the next request refused at once while the step is hung."""
+    failed = client.post("/v1/chat/completions", json=body)
+    problem = assert_problem(failed, 503, says="watchdog")
+    assert problem["retryable"] is True and failed.headers["retry-after"]
+    health = client.get("/health")
+    assert health.status_code == 503 and health.json()["status"] == "degraded"
+    assert "watchdog" in health.json()["problem"]
+    assert_problem(client.post("/v1/chat/completions", json=body), 503, says="watchdog")
+
+
 def healthy(client: TestClient) -> bool:
     return client.get("/health").status_code == 200
 
@@ -100,14 +112,7 @@ def test_a_hung_step_fails_its_requests_and_health_says_degraded(model_dir):
         hang = engine.model.forward = Hang(engine.model.forward)
         try:
             hang.arm(1)  # the request's prefill
-            failed = client.post("/v1/chat/completions", json=BODY)
-            body = assert_problem(failed, 503, says="watchdog")
-            assert body["retryable"] is True and failed.headers["retry-after"]
-            health = client.get("/health")
-            assert health.status_code == 503 and health.json()["status"] == "degraded"
-            assert "watchdog" in health.json()["problem"]
-            assert_problem(client.post("/v1/chat/completions", json=BODY), 503,
-                           says="watchdog")  # refused at once while the step is hung
+            failed_while_hung(client, BODY)
         finally:
             hang.release()
         wait_until(lambda: healthy(client))
