@@ -3,10 +3,12 @@
 A real `strictcall serve` process (the embedded model, llama.cpp) gets requests built to
 hurt it: backtracking patterns of several shapes in grounded, validated and response-format
 schemas with messages made to trigger them, 10,000 messages, megabytes of digits and dates,
-a deep Responses chain, streams that disconnect mid-decode. While each runs, `/health` and a
-plain chat beside it must answer within `BESIDE_S`; the hostile request must end (a 4xx or
-a 200) within its deadline; and the process's memory must stay under `MEMORY_BOUND_MIB`
-over what it held before. The figures are printed (run with -s) for the closing notes."""
+a deep Responses chain, streams that disconnect mid-decode. While each runs, `/health` and
+`/livez` beside it must answer within `BESIDE_S` (the event loop is never held), and a plain
+chat within `CHAT_BESIDE_S` (the engine keeps serving others); the hostile request must end
+(a 4xx or a 200) within its deadline; and the process's memory must stay under
+`MEMORY_BOUND_MIB` over what it held before. The figures are printed (run with -s) for the
+closing notes."""
 
 from __future__ import annotations
 
@@ -23,7 +25,13 @@ from server.process import ServerProcess
 
 pytestmark = pytest.mark.slow
 
-BESIDE_S = 2.0  # /health and a plain chat beside a hostile request answer within this
+BESIDE_S = 2.0  # /health and /livez beside a hostile request answer within this
+# A plain chat beside it shares the engine: it waits for the piece of the other prompt being
+# prefilled, then decodes in one batch with the other's rows. Beside the deep Responses chain
+# (2,600 tokens of context, one thread) a 64-token piece takes about 1 s and a decode step
+# 0.2 s here, so the chat answers in 2-2.6 s; an engine held by one request misses this by
+# minutes (the backtracking patterns below run for hours in a backtracking engine).
+CHAT_BESIDE_S = 8.0
 DEADLINE_S = 120.0  # a hostile request ends (4xx or 200) within this
 MEMORY_BOUND_MIB = 600  # the server's RSS over what it held before the tier
 MODEL = "hostile"
@@ -70,9 +78,10 @@ def _beside(server, hostile: Callable[[httpx.Client], httpx.Response], *,
     started = time.monotonic()
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    slowest = 0.0
+    slowest = {"/health": 0.0, "/livez": 0.0, "a plain chat": 0.0}
+    bound = {"/health": BESIDE_S, "/livez": BESIDE_S, "a plain chat": CHAT_BESIDE_S}
     checks = 0
-    with httpx.Client(base_url=server.base_url, timeout=BESIDE_S + 1) as probe:
+    with httpx.Client(base_url=server.base_url, timeout=CHAT_BESIDE_S + 1) as probe:
         while thread.is_alive() or checks == 0:
             for what, send in (("/health", lambda: probe.get("/health")),
                                ("/livez", lambda: probe.get("/livez")),
@@ -84,22 +93,25 @@ def _beside(server, hostile: Callable[[httpx.Client], httpx.Response], *,
                 try:
                     answer = send()
                 except httpx.TimeoutException:
-                    pytest.fail(f"{name}: {what} beside it got no answer within {BESIDE_S} s")
+                    pytest.fail(f"{name}: {what} beside it got no answer within "
+                                f"{bound[what] + 1} s")
                 took = time.monotonic() - began
                 assert answer.status_code == 200, (name, answer.text[:300])
-                slowest = max(slowest, took)
+                slowest[what] = max(slowest[what], took)
             checks += 1
             if time.monotonic() - started > DEADLINE_S + 5:
                 break
     thread.join(5)
     assert not thread.is_alive(), f"{name}: still running after {DEADLINE_S} s"
-    assert slowest <= BESIDE_S, f"{name}: the server took {slowest:.2f} s to answer beside it"
+    for what, took in slowest.items():
+        assert took <= bound[what], f"{name}: {what} beside it took {took:.2f} s"
     result = out[0]
     if isinstance(result, BaseException):
         raise result
     elapsed = time.monotonic() - started
-    print(f"\n{name}: {result.status_code} in {elapsed:.2f} s; slowest answer beside it "
-          f"{slowest:.2f} s over {checks} rounds")
+    figures = ", ".join(f"{what} {took:.2f} s" for what, took in slowest.items())
+    print(f"\n{name}: {result.status_code} in {elapsed:.2f} s; slowest beside it: {figures} "
+          f"over {checks} rounds")
     assert result.status_code < 500, (name, result.text[:500])
     return result
 
