@@ -42,6 +42,10 @@ class GroundedField:
     # (`ground`'s `ask_between`): the model may write none of them (only "not given"), and
     # the question names them (server/dialogue/questions.py Wording.missing).
     choices: tuple[Any, ...] = ()
+    # The user's newest message asks for this field's thing without saying which ("the last
+    # several lines", "mention someone"): "not given" is a question even where the schema
+    # does not require the field.
+    wanted: bool = False
 
     def narrowing(self) -> Narrowing:
         return Narrowing(self.path, self.candidates, nullable=not self.named)
@@ -69,6 +73,12 @@ class Grounding:
     def asked(self) -> tuple[Path, ...]:
         """Fields that may be "not given": grounded ones, and those with a question."""
         return tuple(dict.fromkeys([*self.grounded, *(m.path for m in self.marks if m.ask)]))
+
+    @property
+    def wanted(self) -> tuple[Path, ...]:
+        """Fields the user asked for without a value: a question when not given, required
+        or not."""
+        return tuple(f.path for f in self.fields if f.wanted)
 
     @property
     def confirmed(self) -> tuple[Path, ...]:
@@ -155,17 +165,19 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
         one = "*" not in marked.path  # (an array's items each take their own value)
         if one:
             found = _attributed(found, evidence.pieces, marked.path)
+        wanted = False
         if one and finders[marked.path].shape.numbers and newest >= 0 and vague(
                 evidence.pieces[newest].text, thing_stems(marked.path[-1], _names(marked))):
             # "The last several lines": no count is given, whatever numbers came before.
             found = [f for f in found if f.piece == newest]
+            wanted = not found
         # Named beside every value the newest turns give it: no "not given" to choose.
         named = bool(found) and bool(recent.get(marked.path)) and all(f.named for f in found)
         values = tuple(newest_values(found))
         if ask_between and one and len(values) > 1:
             fields.append(GroundedField(marked.path, choices=values[::-1]))  # as said
         else:
-            fields.append(GroundedField(marked.path, values, named=named))
+            fields.append(GroundedField(marked.path, values, named=named, wanted=wanted))
     descriptions = {**top_descriptions(schema),
                     **{m.path: m.description for m in marks if m.description}}
     return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions)
@@ -194,17 +206,22 @@ def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | No
         return ok and value == raw and raw not in others
     own = words.by_field.get(marked.path, frozenset())
     names = _names(marked)
-    found = plain_values(evidence.after(since).pieces, marked.path[-1], own, names=names,
-                         described=marked.description,
+    keys = (schema.get("properties") or {}) if len(marked.path) == 1 else {}
+    other_keys = frozenset(s for k in keys if k != marked.path[0] for s in thing_stems(k))
+    key = next((k for k in reversed(marked.path) if k != "*"), marked.path[-1])
+    found = plain_values(evidence.after(since).pieces, key, own, names=names,
+                         described=marked.description, others=other_keys,
                          accepts=accepts) if since >= 0 else Plain()
     if not found.values() and not behind:
         found = plain_values([p for p in evidence.pieces if p.turn > since
-                              or p.source != "tool"], marked.path[-1], own, names=names,
-                             described=marked.description, accepts=accepts)
+                              or p.source != "tool"], key, own, names=names,
+                             described=marked.description, others=other_keys,
+                             accepts=accepts)
     one = "*" not in marked.path
     if ask_between and one and len(found.own) > 1:
         return GroundedField(marked.path, choices=found.own[::-1])
-    return GroundedField(marked.path, found.values() if one else found.each())
+    return GroundedField(marked.path, found.values() if one else found.each(),
+                         wanted=found.wanted)
 
 
 

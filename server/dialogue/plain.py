@@ -6,9 +6,13 @@ file").
 A user's text gives a plain string:
 - for this field (`Plain.own`): the word after one of the field's own words and a verb of
   naming ("the file name is summary.txt", «папка называется архив»), or a name-like word
-  right after the field's word ("the file report.pdf", "user Kelly"), or the text
-  after a key naming the field ("name: Anna Petrova", a tool result's or a system
-  message's);
+  right after the field's word ("the file report.pdf", "user Kelly"), or a quoted or
+  name-like one right before it ("the 'report.csv' file"), or the text after a key naming
+  the field ("name: Anna Petrova", a tool result's or a system message's). The field's
+  words here are its key's and what it is called, less the other fields' keys' words;
+- for a thing its description relates it to (`Plain.described`, below the above): a key
+  holding a word only its description has ("current_directory_content: report.txt" for
+  "the file from current directory"), a name-like word after such a word;
 - for any field that takes it (`Plain.named`): a quoted text ('TeamNotes.txt', «Отчёт»,
   "Cheers!"), the words after "named", "called", "saying" («под названием», «с именем»),
   a word shaped like a name (report.pdf, docs/2024, @anna, #news, USR005, final_report,
@@ -19,7 +23,8 @@ A user's text gives a plain string:
 Where the user's newest message speaks of the field's thing without saying which ("a
 file", "one of my files", "some folder", "mention someone", «какой-нибудь файл»), the
 field has only what that message gives it by its own words: what was said before is of
-another thing, and the answer is a question. Where it speaks so of a thing the field's
+another thing, and the answer is a question (`Plain.wanted`: asked even where the field is
+optional). Where it speaks so of a thing the field's
 description names, only that message's values count."""
 
 from __future__ import annotations
@@ -73,29 +78,37 @@ _SOMEONE = frozenset({"someone", "somebody", "something", "anyone", "anything",
 @dataclass(frozen=True)
 class Plain:
     own: tuple[str, ...] = ()  # said of this field, the newest first
+    # Under a key or after a word only its description has ("current_directory_content:
+    # report.txt" for "the file from current directory"), newest first.
+    described: tuple[str, ...] = ()
     named: tuple[str, ...] = ()  # said as a name, of no field in particular, newest first
     context: tuple[str, ...] = ()  # named so in the operator's messages (a CRM profile)
+    # The newest message speaks of the field's thing without saying which, and gives it
+    # nothing of its own ("mention someone"): the user is asked, required field or not.
+    wanted: bool = False
 
     def values(self) -> tuple[str, ...]:
         """What the field may take: what was said of it, else what the user named, else
         what the operator's context names."""
-        return self.own or self.named or self.context
+        return self.own or self.described or self.named or self.context
 
     def each(self) -> tuple[str, ...]:
         """What an array's items may take, each its own: all of them ("for me and Anna
         Petrova": the profile's name and the user's)."""
-        return tuple(dict.fromkeys([*self.own, *self.named, *self.context]))
+        return tuple(dict.fromkeys([*self.own, *self.described, *self.named,
+                                    *self.context]))
 
 
 def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str], *,
                  names: Sequence[str] = (), described: str | None = None,
+                 others: frozenset[str] = frozenset(),
                  accepts: Callable[[str], bool]) -> Plain:
     """A plain string field's values in `pieces` (in the conversation's order). `field`:
     its key; `own_stems`: the stems only this field's words have (FieldWords); `names`:
     what the field is called in each language (a contract's `About`), which with its key's
     words say the field's thing ("file", «город»); `described`: its description, whose
-    words say related things; `accepts`: whether the field takes a value (its length
-    bounds, its validators).
+    words say related things; `others`: the stems of the tool's other fields' keys;
+    `accepts`: whether the field takes a value (its length bounds, its validators).
 
     Where the newest user message speaks of the field's thing without saying which ("one
     of my files"), only what that message says of the field itself counts; of a related
@@ -104,7 +117,13 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
     hotel")."""
     thing = thing_stems(field, names)
     related = set(words(described)) if described else set()
-    stems = own_stems | thing
+    # The words that name the field's own thing (its key's, what it is called), and those
+    # only its description has ("file from current directory"): after these, only a value
+    # shaped like a name is the field's, and a key holding them ("current_working_directory:
+    # docs") is of another thing.
+    naming = thing - others
+    described_only = own_stems - thing
+    by_description: list[str] = []
     own: list[str] = []
     named: list[str] = []
     context: list[str] = []
@@ -115,7 +134,8 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
     for i, piece in enumerate(pieces):
         if only_newest and i != newest:
             continue  # said before the message that asks for another one
-        own += _keyed(piece.text, stems)
+        own += _keyed(piece.text, naming)
+        by_description += _keyed(piece.text, described_only)
         if piece.source == "tool":
             continue
         unquoted = _QUOTED.sub(lambda m: " " * len(m.group()), piece.text)
@@ -124,10 +144,14 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
         if piece.source == "system":
             context += found
             continue
-        own += _after_field_words(piece.text, own_stems or stems)
+        own += [*_after_field_words(piece.text, naming),
+                *_before_field_words(piece.text, naming)]
+        by_description += _after_field_words(piece.text, described_only, shaped_only=True)
         if not unsaid:
             named += [*found, *(_short_reply(piece.text) if unquoted == piece.text else ())]
-    return Plain(_newest(own, accepts), _newest(named, accepts), _newest(context, accepts))
+    given = _newest(own, accepts)
+    return Plain(given, _newest(by_description, accepts), _newest(named, accepts),
+                 _newest(context, accepts), wanted=unsaid and not given)
 
 
 # Words that speak of a number of things without saying how many ("the last several
@@ -269,13 +293,17 @@ _YES_NO = frozenset({"yes", "no", "ok", "okay", "sure", "да", "нет", "аг�
                      "oui", "non", "sí", "si"})
 
 
-def _after_field_words(text: str, stems: frozenset[str] | set[str]) -> Iterator[str]:
+def _after_field_words(text: str, stems: frozenset[str] | set[str], *,
+                       shaped_only: bool = False) -> Iterator[str]:
     """The word after one of the field's words, past the words that name a value ("the
-    folder temp", "the file name is summary.txt")."""
+    folder temp", "the file name is summary.txt"); `shaped_only`: only a word shaped like
+    a name (after a word only the field's description has)."""
+    if not stems:
+        return
     matches = list(_TOKEN.finditer(text))
     for i, match in enumerate(matches):
         token = match.group()
-        if token[-1:] in _SENTENCE_END or not stems & set(words(_trim(token))):
+        if token[-1:] in _SENTENCE_END + ",;" or not stems & set(words(_trim(token))):
             continue
         said = False  # a word that names a value came between ("is", "called")
         for later in matches[i + 1:i + 4]:
@@ -284,17 +312,36 @@ def _after_field_words(text: str, stems: frozenset[str] | set[str]) -> Iterator[
             folded = word.casefold()
             if folded in _FILLER or stems & set(words(word)):
                 said = said or folded in _FILLER
-                if raw[-1:] in _SENTENCE_END:
-                    break
+                if raw[-1:] in _SENTENCE_END + ",;":
+                    break  # ("its file name, ensuring": no name follows)
                 continue
             if not word or folded in STOP_WORDS or folded in _INDEFINITE \
                     or folded in _SOMEONE or raw[:1] in "'\"«“„‘`":
                 break  # ("the file 'a.txt'": quoted, `_quoted` has it)
             # A plain word right after the field's word may be any word ("file contain"):
             # only after "is", "called", or where it looks like a name.
-            if said or _is_shaped(word) or word[:1].isupper():
+            if _is_shaped(word) or not shaped_only and (said or word[:1].isupper()):
                 yield word
             break
+
+
+def _before_field_words(text: str, stems: frozenset[str] | set[str]) -> Iterator[str]:
+    """A quoted text or a name-shaped word right before one of the field's words ("the
+    'report.csv' file", "the log.txt files"): said of the field's thing."""
+    if not stems:
+        return
+    for match in _QUOTED.finditer(text):
+        after = _TOKEN.match(text, match.end() + 1) if text[match.end():match.end() + 1] \
+            == " " else None
+        if after is not None and stems & set(words(_trim(after.group()))):
+            yield next(g for g in match.groups() if g is not None)
+    matches = list(_TOKEN.finditer(text))
+    for raw, after in zip(matches, matches[1:], strict=False):
+        word = _trim(raw.group())
+        if raw.group()[-1:] not in _SENTENCE_END + ",;:" and _is_shaped(word) \
+                and raw.group()[:1] not in "'\"«“„‘`" \
+                and stems & set(words(_trim(after.group()))):
+            yield word
 
 
 def _keyed(text: str, stems: frozenset[str] | set[str]) -> Iterator[str]:

@@ -168,10 +168,12 @@ def _schema_check(schema: dict[str, Any], name: str, arguments: dict[str, Any],
                   ) -> tuple[dict[str, Any], list[tuple[tuple[str, ...], str]]]:
     """The arguments checked against the tool's schema, fields left "not given" (null, at
     any depth) out of them and out of `required` (the questions deal with those): (the
-    given ones, the required ones not given: each field's path and JSON Pointer). A 422 for
+    given ones, the required ones not given, and those the user asked for without a value
+    (`Grounding.wanted`): each field's path and JSON Pointer). A 422 for
     anything else the schema refuses."""
     given, nulls = nulls_at(arguments, grounding.asked)
-    absent = [(path, at) for path, at in nulls if required_at(schema, path)]
+    absent = [(path, at) for path, at in nulls
+              if required_at(schema, path) or path in grounding.wanted]
     checked = optional_at(schema, [path for path, _ in nulls]) if nulls else schema
     try:
         validate(checked, given, where=f"arguments of {name!r}")

@@ -409,3 +409,60 @@ def test_a_named_count_made_vague_leaves_not_given_in_the_grammar():
     assert field.candidates == () and not field.named
     written = narrowed_schema(schema, [field.narrowing()])
     assert written["properties"]["lines"] == {"type": "null"}
+
+
+TAIL = {"type": "object", "required": ["file_name"], "properties": {
+    "file_name": {"type": "string", GROUNDED: True, "description":
+                  "The name of the file to display. You can only perform on file at local "
+                  "directory."},
+    "lines": {"type": "integer", GROUNDED: True,
+              "description": "The number of lines to display from the end of the file."}}}
+
+
+def test_a_count_asked_for_vaguely_is_a_question_even_where_it_is_optional():
+    """BFCL's tail: "the last several lines" with `lines` optional; the model left it out
+    and showed 10 lines nobody asked for. The user wants a count and gave none: the field is
+    `wanted`, so its "not given" is a question (server/pipeline/checking/calls.py)."""
+    evidence = evidence_of([Turn("user", "Investigate within 'log.txt' for 'Error'."),
+                            Turn("user", "Finally, show the last several lines the file.")],
+                           today=TODAY)
+    grounding = ground(TAIL, None, evidence)
+    assert grounding.wanted == (("lines",),)
+    assert grounding.candidates()[("lines",)] == ()
+    said = evidence_of([Turn("user", "Show the last 5 lines of 'log.txt'.")], today=TODAY)
+    assert ground(TAIL, None, said).wanted == ()  # a count given
+    plain = evidence_of([Turn("user", "Show the end of 'log.txt'.")], today=TODAY)
+    assert ground(TAIL, None, plain).wanted == ()  # no count asked for: the default
+
+
+def test_a_value_said_of_the_fields_thing_wins_over_one_said_of_another():
+    """BFCL: "the 'report.csv' file in the 'ResearchDocs' directory" gave the file
+    "ResearchDocs" (a tool result's "current_working_directory: ResearchDocs" matched the
+    description's "directory"). A quoted name before the field's word is said of it; a key
+    holding only the description's words is of a related thing, below what the user said."""
+    evidence = evidence_of([
+        Turn("tool", "current_working_directory: ResearchDocs"),
+        Turn("user", "Extract the last 3 lines from the 'report.csv' file in the "
+                     "'ResearchDocs' directory.")], today=TODAY)
+    assert ground(TAIL, None, evidence).candidates()[("file_name",)] == ("report.csv",)
+    # "one of the 'log.txt' files into a new directory 'archive'": log.txt is the file's.
+    evidence = evidence_of([
+        Turn("user", "Move one of the 'log.txt' files into a new directory 'archive'."),
+        Turn("tool", "current_working_directory: archive"),
+        Turn("user", "Show the last 3 lines of the file.")], today=TODAY)
+    assert ground(TAIL, None, evidence).candidates()[("file_name",)] == ("log.txt",)
+    # Where the user's words name nothing, the related key still gives its value.
+    listed = evidence_of([Turn("tool", "current_directory_content: report.txt"),
+                          Turn("user", "Show me the last 3 lines.")], today=TODAY)
+    assert ground(TAIL, None, listed).candidates()[("file_name",)] == ("report.txt",)
+
+
+def test_a_comma_after_the_fields_word_ends_what_names_it():
+    """BFCL's find: "a specific word in its file name, ensuring comprehensive coverage" gave
+    the name "ensuring" ("name" read as "is named")."""
+    schema = {"type": "object", "properties": {"name": {
+        "type": "string", GROUNDED: True, "description": "The name of the file to find."}}}
+    evidence = evidence_of([Turn("user", "List every project that has a specific word in its "
+                                         "file name, ensuring comprehensive coverage.")],
+                           today=TODAY)
+    assert "ensuring" not in ground(schema, None, evidence).candidates()[("name",)]

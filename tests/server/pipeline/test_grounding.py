@@ -92,3 +92,34 @@ def test_the_compile_endpoint_grounds_in_the_messages_it_is_given(client):
     assert [k["pointer"] for k in grounded] == ["/properties/order_id", "/properties/carrier"]
     bad = client.post("/v1/grammars/compile", json={"schema": schema, "messages": [{}]})
     assert bad.status_code == 400 and bad.json()["error"]["param"].startswith("messages[0]")
+
+
+TAIL = {"type": "function", "function": {"name": "tail", "parameters": {
+    "type": "object", "required": ["file_name"], "properties": {
+        "file_name": {"type": "string", "x-strictcall-grounded": True},
+        "lines": {"type": "integer", "x-strictcall-grounded": True,
+                  "description": "The number of lines to display from the end of the file"}}}}}
+
+
+def test_an_optional_field_the_user_asked_for_without_a_value_is_asked(client, script):
+    """"The last several lines": `lines` is optional, but the user wants a count and gave
+    none; its "not given" is a question, not a call with the tool's default."""
+    script.reply = '[{"name":"tail","arguments":{"file_name":"log.txt","lines":null}}]'
+    asked = client.post("/v1/chat/completions", json={
+        "model": "scripted", "tools": [TAIL], "tool_choice": "required",
+        "messages": [{"role": "user", "content": "Show the last several lines of 'log.txt'."}]})
+    body = asked.json()
+    assert asked.status_code == 200, asked.text
+    assert "tool_calls" not in body["choices"][0]["message"] or \
+        not body["choices"][0]["message"]["tool_calls"]
+    assert body["strictcall"]["needs_input"]["missing"] == [{
+        "field": "/lines",
+        "question": "Please tell me: the number of lines to display from the end of the file."}]
+    assert body["strictcall"]["needs_input"]["collected"] == {"file_name": "log.txt"}
+    # Without the vague count, the field left out is the tool's default: a call.
+    script.reply = '[{"name":"tail","arguments":{"file_name":"log.txt","lines":null}}]'
+    called = client.post("/v1/chat/completions", json={
+        "model": "scripted", "tools": [TAIL], "tool_choice": "required",
+        "messages": [{"role": "user", "content": "Show the end of 'log.txt'."}]})
+    (call,) = called.json()["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["arguments"] == '{"file_name":"log.txt"}'
