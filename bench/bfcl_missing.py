@@ -24,8 +24,9 @@ give; of those calls, the ones carrying a string nobody wrote in the conversatio
 invented), a call written as text (an offered function's name in JSON or call syntax in
 the text: no call a client can run, no question either), other text, empty, cut off
 (finish_reason "length"), error (a non-200 answer, counted against). With grounding on,
-every free string parameter is marked `x-strictcall-grounded` (bench/bfcl_multi_turn_data
-`marked_grounded`); the peer takes no such mark and runs once.
+every free string parameter (and each item of an array of them) is marked
+`x-strictcall-grounded` (bench/bfcl_multi_turn_data `marked_grounded`); the peer takes no
+such mark and runs once.
 """
 
 from __future__ import annotations

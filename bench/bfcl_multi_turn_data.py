@@ -64,10 +64,17 @@ def tools(docs: list[dict[str, Any]], *, grounded: bool,
 
 
 def marked_grounded(parameters: dict[str, Any], *, numbers: bool = False) -> dict[str, Any]:
-    properties = {
-        name: {**prop, GROUNDED: True} if _free_string(prop) or numbers and prop.get(
-            "type") in ("integer", "number") else prop
-        for name, prop in parameters.get("properties", {}).items()}
+    """Every free string parameter grounded, each item of an array of free strings too
+    (mentions, tags); with `numbers`, integer and number parameters."""
+    def marked(prop: dict[str, Any]) -> dict[str, Any]:
+        if _free_string(prop) or numbers and prop.get("type") in ("integer", "number"):
+            return {**prop, GROUNDED: True}
+        items = prop.get("items")
+        if prop.get("type") == "array" and isinstance(items, dict) and _free_string(items):
+            return {**prop, "items": {**items, GROUNDED: True}}
+        return prop
+    properties = {name: marked(prop) if isinstance(prop, dict) else prop
+                  for name, prop in parameters.get("properties", {}).items()}
     return {**parameters, "properties": properties}
 
 

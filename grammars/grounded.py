@@ -31,13 +31,21 @@ class Narrowing:
 
 
 def narrowed_schema(schema: dict[str, Any], narrowings: Iterable[Narrowing], *,
-                    nullable: Sequence[tuple[str, ...]] = ()) -> dict[str, Any]:
-    """`schema` with each narrowing applied, and each path in `nullable` widened by null.
-    The rest is unchanged (a fresh copy)."""
+                    nullable: Sequence[tuple[str, ...]] = (),
+                    required: Sequence[tuple[str, ...]] = ()) -> dict[str, Any]:
+    """`schema` with each narrowing applied, each path in `nullable` widened by null, and
+    each path in `required` made required (an array the user asked for: the model writes
+    it, empty where nothing was given). The rest is unchanged (a fresh copy)."""
     out = copy.deepcopy(schema)
+    for path in required:
+        _at(out, path, lambda old: old, required=True)
     done: set[tuple[str, ...]] = set()
     for narrowing in narrowings:
-        _at(out, narrowing.path, lambda old, n=narrowing: _narrow(old, n))
+        if narrowing.path[-1:] == (ITEM,):
+            _at(out, narrowing.path[:-1], lambda old, n=narrowing: _items(old, n),
+                required=None)
+        else:
+            _at(out, narrowing.path, lambda old, n=narrowing: _narrow(old, n))
         done.add(narrowing.path)
     for path in nullable:
         if path not in done:
@@ -76,6 +84,21 @@ def _narrow(old: dict[str, Any], narrowing: Narrowing) -> dict[str, Any]:
     if len(branches) == 1:
         return {**described, **branches[0]}
     return {**described, "anyOf": branches}
+
+
+def _items(old: dict[str, Any], narrowing: Narrowing) -> dict[str, Any]:
+    """An array whose items are each one of the values; with none, it stays empty (an
+    empty array is its "not given": no item is null)."""
+    out = dict(old)
+    if narrowing.values:
+        kept = out.get("items")
+        described = kept.get("description") if isinstance(kept, dict) else None
+        out["items"] = {**({"description": described} if described else {}),
+                        "enum": list(narrowing.values)}
+    else:
+        out["maxItems"] = 0
+        out.pop("minItems", None)
+    return out
 
 
 def _at(root: dict[str, Any], path: tuple[str, ...], change: Any, *,

@@ -81,6 +81,12 @@ class Grounding:
         return tuple(f.path for f in self.fields if f.wanted)
 
     @property
+    def wanted_arrays(self) -> tuple[Path, ...]:
+        """The arrays whose items the user asked for without a value ("mention someone"):
+        required in the grammar, and a question where the model writes them empty."""
+        return tuple(dict.fromkeys(p[:p.index("*")] for p in self.wanted if "*" in p))
+
+    @property
     def confirmed(self) -> tuple[Path, ...]:
         return tuple(m.path for m in self.marks if m.confirm)
 

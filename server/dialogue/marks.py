@@ -74,6 +74,9 @@ def _walk(root: dict[str, Any], node: Any, path: Path, depth: int) -> Iterator[M
             yield from _walk(root, value, here, depth + 1)
     items = node.get("items")
     if isinstance(items, dict):
+        marks = {k: items[k] for k in _KEYS if k in items}
+        if marks and path:  # each item of an array of plain values ("mentions": names)
+            yield _marked((*path, ITEM), resolved(root, items), marks, items)
         yield from _walk(root, items, (*path, ITEM), depth + 1)
 
 

@@ -101,8 +101,8 @@ class DialogueTurn:
         nullable = [p for p in grounding.asked if p not in pinned]
         if not narrowings and not pins and not nullable:
             return ToolTurn(schema, grounding)
-        return ToolTurn(narrowed_schema(schema, [*narrowings, *pins], nullable=nullable),
-                        grounding)
+        return ToolTurn(narrowed_schema(schema, [*narrowings, *pins], nullable=nullable,
+                                        required=grounding.wanted_arrays), grounding)
 
     def _user_chooses(self, schema: dict[str, Any], contract: Contract | None) -> bool:
         """Whether the user, not the model, chooses where the conversation gives a field

@@ -14,7 +14,7 @@ from typing import Any
 from contracts import Contract
 from grammars import optional_at, required_at
 from server.dialogue import Grounding, NeedsInput, Wording
-from server.dialogue.marks import nulls_at
+from server.dialogue.marks import nulls_at, pointer_of
 from server.errors import ContractViolation, OutputInvalid, ServiceError
 from server.execution import RequestTrace, new_call_key, with_call_key
 from server.execution.policy import Verdict
@@ -174,6 +174,11 @@ def _schema_check(schema: dict[str, Any], name: str, arguments: dict[str, Any],
     given, nulls = nulls_at(arguments, grounding.asked)
     absent = [(path, at) for path, at in nulls
               if required_at(schema, path) or path in grounding.wanted]
+    for path in grounding.wanted_arrays:
+        if not _value_at(given, path):  # written empty, or left out
+            absent.append((path, pointer_of(path)))
+            if len(path) == 1:
+                given.pop(path[0], None)
     checked = optional_at(schema, [path for path, _ in nulls]) if nulls else schema
     try:
         validate(checked, given, where=f"arguments of {name!r}")
@@ -181,6 +186,14 @@ def _schema_check(schema: dict[str, Any], name: str, arguments: dict[str, Any],
         _rejected(trace, name, exc)
         raise
     return given, absent
+
+
+def _value_at(arguments: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(arguments, dict):
+            return None
+        arguments = arguments.get(key)
+    return arguments
 
 
 def _plus(a: RepairUsage, b: RepairUsage) -> RepairUsage:

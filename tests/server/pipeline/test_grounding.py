@@ -6,6 +6,8 @@ tests/server/dialogue/test_grounding.py.)"""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 
@@ -123,3 +125,35 @@ def test_an_optional_field_the_user_asked_for_without_a_value_is_asked(client, s
         "messages": [{"role": "user", "content": "Show the end of 'log.txt'."}]})
     (call,) = called.json()["choices"][0]["message"]["tool_calls"]
     assert call["function"]["arguments"] == '{"file_name":"log.txt"}'
+
+
+TWEET = {"type": "function", "function": {"name": "post_tweet", "parameters": {
+    "type": "object", "required": ["content"], "properties": {
+        "content": {"type": "string", "x-strictcall-grounded": True},
+        "mentions": {"type": "array", "description": "List of users mentioned in the tweet",
+                     "items": {"type": "string", "x-strictcall-grounded": True}}}}}}
+
+
+def test_an_array_the_user_asked_for_without_a_value_is_asked(client, script):
+    """BFCL's post_tweet: "tag 'currenttechtrend' and mention someone": the model posted
+    with no mention. `mentions` is optional, but the user asked for one and named nobody:
+    the array is required in the grammar, its items have no value, and empty is a
+    question."""
+    def post(said: str):
+        return client.post("/v1/chat/completions", json={
+            "model": "scripted", "tools": [TWEET], "tool_choice": "required",
+            "messages": [{"role": "user", "content": said}]})
+    script.reply = '[{"name":"post_tweet","arguments":{"content":"Hello","mentions":[]}}]'
+    body = post("Post 'Hello' and mention someone.").json()
+    assert not body["choices"][0]["message"].get("tool_calls")
+    assert body["strictcall"]["needs_input"]["missing"] == [{
+        "field": "/mentions", "question": "Please tell me: list of users mentioned in the tweet."}]
+    assert body["strictcall"]["needs_input"]["collected"] == {"content": "Hello"}
+    # The grammar does not let the model leave the array out.
+    script.reply = '[{"name":"post_tweet","arguments":{"content":"Hello"}}]'
+    assert post("Post 'Hello' and mention someone.").status_code == 503
+    # A mention named: the call.
+    script.reply = '[{"name":"post_tweet","arguments":{"content":"Hello","mentions":["@Julia"]}}]'
+    (call,) = post("Post 'Hello' and mention @Julia.").json()["choices"][0]["message"][
+        "tool_calls"]
+    assert json.loads(call["function"]["arguments"])["mentions"] == ["@Julia"]
