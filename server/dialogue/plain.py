@@ -129,8 +129,9 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
     context: list[str] = []
     newest = next((i for i in range(len(pieces) - 1, -1, -1)
                    if pieces[i].source == "user"), None)
-    unsaid = newest is not None and indefinite(pieces[newest].text, thing)
-    only_newest = unsaid or (newest is not None and indefinite(pieces[newest].text, related))
+    unsaid = newest is not None and indefinite(pieces[newest].text, kin(thing))
+    only_newest = unsaid or (newest is not None
+                             and indefinite(pieces[newest].text, kin(related)))
     for i, piece in enumerate(pieces):
         if only_newest and i != newest:
             continue  # said before the message that asks for another one
@@ -159,6 +160,18 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
 _VAGUE = frozenset({"several", "few", "some", "many", "couple", "multiple", "various",
                     "несколько", "пару", "пара", "немного", "много", "einige", "mehrere",
                     "paar", "quelques", "plusieurs", "varios", "varias", "algunos", "algunas"})
+
+
+# Words for one kind of thing: "copy it into a folder" speaks of a destination "directory"
+# without saying which.
+_KINDS = tuple(frozenset(words(" ".join(group))) for group in (
+    ("folder", "directory", "dir", "папка", "папку", "каталог", "директория", "ordner",
+     "verzeichnis", "dossier", "répertoire", "carpeta", "directorio"),))
+
+
+def kin(stems: frozenset[str] | set[str]) -> set[str]:
+    """`stems` with the other words for the same kind of thing."""
+    return set(stems).union(*(group for group in _KINDS if group & stems))
 
 
 def thing_stems(field: str, names: Sequence[str] = ()) -> set[str]:

@@ -352,6 +352,14 @@ def test_a_related_thing_without_saying_which_leaves_only_the_newest_messages_va
                             Turn("user", "Copy it to a directory inside the 'Docs' folder.")],
                            today=TODAY)
     assert ground(schema, None, evidence).candidates() == {("destination",): ("Docs",)}
+    # "A folder" is a directory too (BFCL's cp: 'test' of an earlier search was copied to).
+    evidence = evidence_of([Turn("user", "Find files with 'test' in their name."),
+                            Turn("user", "Copy them safely into a folder right here.")],
+                           today=TODAY)
+    assert ground(schema, None, evidence).candidates() == {("destination",): ()}
+    russian = evidence_of([Turn("user", "Найди файлы с 'test' в имени."),
+                           Turn("user", "Скопируй их в какую-нибудь папку.")], today=TODAY)
+    assert ground(schema, None, russian).candidates() == {("destination",): ()}
     hotel = contract_of(BookHotel)  # ("City of the hotel": "a hotel in Paris" gives Paris)
     evidence = evidence_of([Turn("user", "A hotel in Paris for 2 nights, 2 guests")],
                            today=TODAY)
