@@ -26,3 +26,41 @@ PLAIN_STRING_CASES = {
     "en-named": (["How many words are in 'report.txt'?"], "report.txt", "en"),
     "ru-named": (["Посчитай слова в файле, который называется итоги.txt"], "итоги.txt",
                  "ru")}
+
+
+def tail_tool(language: str) -> dict:
+    """A client's `tail`: a plain file name, and an optional count of lines (described in
+    the client's language)."""
+    return {"type": "function", "function": {
+        "name": "tail", "description": "Show the last lines of a file.", "parameters": {
+            "type": "object", "required": ["file_name"], "properties": {
+                "file_name": {"type": "string", "x-strictcall-grounded": True},
+                "lines": {"type": "integer", "minimum": 1, "x-strictcall-grounded": True,
+                          "description": "Число строк" if language == "ru"
+                          else "The number of lines to show"}}}}}
+
+
+def tweet_tool(language: str) -> dict:
+    """A client's `post_tweet`: its text, and an optional list of mentions."""
+    return {"type": "function", "function": {
+        "name": "post_tweet", "description": "Post a tweet.", "parameters": {
+            "type": "object", "required": ["content"], "properties": {
+                "content": {"type": "string", "x-strictcall-grounded": True},
+                "mentions": {"type": "array", "items": {
+                    "type": "string", "x-strictcall-grounded": True},
+                    "description": "Кого упомянуть" if language == "ru"
+                    else "The users to mention"}}}}}
+
+
+# BFCL's optional fields the user asks for without saying which: (the tool, what the user
+# said, the field that must be asked for, or None where the call must carry what was said,
+# the language).
+WANTED_CASES = {
+    "en-several-lines": ("tail", "Show the last several lines of 'log.txt'.", "/lines", "en"),
+    "ru-several-lines": ("tail", "Покажи последние несколько строк файла «log.txt».",
+                         "/lines", "ru"),
+    "en-five-lines": ("tail", "Show the last 5 lines of the file log.txt.", None, "en"),
+    "en-mention-someone": ("post_tweet", "Post 'Hello world' and mention someone.",
+                           "/mentions", "en"),
+    "ru-mention-someone": ("post_tweet", "Опубликуй «Привет всем» и упомяни кого-нибудь.",
+                           "/mentions", "ru")}

@@ -75,8 +75,10 @@ def _walk(root: dict[str, Any], node: Any, path: Path, depth: int) -> Iterator[M
     items = node.get("items")
     if isinstance(items, dict):
         marks = {k: items[k] for k in _KEYS if k in items}
-        if marks and path:  # each item of an array of plain values ("mentions": names)
-            yield _marked((*path, ITEM), resolved(root, items), marks, items)
+        if marks and path:  # each item of an array of plain values ("mentions": names),
+            # said in words by the array's description where the items have none
+            around = {k: node[k] for k in ("description", "title") if k in node}
+            yield _marked((*path, ITEM), resolved(root, items), marks, {**around, **items})
         yield from _walk(root, items, (*path, ITEM), depth + 1)
 
 

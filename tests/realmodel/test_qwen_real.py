@@ -18,7 +18,13 @@ import httpx
 import pytest
 
 from server.process import ServerProcess
-from tests.shared_cases import PLAIN_STRING_CASES, words_tool
+from tests.shared_cases import (
+    PLAIN_STRING_CASES,
+    WANTED_CASES,
+    tail_tool,
+    tweet_tool,
+    words_tool,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.realmodel]
 
@@ -391,3 +397,30 @@ def test_a_plain_string_is_the_users_named_value_or_a_question(client, said, ask
     assert [m["field"] for m in needs["missing"]] == ["/file_name"], needs
     assert needs["language"] == language and choice.message.content, needs
     assert asked is None, f"{asked!r} was named, and the model left it out: {needs}"
+
+
+@pytest.mark.parametrize(("tool", "said", "asked", "language"), WANTED_CASES.values(),
+                         ids=WANTED_CASES.keys())
+def test_an_optional_field_asked_for_without_a_value_is_a_question(client, tool, said, asked,
+                                                                   language):
+    """BFCL's tail and post_tweet on the real model: "the last several lines", "mention
+    someone" are questions (the 0.5B left the field out and called); "the last 5 lines" is
+    a call carrying 5, or a question about something else."""
+    tools = {"tail": tail_tool, "post_tweet": tweet_tool}
+    response = client.chat.completions.create(
+        model=MODEL, tools=[tools[tool](language)], tool_choice="required", max_tokens=150,
+        temperature=0, messages=[{"role": "user", "content": said}])
+    choice = response.choices[0]
+    _no_markup(choice.message.content)
+    needs = (response.model_extra.get("strictcall") or {}).get("needs_input")
+    if asked is None:
+        if choice.message.tool_calls:
+            (call,) = choice.message.tool_calls
+            assert json.loads(call.function.arguments) == {"file_name": "log.txt", "lines": 5}
+        else:
+            assert needs is not None and "/lines" not in [m["field"] for m in needs["missing"]]
+        return
+    assert not choice.message.tool_calls, f"called without {asked}: {choice.message}"
+    assert needs is not None, f"no question: {choice.message.content!r}"
+    assert asked in [m["field"] for m in needs["missing"]], needs
+    assert needs["language"] == language and choice.message.content, needs

@@ -17,7 +17,13 @@ from openai import OpenAI
 
 from contracts import clock
 from tests.live import MODEL
-from tests.shared_cases import PLAIN_STRING_CASES, words_tool
+from tests.shared_cases import (
+    PLAIN_STRING_CASES,
+    WANTED_CASES,
+    tail_tool,
+    tweet_tool,
+    words_tool,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -303,3 +309,27 @@ def test_a_plain_string_is_the_users_named_value_or_a_question(live_client, said
     assert [m["field"] for m in needs["missing"]] == ["/file_name"], needs
     assert needs["language"] == language and message["content"], needs
     assert asked is None, f"{asked!r} was named, and the model left it out: {needs}"
+
+
+@pytest.mark.parametrize(("tool", "said", "asked", "language"), WANTED_CASES.values(),
+                         ids=WANTED_CASES.keys())
+def test_an_optional_field_asked_for_without_a_value_is_a_question(live_client, tool, said,
+                                                                   asked, language):
+    """BFCL's tail and post_tweet: "the last several lines", "mention someone": the field is
+    optional, the user wants it and said no value, so the answer asks for it (before, the
+    model left it out: 10 lines nobody asked for, a tweet with no mention). Where the user
+    gives it ("the last 5 lines"), the call carries it."""
+    tools = {"tail": tail_tool, "post_tweet": tweet_tool}
+    talk = Talk(live_client, tool, tools=[tools[tool](language)])
+    body = talk.say(said)
+    message = body["choices"][0]["message"]
+    if asked is None:
+        if message.get("tool_calls"):
+            assert _shown(body) == {"file_name": "log.txt", "lines": 5}
+        else:
+            assert "/lines" not in _asked(body), body["strictcall"]
+        return
+    assert not message.get("tool_calls"), f"called without {asked}: {message['tool_calls']}"
+    needs = body["strictcall"]["needs_input"]
+    assert asked in [m["field"] for m in needs["missing"]], needs
+    assert needs["language"] == language and message["content"], needs
