@@ -222,7 +222,12 @@ def _trim(token: str) -> str:
 
 def _quoted(text: str) -> Iterator[str]:
     for match in _QUOTED.finditer(text):
-        yield next(g for g in match.groups() if g is not None)
+        yield _inside(match)
+
+
+def _inside(match: re.Match[str]) -> str:
+    """What a `_QUOTED` match holds, without its quotes."""
+    return next(g for g in match.groups() if g is not None)
 
 
 def _after_naming(text: str) -> Iterator[str]:
@@ -347,7 +352,7 @@ def _before_field_words(text: str, stems: frozenset[str] | set[str]) -> Iterator
         after = _TOKEN.match(text, match.end() + 1) if text[match.end():match.end() + 1] \
             == " " else None
         if after is not None and stems & set(words(_trim(after.group()))):
-            yield next(g for g in match.groups() if g is not None)
+            yield _inside(match)
     matches = list(_TOKEN.finditer(text))
     for raw, after in zip(matches, matches[1:], strict=False):
         word = _trim(raw.group())
