@@ -38,11 +38,11 @@ from typing import Any, cast
 import httpx
 
 from bench.latency_client import timed_request
+from bench.latency_like import print_like_with_like, tools_seen
 from bench.latency_overhead import print_upstream_overhead, upstream_overhead
 from bench.latency_report import build_report, print_ratios, write_report
 from bench.latency_stats import Sample, Wave
 from bench.latency_systems import (
-    PEERS,
     ROOT,
     SYSTEMS,
     UPSTREAM,
@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             print("no system could start: " + "; ".join(
                 f"{s['name']}: {s['reason']}" for s in statuses), file=sys.stderr)
             return 1
+        if "forced" in plan.kinds:
+            asyncio.run(_check_tools(live, plan.prompts[0], statuses))
         samples, timed_waves, counters = asyncio.run(measure(live, plan))
         _record_memory(live, statuses)
     report = build_report(vars(args), statuses, samples, timed_waves, counters)
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         save("latency", report, argv, variant=args.save_variant)
     print(paths["markdown"].read_text())
     print_ratios(report)
+    print_like_with_like(report["like_with_like"])
     print_upstream_overhead(report)  # strictcall-upstream beside vllm-server
     print(f"report: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     return 0
@@ -221,10 +224,27 @@ def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Pat
                                server.memory))
         if name == "vllm-server":
             where = dataclasses.replace(where, vllm_url=server.base_url)
-        statuses.append({"name": name, "status": "ran", "peer": name in PEERS,
+        statuses.append({"name": name, "status": "ran", "peer": launch.peer,
                          "command": launch.shown(), "settings": launch.settings,
                          "ready_s": server.ready_s})
     return live
+
+
+async def _check_tools(live: list[LiveSystem], prompt: Prompt,
+                       statuses: list[dict[str, Any]]) -> None:
+    """Each system's prompt length with and without the forced request's tools, beside its
+    status (`tools_prompt`): a peer whose template renders no tools is reported, and its
+    forced answers are not compared."""
+    by_name = {s["name"]: s for s in statuses}
+    for system in live:
+        async with httpx.AsyncClient(base_url=system.base_url, timeout=120) as client:
+            seen = await tools_seen(client, system.dialect, prompt)
+        if seen and system.name in by_name:
+            by_name[system.name]["tools_prompt"] = seen
+            if seen.get("rendered") is False:
+                print(f"{system.name}: its prompt is {seen['prompt_tokens_with_tools']} tokens "
+                      "with the tools and without them: its template renders no tools",
+                      file=sys.stderr)
 
 
 def _variant(text: str) -> tuple[str, tuple[str, ...]]:

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.latency_like import like_with_like
+from bench.latency_like import markdown_table as like_table
 from bench.latency_stats import Sample, Wave, cold_vs_warm, kind_ratios, paired_ratios, summarize
 from bench.markdown_table import table
 
@@ -28,6 +30,7 @@ def build_report(args: dict[str, Any], statuses: list[dict[str, Any]],
                    for r in kind_ratios(samples, name, kind, "free")]
     return {"args": {k: str(v) if isinstance(v, Path) else v for k, v in args.items()},
             "systems": statuses, "settings": rows, "ratios": ratios,
+            "like_with_like": like_with_like(rows, samples, statuses),
             "constrained_vs_free": constrained, "cold_vs_warm": cold_vs_warm(rows),
             "engine_counters": counters,
             "samples": [s.as_dict() for s in samples],
@@ -55,6 +58,14 @@ def markdown(report: dict[str, Any], *, plots: Sequence[str] = ()) -> str:
              "(end to end - TTFT) / (tokens - 1), per request (a tool call's first chunk "
              "comes once its name is decoded); overall: all time / all output tokens.", "",
              _settings(report["settings"])]
+    if report.get("like_with_like"):
+        parts += ["", "## Like with like: each peer family at its best configuration per "
+                  "measure (named in brackets)", "",
+                  "Per setting: medians, p99 and throughput over every finished answer; "
+                  "output tokens per answer on each side; ms per output token (the decode). "
+                  "Ratios < 1: StrictCall is faster. Goal: median below the best peer "
+                  "median, answers/s at least the best, per token within 10% of the best.",
+                  "", like_table(report["like_with_like"])]
     if report["ratios"]:
         parts += ["", "## Ratios (median over prompts both answered validly; < 1: the "
                   "first system is faster)", "", _ratios(report["ratios"])]
@@ -82,12 +93,21 @@ def _flags(args: dict[str, Any]) -> str:
 
 def _systems(statuses: list[dict[str, Any]]) -> str:
     return table(["system", "status", "settings", "command or reason", "ready s",
-                  "RSS MiB after the run", "peak RSS MiB"], [
+                  "RSS MiB after the run", "peak RSS MiB",
+                  "prompt tokens with / without the tools"], [
         [s["name"], s["status"], _settings_cell(s.get("settings") or {}),
          f"`{s['command']}`" if s["status"] == "ran"
          else f"{s['reason']}" + (f" (install: `{s['install']}`)" if s.get("install") else ""),
-         s.get("ready_s"), s.get("rss_mib"), s.get("peak_rss_mib")]
+         s.get("ready_s"), s.get("rss_mib"), s.get("peak_rss_mib"),
+         _tools_cell(s.get("tools_prompt") or {})]
         for s in statuses])
+
+
+def _tools_cell(seen: dict[str, Any]) -> str:
+    if "prompt_tokens_with_tools" not in seen:
+        return str(seen.get("error", "-"))
+    shown = f"{seen['prompt_tokens_with_tools']} / {seen['prompt_tokens_without']}"
+    return shown if seen["rendered"] else shown + " (no tools rendered)"
 
 
 def _settings_cell(settings: dict[str, Any]) -> str:

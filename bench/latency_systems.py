@@ -11,7 +11,8 @@ free port, one compute thread, the same model (the embedded SmolLM2-135M-Instruc
   so the ratio between them is what StrictCall adds).
 - Peers: llama-server (llama.cpp's own C++ server, `make setup-peers`, on the model's GGUF:
   one slot per client, the same unified 8192-token context as StrictCall's llama.cpp engine,
-  its prompt cache on), llamacpp-server (llama-cpp-python's Python server on the same GGUF,
+  its prompt cache on; llama-server-npN with N slots, llama-server-compact[-npN] asked json
+  with the compact grammar), llamacpp-server (llama-cpp-python's Python server on the same GGUF,
   serial, with its own defaults: a second row, not the peer users run) and
   vllm-server (vLLM's own OpenAI server on the converted safetensors), started with the
   structured-outputs settings StrictCall's vLLM engine gives vLLM (xgrammar, no free
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -63,8 +65,12 @@ STRICTCALL_FLAGS: dict[str, tuple[str, ...]] = {
 }
 PEERS: dict[str, Dialect] = {"llama-server": "llama-server", "llamacpp-server": "llamacpp",
                              "vllm-server": "openai"}
+# llama-server as the like-with-like comparison runs it: -npN for N slots (StrictCall's batch
+# is 2 by default; plain llama-server has one slot per client); -compact asks the json kind
+# with the compact grammar. Any N is accepted (llama_server_shape).
+LLAMA_SERVER_SHAPES = ("llama-server-np2", "llama-server-compact", "llama-server-compact-np2")
 UPSTREAM = "strictcall-upstream"  # StrictCall in front of the run's vllm-server
-SYSTEMS = (*STRICTCALL_FLAGS, UPSTREAM, *PEERS)
+SYSTEMS = (*STRICTCALL_FLAGS, UPSTREAM, *PEERS, *LLAMA_SERVER_SHAPES)
 LLAMACPP_INSTALL = ('python3 -m venv .venv-llamacpp && CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF '
                     '-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF" .venv-llamacpp/bin/pip '
                     'install "llama-cpp-python[server]==0.3.36" (builds llama.cpp from '
@@ -189,24 +195,28 @@ def launch_for(name: str, where: Where) -> Launch:
             "--no-grammar-disk-cache", *where.server_args), env={"PYTHONPATH": str(ROOT)},
             settings={"engine": "upstream", "upstream_json": "server",
                       "flags": " ".join(where.server_args)})
-    if name == "llama-server":
+    if (shape := llama_server_shape(name)) is not None:
+        compact, slots = shape
+        slots = slots or where.slots
         if not where.llama_server.exists():
             raise Skipped(f"{where.llama_server} is not built", LLAMA_SERVER_INSTALL)
         if where.gguf is None:
             raise Skipped("no GGUF of the embedded model was found under the cache's models "
                           "folder", "make setup (strictcall fetch-model)")
-        return Launch(name, "llama-server", True, (
+        return Launch(name, "llama-server-compact" if compact else "llama-server", True, (
             str(where.llama_server), "-m", str(where.gguf), "--alias", MODEL,
             "--host", "127.0.0.1", "--port", "{port}",
             "-t", str(where.threads), "-tb", str(where.threads),
-            "-np", str(where.slots), "-c", str(SERVER_CONTEXT), "--kv-unified",
+            "-np", str(slots), "-c", str(SERVER_CONTEXT), "--kv-unified",
             # The GGUF's own chat template through minja, as StrictCall renders it; tool
             # calls and response_format need it.
             "--jinja", "--no-webui", *(("--no-repack",) if cpu_has_amx() else ())),
-            settings={"grammar": "llama.cpp's GBNF, from each request's schema",
+            settings={"grammar": "the request's GBNF: llama.cpp's from the schema, no free "
+                      "whitespace (compact_grammar)" if compact
+                      else "llama.cpp's GBNF, from each request's schema",
                       "weight_repacking": "off (AMX, llama.cpp #20824)" if cpu_has_amx()
                       else "llama.cpp's default",
-                      "slots": where.slots, "context": SERVER_CONTEXT, "kv_unified": True,
+                      "slots": slots, "context": SERVER_CONTEXT, "kv_unified": True,
                       "prompt_cache": "on (llama-server's default cache_prompt)",
                       "threads": where.threads})
     if name == "llamacpp-server":
@@ -248,6 +258,16 @@ def launch_for(name: str, where: Where) -> Launch:
             settings={"structured_outputs_config": STRUCTURED_OUTPUTS_CONFIG, **VLLM_CPU,
                       "threads": where.threads, "tool_call_parser": "hermes"})
     raise SystemExit(f"unknown system {name!r}; use one of {', '.join(SYSTEMS)} or all")
+
+
+def llama_server_shape(name: str) -> tuple[bool, int | None] | None:
+    """For a llama-server system's name, whether it is asked json with the compact grammar
+    (`-compact`) and its slots (`-npN`; None: one per client of the run's widest
+    concurrency); None for any other system."""
+    found = re.fullmatch(r"llama-server(-compact)?(?:-np([1-9][0-9]*))?", name)
+    if found is None:
+        return None
+    return found[1] is not None, int(found[2]) if found[2] else None
 
 
 def vllm_env(threads: int) -> dict[str, str]:

@@ -13,7 +13,10 @@ Kinds of request (the same question in each):
 
 A wire dialect says how a server is asked: "strictcall" (every kind), "openai" (vLLM's own
 server), "llamacpp" (llama-cpp-python's server) and "llama-server" (llama.cpp's C++ server)
-take forced, json and free.
+take forced, json and free. "llama-server-compact" is llama.cpp's C++ server asked the json
+kind with a GBNF `grammar` in place of the schema: the same grammar llama.cpp derives from the
+schema, with its optional whitespace taken out, so that it writes the compact JSON StrictCall
+writes and the two decodes are compared token for token.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from bench.bfcl_ast import EVALDATA, described, load, with_instructions
 from bench.serve.validity import Answer, Expect, judge
 
 Kind = Literal["forced", "auto", "json", "free"]
-Dialect = Literal["strictcall", "openai", "llamacpp", "llama-server"]
+Dialect = Literal["strictcall", "openai", "llamacpp", "llama-server", "llama-server-compact"]
 Outcome = Literal["valid", "invalid", "cut_off", "no_call", "unchecked", "error"]
 KINDS: tuple[Kind, ...] = ("forced", "auto", "json", "free")
 DIALECT_KINDS: dict[Dialect, frozenset[Kind]] = {
@@ -35,7 +38,11 @@ DIALECT_KINDS: dict[Dialect, frozenset[Kind]] = {
     "openai": frozenset({"forced", "json", "free"}),
     "llamacpp": frozenset({"forced", "json", "free"}),
     "llama-server": frozenset({"forced", "json", "free"}),
+    "llama-server-compact": frozenset({"json"}),
 }
+# The dialects a deployed server is asked in (`strictcall-bench serve --target`): the compact
+# one is the latency bench's own comparison, and needs llama-cpp-python's converter.
+SERVED_DIALECTS: tuple[Dialect, ...] = ("strictcall", "openai", "llamacpp", "llama-server")
 MODEL = "m"
 
 
@@ -105,7 +112,9 @@ def build_body(prompt: Prompt, kind: Kind, *, dialect: Dialect,
             "type": "function", "function": {"name": prompt.target}}
         return body
     body["messages"] = with_instructions(list(prompt.messages), _instructions(prompt, kind))
-    if kind == "json":
+    if kind == "json" and dialect == "llama-server-compact":
+        body["grammar"] = compact_grammar(prompt.schema)
+    elif kind == "json":
         body["response_format"] = _response_format(prompt, dialect)
     return body
 
@@ -124,6 +133,21 @@ def _response_format(prompt: Prompt, dialect: Dialect) -> dict[str, Any]:
         return {"type": "json_object", "schema": prompt.schema}
     return {"type": "json_schema", "json_schema": {
         "name": "arguments", "schema": prompt.schema, "strict": True}}
+
+
+def compact_grammar(schema: dict[str, Any]) -> str:
+    """llama.cpp's GBNF for `schema` (llama-cpp-python's port of llama.cpp's
+    json-schema-to-grammar) with no whitespace between tokens: its `space` rule, which every
+    separator refers to, matches only the empty string. What llama-server then writes is the
+    JSON StrictCall writes (`{"a":1,"b":"x"}`), so a token costs the same on both sides."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    rules = json_schema_to_gbnf(json.dumps(schema)).splitlines()
+    spaced = [i for i, rule in enumerate(rules) if rule.startswith("space ::=")]
+    if len(spaced) != 1:
+        raise ValueError(f"the converter wrote {len(spaced)} space rules; expected one")
+    rules[spaced[0]] = 'space ::= ""'
+    return "\n".join(rules) + "\n"
 
 
 def expect_for(prompt: Prompt, kind: Kind) -> Expect:

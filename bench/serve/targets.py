@@ -15,10 +15,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import cast, get_args
 from urllib.parse import urlsplit
 
-from bench.latency_workload import Dialect
+from bench.latency_workload import SERVED_DIALECTS, Dialect
 
 _KEYS = ("model", "api-key-env", "dialect")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -68,12 +67,12 @@ def parse_target(spec: str, *, default_model: str) -> Target:
                               f"{', '.join(k + '=...' for k in _KEYS)}")
         options[key] = value
     dialect = options.get("dialect", "openai")
-    if dialect not in get_args(Dialect):
+    if dialect not in SERVED_DIALECTS:
         raise TargetError(f"--target {spec!r}: dialect {dialect!r} is not one of "
-                          f"{', '.join(get_args(Dialect))}")
+                          f"{', '.join(SERVED_DIALECTS)}")
     return Target(name=name, root=_root(url, spec), model=options.get("model", default_model),
                   api_key_env=options.get("api-key-env"),
-                  dialect=cast(Dialect, dialect))  # checked just above
+                  dialect=dialect)  # one of SERVED_DIALECTS: checked just above
 
 
 def parse_targets(specs: list[str], *, default_model: str) -> list[Target]:

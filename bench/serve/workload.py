@@ -24,10 +24,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from bench.bfcl_ast import EVALDATA
-from bench.latency_workload import Dialect, Kind, Prompt, build_body, expect_for, load_prompts
+from bench.latency_workload import (
+    SERVED_DIALECTS,
+    Dialect,
+    Kind,
+    Prompt,
+    build_body,
+    expect_for,
+    load_prompts,
+)
 from bench.serve.validity import Api, Expect
 
 BFCL_KINDS: dict[str, Kind] = {"bfcl-forced": "forced", "bfcl-auto": "auto",
@@ -105,7 +113,7 @@ def shipped(name: str, sources: Sources) -> list[WorkItem]:
 def _prompt_item(prompt: Prompt, kind: Kind, workload: str, max_tokens: int,
                  headers: Mapping[str, str] | None = None) -> WorkItem:
     bodies = {d: build_body(prompt, kind, dialect=d, max_tokens=max_tokens)
-              for d in get_args(Dialect)}
+              for d in SERVED_DIALECTS}
     return WorkItem(id=prompt.id, workload=workload, api="chat", body=bodies["openai"],
                     expect=expect_for(prompt, kind),
                     by_dialect={d: b for d, b in bodies.items() if d != "openai"},

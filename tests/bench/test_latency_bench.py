@@ -15,6 +15,7 @@ import pytest
 from bench.decode_step import summarize as step_summary
 from bench.latency import Plan, plan_waves
 from bench.latency_client import timed_request
+from bench.latency_like import tools_seen
 from bench.latency_report import build_report, markdown, write_report
 from bench.latency_stats import (
     Sample,
@@ -25,8 +26,16 @@ from bench.latency_stats import (
     percentile,
     summarize,
 )
-from bench.latency_systems import Launch, RunningServer, Skipped, Where, find_gguf, launch_for
-from bench.latency_workload import Answer, Prompt, check, request_body
+from bench.latency_systems import (
+    Launch,
+    RunningServer,
+    Skipped,
+    Where,
+    find_gguf,
+    launch_for,
+    llama_server_shape,
+)
+from bench.latency_workload import Answer, Prompt, check, compact_grammar, request_body
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
                                            "days": {"type": "integer", "minimum": 1}},
@@ -376,3 +385,98 @@ def test_a_real_run_against_a_torch_server(tmp_path, capsys):
         assert row["prompt_tokens_p50"] > 0 and row["e2e_s_p50"] > 0
     assert (tmp_path / "latency.png").exists() and (tmp_path / "throughput.png").exists()
     assert "## Per setting" in capsys.readouterr().out
+
+
+def test_llama_server_shapes_name_their_slots_and_the_compact_grammar(tmp_path):
+    built = tmp_path / "llama-server"
+    built.write_text("")
+    where = Where(model_dir=tmp_path, gguf=tmp_path / "m.gguf", vllm_python=tmp_path,
+                  llamacpp_python=tmp_path, llama_server=built, slots=16)
+    two = launch_for("llama-server-np2", where)
+    assert "-np 2" in two.shown() and two.dialect == "llama-server" and two.peer
+    compact = launch_for("llama-server-compact", where)
+    assert "-np 16" in compact.shown() and compact.dialect == "llama-server-compact"
+    assert launch_for("llama-server-compact-np2", where).settings["slots"] == 2
+    assert llama_server_shape("strictcall-llamacpp") is None
+    assert llama_server_shape("llama-server-np0") is None  # no server has no slot
+    # the compact dialect is asked json only, with a grammar in place of the schema
+    assert request_body(PROMPT, "forced", dialect="llama-server-compact", max_tokens=9) is None
+    body = request_body(PROMPT, "json", dialect="llama-server-compact", max_tokens=9)
+    assert body is not None and "response_format" not in body
+
+
+def test_the_compact_grammar_is_llama_cpps_without_free_whitespace():
+    """Checked by another GBNF reader (xgrammar's): the JSON StrictCall writes is in it, the
+    same answer with a space anywhere is not, and the schema still holds."""
+    import xgrammar
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    grammar = xgrammar.Grammar.from_ebnf(compact_grammar(SCHEMA))
+    assert accepts(grammar, GOOD)
+    for spaced in ('{"city": "Oslo","days":3}', '{ "city":"Oslo","days":3}',
+                   '{"city":"Oslo", "days":3}', '{"city":"Oslo","days":3} ',
+                   '{\n  "city":"Oslo","days":3}'):
+        assert not accepts(grammar, spaced), spaced
+    assert not accepts(grammar, '{"city":"Oslo"}')  # days is required
+    assert not accepts(grammar, '{"city":"Oslo","days":"3"}')
+
+
+def _setting(system: str, c: int, e2e: list[float], tokens: int, seconds: float
+             ) -> tuple[list[Sample], Wave]:
+    samples = [Sample(system=system, kind="json", concurrency=c, pass_="warm",
+                      prompt_id=f"p{i}", occurrence=0, outcome="valid", e2e_s=t, ttft_s=0.1,
+                      tpot_s=(t - 0.1) / (tokens - 1), completion_tokens=tokens)
+               for i, t in enumerate(e2e)]
+    return samples, Wave(system, "json", c, "warm", len(e2e), seconds)
+
+
+def test_like_with_like_takes_each_measure_from_the_peers_best_configuration():
+    got = [_setting("strictcall-llamacpp", 4, [1.0, 1.2, 1.4], 15, 3.0),
+           # a slot per client: the better median, the worse throughput
+           _setting("llama-server", 4, [1.1, 1.3, 1.5], 30, 4.0),
+           # two slots, as StrictCall's batch: the better throughput
+           _setting("llama-server-np2", 4, [1.6, 1.7, 1.8], 30, 2.5),
+           _setting("llama-server-compact", 4, [0.9, 1.0, 1.1], 15, 2.0)]
+    samples = [s for row, _ in got for s in row]
+    statuses = [{"name": "strictcall-llamacpp", "status": "ran", "peer": False, "command": "x"},
+                *({"name": n, "status": "ran", "peer": True, "command": "y"} for n in
+                  ("llama-server", "llama-server-np2", "llama-server-compact"))]
+    report = build_report({"out": "x"}, statuses, samples, [w for _, w in got], {})
+    rows = {r["peer"]: r for r in report["like_with_like"]}
+    assert set(rows) == {"llama-server", "llama-server-compact"}  # -np2 joins its family
+    spaced = rows["llama-server"]
+    assert (spaced["peer_e2e_s_p50"], spaced["peer_e2e_s_p50_by"]) == (1.3, "llama-server")
+    assert spaced["peer_requests_per_s_by"] == "llama-server-np2"
+    assert spaced["peer_requests_per_s"] == pytest.approx(3 / 2.5)
+    assert (spaced["completion_tokens_p50"], spaced["peer_completion_tokens_p50"]) == (15, 30)
+    assert spaced["e2e_ratio_of_medians"] == pytest.approx(1.2 / 1.3)
+    assert spaced["paired_prompts"] == 3
+    # faster end to end on half the tokens, but slower per token and below the best rate
+    assert spaced["goal"] == "missed: throughput, per token"
+    assert rows["llama-server-compact"]["goal"] == "missed: median, throughput, per token"
+    assert "llama-server-np2" in markdown(report)  # the configuration behind a best is named
+
+
+def test_a_peer_whose_template_renders_no_tools_is_not_compared_on_forced_calls():
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        assert not body.get("stream") and body["max_tokens"] == 1
+        return httpx.Response(200, json={"usage": {"prompt_tokens": 34}})  # tools or not
+
+    async def seen() -> dict:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer),
+                                     base_url="http://peer") as client:
+            return await tools_seen(client, "llama-server", PROMPT)
+
+    got = asyncio.run(seen())
+    assert got["rendered"] is False and got["prompt_tokens_with_tools"] == 34
+    forced = [Sample(system=n, kind="forced", concurrency=1, pass_="warm", prompt_id="p1",
+                     occurrence=0, outcome="valid", e2e_s=1.0, ttft_s=0.1, tpot_s=0.01,
+                     completion_tokens=20) for n in ("strictcall-llamacpp", "llama-server")]
+    statuses = [{"name": "strictcall-llamacpp", "status": "ran", "peer": False, "command": "x"},
+                {"name": "llama-server", "status": "ran", "peer": True, "command": "y",
+                 "tools_prompt": got}]
+    report = build_report({"out": "x"}, statuses, forced, [], {})
+    (row,) = report["like_with_like"]
+    assert row["goal"] == "not comparable: the peer's template rendered no tools"
+    assert "34 / 34 (no tools rendered)" in markdown(report)
