@@ -110,6 +110,12 @@ def build_body(prompt: Prompt, kind: Kind, *, dialect: Dialect,
         body["tools"] = prompt.tools(dialect)
         body["tool_choice"] = "auto" if kind == "auto" else {
             "type": "function", "function": {"name": prompt.target}}
+        if kind == "forced" and dialect == "llama-server":
+            # llama-server reads a named tool_choice as "auto" (it takes only a string):
+            # "required" over the named function alone is the forced call it can make (on
+            # simple_python, whose questions offer one function, the same tools as others').
+            body["tools"] = [t for t in body["tools"] if t["function"]["name"] == prompt.target]
+            body["tool_choice"] = "required"
         return body
     body["messages"] = with_instructions(list(prompt.messages), _instructions(prompt, kind))
     if kind == "json" and dialect == "llama-server-compact":

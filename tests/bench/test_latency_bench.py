@@ -60,6 +60,10 @@ def test_each_dialect_is_asked_its_own_way():
     forced = request_body(PROMPT, "forced", dialect="llamacpp", max_tokens=50)
     assert forced["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
     assert [t["function"]["name"] for t in forced["tools"]] == ["get_weather", "get_time"]
+    # llama-server takes no named choice: "required" over the named function alone
+    peer_forced = request_body(PROMPT, "forced", dialect="llama-server", max_tokens=50)
+    assert peer_forced["tool_choice"] == "required"
+    assert [t["function"]["name"] for t in peer_forced["tools"]] == ["get_weather"]
     vllm_forced = request_body(PROMPT, "forced", dialect="openai", max_tokens=50)
     assert all(t["function"]["strict"] for t in vllm_forced["tools"])  # or unconstrained
     assert request_body(PROMPT, "auto", dialect="openai", max_tokens=50) is None
