@@ -96,13 +96,46 @@ def latency(results: dict[str, Any]) -> Rendered:
         images = {f"latency-{p.name}": p.read_bytes() for p in plot(results, Path(tmp)).values()}
     text = markdown(results, plots=[]).split("\n", 1)[1]  # its title is the page's
     text = text.replace("\n## ", "\n### ")
-    head = _cold_headline(results)
+    head = _like_headline(results) or _cold_headline(results)
     if overhead := results.get("upstream_overhead"):  # the run measured StrictCall's overhead
         head = "StrictCall in front of vLLM / vLLM alone, end to end: " + ", ".join(
             f"{r['kind']} {r['e2e_ratio']:.2f}x at concurrency {r['concurrency']}"
             for r in overhead)
     return Rendered(sections=[text, "", *(f"![{n}]({n})" for n in images), ""],
                     images=images, headline=head)
+
+
+def _like_headline(results: dict[str, Any]) -> str:
+    """The warm pass against each peer family at its best configuration: per kind, the
+    median's ratio by clients, answers/s and per token, and where the goal was missed; a
+    kind no side answered validly says so."""
+    rows = [r for r in results.get("like_with_like", []) if r["pass"] == "warm"]
+    if not rows:
+        return ""
+    ours = rows[0]["ours"]
+    parts = []
+    for kind, peer in dict.fromkeys((r["kind"], r["peer"]) for r in rows if r["ours"] == ours):
+        got = sorted((r for r in rows if (r["ours"], r["kind"], r["peer"]) == (ours, kind, peer)),
+                     key=lambda r: r["concurrency"])
+        clients = "/".join(str(r["concurrency"]) for r in got)
+        if any(r["goal"].startswith("not comparable") for r in got):
+            parts.append(f"{kind} against {peer}: {got[0]['goal'][16:]} (valid "
+                         f"{sum(r['valid'] for r in got)} of {sum(r['n'] for r in got)} "
+                         f"against {sum(r['peer_valid'] or 0 for r in got)} of "
+                         f"{sum(r['peer_n'] or 0 for r in got)})")
+            continue
+
+        def xs(key: str, rows: list[dict[str, Any]] = got) -> str:
+            return "/".join("-" if r[key] is None else f"{r[key]:.2f}x" for r in rows)
+
+        missed = [f"{r['concurrency']}: {r['goal'][8:]}" for r in got if r["goal"] != "met"]
+        parts.append(f"{kind} against {peer} at {clients} clients: median "
+                     f"{xs('e2e_ratio_of_medians')}, answers/s {xs('throughput_ratio')}, per "
+                     f"token {xs('per_token_ratio_of_medians')}, tokens per answer "
+                     + "/".join(f"{r['completion_tokens_p50']:.0f}:"
+                                f"{r['peer_completion_tokens_p50'] or 0:.0f}" for r in got)
+                     + ("; goal missed at " + "; ".join(missed) if missed else "; goal met"))
+    return f"warm, {ours} / each peer's best configuration: " + " | ".join(parts)
 
 
 def _cold_headline(results: dict[str, Any]) -> str:

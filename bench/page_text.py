@@ -19,7 +19,8 @@ TITLES = {
     "schema-prompt": "What goes into the prompt for a JSON answer",
     "grounding": "Grounded fields: copied or asked, never invented",
     "cpu-variants": "CPU variants: why llama.cpp is the CPU default",
-    "latency": "Latency beside llama.cpp's C++ llama-server, cold and warm",
+    "latency": "Latency beside llama.cpp's C++ llama-server, like with like",
+    "latency-forced": "Forced tool calls beside llama-server on a model whose template has tools",
     "latency-upstream": "StrictCall's overhead in front of the vLLM it fronts",
     "latency-vllm": "Latency on vLLM: StrictCall's vLLM engine beside vLLM's own server",
     "gpu-decode": "GPU decode: the mask's share of a step",
@@ -122,10 +123,20 @@ ABOUT = {
         "BFCL questions asked as a forced call, a JSON answer and a free answer with the "
         "schema in words; requests alternate between systems wave by wave, greedy and "
         "streamed. At each concurrency a cold pass (each prompt's first time on each "
-        "server) comes before the warm pass on the same prompts; the headline is the cold "
-        "pass. The peer is llama.cpp's C++ `llama-server` (`make setup-peers`), one slot "
-        "per client, the same 8192-token unified context, its prompt cache on. Every answer "
-        "is checked against its schema; a cut-off is never valid."),
+        "server) comes before the warm pass on the same prompts. The peer is llama.cpp's "
+        "C++ `llama-server` (`make setup-peers`), the same 8192-token unified context, its "
+        "prompt cache on, at one slot per client and at StrictCall's batch of 2 "
+        "(`-np2`); `-compact` is the same server asked json with llama.cpp's own grammar "
+        "for the schema less its free whitespace, so both write the same compact JSON. The "
+        "like-with-like table takes each measure from the peer's best configuration. Every "
+        "answer is checked against its schema; a cut-off is never valid."),
+    "latency-forced": (
+        "The latency benchmark's forced calls on Qwen2.5-Coder-0.5B-Instruct (its GGUF, "
+        "whose chat template renders tools), StrictCall's llama.cpp engine beside "
+        "`llama-server --jinja` at one slot per client and at 2. llama-server takes no named "
+        "tool_choice, so it is asked `required` over the named function alone. The "
+        "Systems table shows each server's prompt with the tools and without them: the peer "
+        "saw the tools."),
     "decode-step": (
         "Free text, greedy, one client, non-streamed, the same prompts on StrictCall's "
         "default server and llama.cpp's C++ `llama-server` (one thread each), requests "

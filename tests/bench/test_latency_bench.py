@@ -459,6 +459,12 @@ def test_like_with_like_takes_each_measure_from_the_peers_best_configuration():
     assert spaced["goal"] == "missed: throughput, per token"
     assert rows["llama-server-compact"]["goal"] == "missed: median, throughput, per token"
     assert "llama-server-np2" in markdown(report)  # the configuration behind a best is named
+    from bench.page_speed import _like_headline
+
+    head = _like_headline(report)
+    assert head.startswith("warm, strictcall-llamacpp / each peer's best configuration: json "
+                           "against llama-server at 4 clients: median 0.92x, answers/s 0.83x")
+    assert "tokens per answer 15:30; goal missed at 4: throughput, per token" in head
 
 
 def test_a_peer_whose_template_renders_no_tools_is_not_compared_on_forced_calls():
@@ -484,3 +490,7 @@ def test_a_peer_whose_template_renders_no_tools_is_not_compared_on_forced_calls(
     (row,) = report["like_with_like"]
     assert row["goal"] == "not comparable: the peer's template rendered no tools"
     assert "34 / 34 (no tools rendered)" in markdown(report)
+    from bench.page_speed import _like_headline
+
+    assert "forced against llama-server: the peer's template rendered no tools (valid 1 of 1 " \
+        "against 1 of 1)" in _like_headline(report)
