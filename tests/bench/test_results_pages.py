@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,28 @@ def test_a_dirty_tree_is_never_saved_into_the_committed_results(monkeypatch) -> 
     with pytest.raises(SystemExit, match="not saved: the measured code"):
         results_file.save("frob", {"tok_s": 1.5}, [])
     assert not (results_file.RESULTS_DIR / "frob.json").exists()
+
+
+def test_a_page_says_when_the_code_it_measured_has_changed_since(tmp_path: Path) -> None:
+    """The run's commit against HEAD, by git: the page warns and the index marks the
+    headline; an unchanged commit says nothing; a dirty or unknown commit says so."""
+    from bench.pages import changed_since
+
+    _saved(tmp_path, "frob-speed", {"tok_s": 7.25})
+    warned = benchmark_pages(read_results(tmp_path),
+                             changed=lambda commit: "server/ changed since 0123 (3 files)")
+    assert "!!! warning \"Measured on older code\"" in str(warned["benchmarks/frob-speed.md"])
+    assert "(measured on older code: server/ changed since 0123 (3 files)) |" in str(
+        warned["benchmarks/index.md"])
+    quiet = benchmark_pages(read_results(tmp_path), changed=lambda commit: None)
+    assert "older code" not in str(quiet["benchmarks/frob-speed.md"])
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=RESULTS, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert changed_since(head) is None  # the measured code at HEAD is HEAD's
+    first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], cwd=RESULTS,
+                           capture_output=True, text=True, check=True).stdout.split()[0]
+    if first != head:  # a shallow clone holds HEAD alone
+        assert re.fullmatch(r".*server/.* changed since [0-9a-f]{12} \(\d+ files\)",
+                            changed_since(first) or "")
+    assert changed_since(head + "+dirty") == f"run on uncommitted changes to {head[:12]}"
+    assert changed_since("0" * 40) == f"commit {'0' * 12} is not in this history"
