@@ -78,6 +78,19 @@ def schemas(results: dict[str, Any]) -> Rendered:
 
     valid = sum(int(r["valid accepted"].split()[0]) for r in rows)
     valid_all = sum(int(r["valid accepted"].split()[-1]) for r in rows)
+    summaries = [cat["summary"] for data in results["backends"].values()
+                 for cat in data["categories"].values()]
+    schemas_n = sum(s["schemas"] for s in summaries)
+    head = (f"{valid} of {valid_all} valid test instances accepted by the mask and the "
+            f"validator, over {schemas_n} schemas")
+    if all(s.get("valid_instances_all") is not None for s in summaries):
+        head = (f"{valid} of {sum(s['valid_instances_all'] for s in summaries)} valid test "
+                f"instances of {schemas_n} schemas served (accepted by the mask and the "
+                f"validator); not served: "
+                f"{sum(s['valid_refused_by_policy'] for s in summaries)} refused by policy, "
+                f"{sum(s['valid_in_uncompiled'] for s in summaries)} in the "
+                f"{sum(s['schemas'] - s['compiled'] for s in summaries)} schemas refused, "
+                f"{valid_all - valid} refused otherwise")
     args = results["args"]
     return Rendered(
         sections=[f"First {args['limit']} schemas of each category; policies: "
@@ -85,8 +98,7 @@ def schemas(results: dict[str, Any]) -> Rendered:
                               if k not in ("dirs", "limit", "timeout")) + ".", "",
                   table(rows), "", "![coverage per category](schemas-coverage.png)", ""],
         images={"schemas-coverage.png": png(draw)},
-        headline=f"{valid} of {valid_all} valid test instances accepted by the mask and "
-                 f"the validator, over {sum(r['schemas'] for r in rows)} schemas")
+        headline=head)
 
 
 def contract_repair(results: dict[str, Any]) -> Rendered:

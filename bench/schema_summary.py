@@ -43,6 +43,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     reasons = Counter(_reason(r) for r in records if r["status"] == "rejected")
     valid = tests["valid_accepted"] + tests["valid_refused"]
     invalid = tests["invalid_rejected"] + tests["invalid_accepted"]
+    uncompiled = [r for r in records if r["status"] != "compiled"]
     return {
         "schemas": len(records), "compiled": len(compiled),
         "coverage": len(compiled) / len(records) if records else 0.0,
@@ -51,6 +52,13 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "warm_ms_p50": _quantile(warm, 0.5), "warm_ms_p99": _quantile(warm, 0.99),
         "valid_instances": valid, "valid_accepted": tests["valid_accepted"],
         "valid_refused_by_policy": tests["valid_refused_by_policy"],
+        # Over every schema: the valid instances of the schemas that did not compile count
+        # as not served (None where the records predate the count).
+        "valid_instances_all": valid + tests["valid_refused_by_policy"] + sum(
+            r["instances"]["valid"] for r in uncompiled) if all(
+            "instances" in r for r in uncompiled) else None,
+        "valid_in_uncompiled": sum(r["instances"]["valid"] for r in uncompiled) if all(
+            "instances" in r for r in uncompiled) else None,
         "by_policy": dict(sum((Counter(r.get("by_policy", {})) for r in compiled),
                               Counter()).most_common()),
         "invalid_instances": invalid, "invalid_rejected": tests["invalid_rejected"],

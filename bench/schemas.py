@@ -59,6 +59,9 @@ def run_schema(path: Path, backend: Any, cache: GrammarCache, *, alone: Any,
     record: dict[str, Any] = {"file": path.name}
     doc = json.loads(path.read_text())
     schema, tests = doc["schema"], doc.get("tests", [])
+    # Every schema's instances, compiled or not: coverage is over all of them.
+    record["instances"] = {"valid": sum(bool(t["valid"]) for t in tests),
+                           "invalid": sum(not t["valid"] for t in tests)}
     record["alone"] = alone(schema)
     try:  # the server's default budgets: counted, not applied (they are a server policy)
         if isinstance(schema, dict):
@@ -300,12 +303,21 @@ def main(argv: list[str] | None = None) -> int:
         runner.close()
     print_table(report)
     print(f"\nfull report: {args.out}")
-    if args.save:  # the summaries; the per-schema records stay in --out
+    if args.save:  # the summaries, and each schema's row (the full records stay in --out)
         save("schemas", {"args": report["args"], "backends": {
             name: {"version": b["version"], "categories": {
-                c: {"summary": v["summary"]} for c, v in b["categories"].items()}}
+                c: {"summary": v["summary"], "rows": [_row(r) for r in v["schemas"]]}
+                for c, v in b["categories"].items()}}
             for name, b in report["backends"].items()}}, argv)
     return 0
+
+
+def _row(record: dict[str, Any]) -> dict[str, Any]:
+    """A schema's outcome as the results file keeps it: its file, compiled or why not, its
+    instances and what became of them, its compile times."""
+    keep = ("file", "status", "reason", "instances", "tests", "by_policy", "compile_ms",
+            "warm_ms", "alone", "over_budget", "validator_keywords")
+    return {k: record[k] for k in keep if k in record}
 
 
 def _alone(backend: Any) -> Any:

@@ -43,6 +43,19 @@ def test_summary_counts_each_outcome(report):
     assert s["invalid_rejected"] == s["invalid_instances"] == 3
     assert s["invalid_caught_by_validator"] == 1  # [1, 1]: uniqueItems, after decoding
     assert s["keywords"]["unclassified"] == 0
+    # over every schema: c_unknown's one valid instance counts, as not served
+    assert (s["valid_instances_all"], s["valid_in_uncompiled"]) == (5, 1)
+
+
+def test_the_headline_counts_every_valid_instance_refused_and_uncompiled_included(report):
+    from bench.page_kinds import schemas
+
+    rendered = schemas({"args": {"limit": 4}, "backends": {"xgrammar": {
+        "version": "x", "categories": {"Tiny": {"summary": report["summary"]}}}}})
+    assert rendered.headline == (
+        "2 of 5 valid test instances of 4 schemas served (accepted by the mask and the "
+        "validator); not served: 2 refused by policy, 1 in the 1 schemas refused, "
+        "0 refused otherwise")
 
 
 def test_rejected_schema_names_its_keyword(report):
