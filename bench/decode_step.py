@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(summary)
     if args.save:
         save("decode-step", {"tokens": args.tokens, "rounds": args.rounds,
-                             "systems": statuses, "summary": summary}, argv)
+                             "systems": statuses, "summary": summary, "rows": rows}, argv)
     return 0
 
 
@@ -200,8 +200,11 @@ def summarize(rows: list[dict[str, Any]], *, order: list[str] | None = None
         pairs = {(r["round"], r["prompt"]): r["ms_per_step"] for r in free if r["system"] == b}
         ratios = [r["ms_per_step"] / pairs[(r["round"], r["prompt"])] for r in free
                   if r["system"] == a and (r["round"], r["prompt"]) in pairs]
+        mine, theirs = out[a]["ms_per_step_median"], out[b]["ms_per_step_median"]
         out["ratio"] = {"ours": a, "other": b, "pairs": len(ratios),
-                        "median": statistics.median(ratios) if ratios else None}
+                        "median": statistics.median(ratios) if ratios else None,
+                        # beside the median of per-round ratios: the medians' own ratio
+                        "of_medians": mine / theirs if mine is not None and theirs else None}
     return out
 
 
@@ -229,8 +232,9 @@ def print_summary(summary: dict[str, Any]) -> None:
                       f"; its own count {own:.2f} ms per token" if own is not None else "")
                   + _own_line(s))
     if (ratio := summary.get("ratio")) and ratio["median"] is not None:
-        print(f"{ratio['ours']} / {ratio['other']}: {ratio['median']:.2f}x per step "
-              f"(median over {ratio['pairs']} prompt rounds)")
+        print(f"{ratio['ours']} / {ratio['other']}: {ratio['median']:.2f}x per output token "
+              f"(median over {ratio['pairs']} prompt rounds; the medians' ratio "
+              f"{ratio.get('of_medians') or 0:.2f}x)")
 
 
 def _own_line(s: dict[str, Any]) -> str:

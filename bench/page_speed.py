@@ -271,8 +271,15 @@ def decode_step(results: dict[str, Any]) -> Rendered:
             for name, system in summary.items() if name != "ratio"
             for kind, s in (system.get("by_kind") or {"free": system}).items()]
     ratio = summary.get("ratio")
-    head = (f"{ratio['ours']} / {ratio['other']}: {ratio['median']:.2f}x per step "
-            f"({summary[ratio['ours']]['ms_per_step_median']:.2f} against "
-            f"{summary[ratio['other']]['ms_per_step_median']:.2f} ms, {results['tokens']} "
-            f"tokens)" if ratio and ratio["median"] is not None else "")
+    head = ""
+    if ratio and ratio["median"] is not None:
+        ours, other = summary[ratio["ours"]], summary[ratio["other"]]
+        of_medians = ratio.get("of_medians") or \
+            ours["ms_per_step_median"] / other["ms_per_step_median"]
+        steps = (f"; {ours['steps_median']:.0f} model steps for {ours['tokens_median']:.0f} "
+                 f"tokens" if ours.get("steps_median") is not None else "")
+        head = (f"{ratio['ours']} / {ratio['other']} per output token: median of "
+                f"{ratio['pairs']} per-round ratios {ratio['median']:.2f}x, ratio of medians "
+                f"{of_medians:.2f}x ({ours['ms_per_step_median']:.2f} against "
+                f"{other['ms_per_step_median']:.2f} ms){steps}")
     return Rendered(sections=[table(rows), ""], headline=head)

@@ -352,11 +352,13 @@ def test_decode_step_pairs_the_same_prompt_rounds():
     rows = [{"system": s, "round": r, "prompt": 0, "tokens": 128, "ms_per_step": ms,
              "own_ms_per_token": own}
             for s, r, ms, own in (("a", 1, 11.0, None), ("b", 1, 10.0, 9.0),
-                                  ("a", 2, 12.0, None), ("b", 2, 10.0, 9.5))]
+                                  ("a", 2, 12.0, None), ("b", 2, 8.0, 9.5))]
     summary = step_summary(rows)
     assert summary["a"]["ms_per_step_median"] == 11.5
     assert summary["b"]["own_ms_per_token_median"] == 9.25
-    assert summary["ratio"] == {"ours": "a", "other": "b", "pairs": 2, "median": 1.15}
+    # the median of the rounds' ratios (1.1 and 1.5) beside the medians' ratio (11.5 / 9)
+    assert summary["ratio"] == {"ours": "a", "other": "b", "pairs": 2, "median": 1.3,
+                                "of_medians": pytest.approx(11.5 / 9)}
 
 
 def test_find_gguf_prefers_the_embedded_model(tmp_path):

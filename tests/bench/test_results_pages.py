@@ -133,10 +133,15 @@ def test_the_decode_step_page_puts_each_server_and_their_ratio() -> None:
                for name, ms, own in (("strictcall-llamacpp", 8.0, None),
                                      ("llama-server", 8.5, 8.4))}
     summary["ratio"] = {"ours": "strictcall-llamacpp", "other": "llama-server", "pairs": 12,
-                        "median": 0.94}
+                        "median": 0.97}
+    summary["strictcall-llamacpp"].update(steps_median=126, sampled_median=128, forced_median=0,
+                                          forward_ms_per_step_median=7.9,
+                                          host_ms_per_step_median=0.1)
     rendered = decode_step({"tokens": 128, "rounds": 3, "summary": summary})
-    assert rendered.headline == ("strictcall-llamacpp / llama-server: 0.94x per step "
-                                 "(8.00 against 8.50 ms, 128 tokens)")
+    # per output token (126 model steps made 128), the median ratio beside the medians'
+    assert rendered.headline == (
+        "strictcall-llamacpp / llama-server per output token: median of 12 per-round ratios "
+        "0.97x, ratio of medians 0.94x (8.00 against 8.50 ms); 126 model steps for 128 tokens")
     assert "| llama-server | free | 8.5 | 8.4 | - | - | 12 | 128 |" in rendered.sections[0]
 
 
