@@ -79,13 +79,17 @@ def main(argv: list[str] | None = None) -> int:
         client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused",
                                max_retries=0, timeout=600)
         with ThreadPoolExecutor(4) as pool:
-            fit_rows = list(pool.map(lambda q: ask(client, q["question"][0], q["function"],
-                                                   args.max_tokens), fit))
-            none_rows = list(pool.map(lambda pf: ask(client, [{"role": "user", "content": pf[0]}],
-                                                     pf[1], args.max_tokens), no_fit))
-    found = {"auto_tools": args.auto_tools, "when_a_tool_fits": summarize(fit_rows),
-             "when_no_tool_fits": summarize(none_rows)}
-    print(json.dumps(found, indent=1))
+            fit_rows = list(pool.map(lambda q: {"prompt": q["id"], **ask(
+                client, q["question"][0], q["function"], args.max_tokens)}, fit))
+            none_rows = list(pool.map(lambda pf: {"prompt": pf[0], **ask(
+                client, [{"role": "user", "content": pf[0]}], pf[1], args.max_tokens)},
+                no_fit))
+    found = {"auto_tools": args.auto_tools,
+             "model": Path(args.model).name if args.model else "smollm2-135m-instruct",
+             "when_a_tool_fits": summarize(fit_rows),
+             "when_no_tool_fits": summarize(none_rows),
+             "rows": {"fit": fit_rows, "no_fit": none_rows}}
+    print(json.dumps({k: v for k, v in found.items() if k != "rows"}, indent=1))
     if args.save:
         save("auto-mode", found, argv)
     return 0
@@ -107,7 +111,9 @@ def ask(client: openai.OpenAI, messages: list[ChatCompletionMessageParam],
             valid += 1
         except (KeyError, ValueError, jsonschema.ValidationError):
             pass
-    return {"finish": choice.finish_reason, "calls": len(calls), "valid_calls": valid}
+    return {"finish": choice.finish_reason, "calls": len(calls), "valid_calls": valid,
+            "tools": [c.function.name for c in calls],
+            "tokens": resp.usage.completion_tokens if resp.usage else None}
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         argv or sys.argv[1:]), "rows": rows, "latency_p50_s": latency,
         "samples": samples}, indent=2, ensure_ascii=False))
     if args.save:
-        save("grounding", {"rows": rows, "latency_p50_s": latency}, argv)
+        # every answer's row: its dialogue, step, seed, status, values, questions, verdicts
+        save("grounding", {"rows": rows, "latency_p50_s": latency, "samples": samples}, argv)
     print(table(rows, by="language") + "\n\n" + table(rows, by="field"))
     print("\nlatency p50 (s): " + ", ".join(f"{k}={v}" for k, v in sorted(latency.items())))
     return 0

@@ -193,15 +193,25 @@ def grounding(results: dict[str, Any]) -> Rendered:
 
 def auto_mode(results: dict[str, Any]) -> Rendered:
     fits, none = results["when_a_tool_fits"], results["when_no_tool_fits"]
-    return Rendered(sections=[generic(results).sections[0], "",
+    summary = {k: v for k, v in results.items() if k != "rows"}
+    rows = results.get("rows", {})
+    each = [{"case": case, **r} for case, key in (("a tool fits", "fit"),
+                                                  ("no tool fits", "no_fit"))
+            for r in rows.get(key, [])]
+    model = f"{results['model']}, " if results.get("model") else ""
+
+    def count(s: dict[str, Any]) -> str:
+        return f"{round(s['called_a_tool_rate'] * s['prompts'])} of {s['prompts']}"
+
+    valid = ("every call valid" if fits["valid_call_rate"] in (1, None)
+             and none["valid_call_rate"] in (1, None) else "not every call valid")
+    return Rendered(sections=[generic(summary).sections[0], "",
                               table([{"case": "a tool fits", **fits},
-                                     {"case": "no tool fits", **none}]), ""],
-                    headline=f"--auto-tools {results['auto_tools']}: a call for "
-                             f"{fits['called_a_tool_rate']:.0%} of {fits['prompts']} prompts a "
-                             f"tool fits and {none['called_a_tool_rate']:.0%} of "
-                             f"{none['prompts']} it does not; every call valid"
-                             if fits["valid_call_rate"] == none["valid_call_rate"] == 1
-                             else "")
+                                     {"case": "no tool fits", **none}]), "",
+                              *(["### Each prompt", "", table(each), ""] if each else [])],
+                    headline=f"{model}--auto-tools {results['auto_tools']}: a call for "
+                             f"{count(fits)} prompts a tool fits and for {count(none)} it "
+                             f"does not; {valid}")
 
 
 def agent_loop(results: dict[str, Any]) -> Rendered:

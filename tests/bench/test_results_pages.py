@@ -223,3 +223,23 @@ def test_a_page_says_when_the_code_it_measured_has_changed_since(tmp_path: Path)
                             changed_since(first) or "")
     assert changed_since(head + "+dirty") == f"run on uncommitted changes to {head[:12]}"
     assert changed_since("0" * 40) == f"commit {'0' * 12} is not in this history"
+
+
+def test_the_auto_mode_page_names_the_model_counts_and_each_prompt() -> None:
+    from bench.page_kinds import auto_mode
+
+    def case(called: int, n: int) -> dict:
+        return {"prompts": n, "called_a_tool_rate": called / n, "answered_in_text_rate":
+                (n - called) / n, "cut_off_rate": 0.0, "emitted_calls": called,
+                "valid_call_rate": 1.0 if called else None}
+
+    rendered = auto_mode({"auto_tools": "decide", "model": "qwen.gguf",
+                          "when_a_tool_fits": case(3, 4), "when_no_tool_fits": case(0, 2),
+                          "rows": {"fit": [{"prompt": "simple_python_0", "finish": "stop",
+                                            "calls": 0, "valid_calls": 0, "tools": [],
+                                            "tokens": 9}],
+                                   "no_fit": [{"prompt": "Hi!", "finish": "stop", "calls": 0,
+                                               "valid_calls": 0, "tools": [], "tokens": 5}]}})
+    assert rendered.headline == ("qwen.gguf, --auto-tools decide: a call for 3 of 4 prompts "
+                                 "a tool fits and for 0 of 2 it does not; every call valid")
+    assert "| no tool fits | Hi! | stop | 0 |" in "\n".join(rendered.sections)
