@@ -232,11 +232,11 @@ def _start(args: argparse.Namespace, servers: contextlib.ExitStack, scratch: Pat
 
 async def _check_tools(live: list[LiveSystem], prompt: Prompt,
                        statuses: list[dict[str, Any]]) -> None:
-    """Each system's prompt length with and without the forced request's tools, beside its
+    """Each peer's prompt length with and without the forced request's tools, beside its
     status (`tools_prompt`): a peer whose template renders no tools is reported, and its
     forced answers are not compared."""
     by_name = {s["name"]: s for s in statuses}
-    for system in live:
+    for system in (s for s in live if s.peer):
         async with httpx.AsyncClient(base_url=system.base_url, timeout=120) as client:
             seen = await tools_seen(client, system.dialect, prompt)
         if seen and system.name in by_name:

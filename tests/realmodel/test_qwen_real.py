@@ -165,6 +165,42 @@ def test_auto_answers_in_text_carry_no_markup(client, prompt):
     _no_markup(choice.message.content)
 
 
+# The no-fit prompts the SmolLM2 tier sends (tests/server/api/test_openai_client.py), each
+# with a BFCL tool that does not fit it; the auto-mode bench asks the same kind.
+NO_TOOL_FITS = ["Hi! How are you today?", "Write a haiku about autumn leaves.",
+                "Tell me a joke about cats.", "What does the word 'serendipity' mean?",
+                "How do I politely decline an invitation?"]
+
+
+def test_auto_calls_a_tool_that_fits_and_answers_in_text_where_none_does(client):
+    """tool_choice auto on BFCL questions: a valid call where the question is the tool's,
+    text (no call, no markup) where no offered tool fits the request."""
+    import jsonschema
+
+    from grammars import bfcl_to_json_schema
+    from tests.conftest import bfcl
+
+    questions = bfcl("BFCL_v4_simple_python.json")
+    for i, prompt in enumerate(NO_TOOL_FITS):
+        choice = client.chat.completions.create(
+            model=MODEL, max_tokens=200, messages=[{"role": "user", "content": prompt}],
+            tools=[{"type": "function", "function": f} for f in questions[i]["function"]]
+        ).choices[0]
+        assert not choice.message.tool_calls, (prompt, choice.message.tool_calls)
+        assert choice.message.content and choice.finish_reason == "stop", (prompt, choice)
+        _no_markup(choice.message.content)
+    for question in questions[:4]:
+        functions = question["function"]
+        choice = client.chat.completions.create(
+            model=MODEL, max_tokens=200, messages=question["question"][0],
+            tools=[{"type": "function", "function": f} for f in functions]).choices[0]
+        assert choice.message.tool_calls, (question["id"], choice.message.content)
+        for call in choice.message.tool_calls:
+            (function,) = [f for f in functions if f["name"] == call.function.name]
+            jsonschema.validate(json.loads(call.function.arguments),
+                                bfcl_to_json_schema(function["parameters"]))
+
+
 def _sse(response: httpx.Response) -> list[dict]:
     return [json.loads(line[6:]) for line in response.iter_lines()
             if line.startswith("data: ") and line != "data: [DONE]"]
