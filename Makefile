@@ -16,7 +16,7 @@ VVENV  := .venv-vllm
 VBIN   := $(VVENV)/bin
 VSTAMP := $(VVENV)/.strictcall-installed
 
-.PHONY: setup serve test test-real test-fast lint fuzz test-vllm setup-vllm serve-vllm bench bench-vllm \
+.PHONY: setup serve test test-long test-real test-fast lint fuzz test-vllm setup-vllm serve-vllm bench bench-vllm \
 	clean setup-state test-replicas docs setup-browser test-docs setup-peers
 
 setup: $(STAMP)
@@ -35,11 +35,16 @@ $(STAMP): pyproject.toml
 serve: setup
 	$(BIN)/strictcall serve --host $(HOST) --port $(PORT)
 
-# The whole suite, slow tiers (real model, real server process) included; the vLLM tier
-# runs in its own environment (test-vllm).
+# The suite on the embedded model, real server processes included (about 15 minutes); the
+# slowest modules (test-long), the real-model, vLLM, replica and browser tiers run apart.
+TIERS_APART := not vllm and not replicas and not browser and not realmodel
 test: setup
-	$(BIN)/python -m pytest -q -rs -m "not vllm and not replicas and not browser and not realmodel" \
-		$(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs -m "$(TIERS_APART) and not long" $(PYTEST_ARGS)
+
+# The slowest end-to-end modules (a minute or more each: BFCL through the openai client,
+# every model family's server, hostile input, properties, drafts), about 8 minutes.
+test-long: setup
+	$(BIN)/python -m pytest -q -rs -m "long and not vllm and not replicas" $(PYTEST_ARGS)
 
 # The real-model tier: the mission's end-to-end requests on Qwen2.5-Coder-0.5B-Instruct (the
 # GGUF `make setup` fetches), a model trained on its own tool-call syntax (a few minutes).
@@ -54,8 +59,7 @@ lint: $(STAMP)
 
 # Unit tier only: no model load, no server process.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not vllm and not replicas and not browser and not realmodel" \
-		$(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow and $(TIERS_APART)" $(PYTEST_ARGS)
 
 # The mutation fuzz tier at length (CI runs a few hundred cases): FUZZ_CASES mutated requests
 # and FUZZ_CASES / 8 malformed schemas against a real server; STRICTCALL_FUZZ_SEED=N replays

@@ -231,6 +231,7 @@ def test_an_unknown_setting_is_refused():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_real_run_scores_every_turn_in_both_settings(dialogues, tmp_path):
     """For real: a server on the embedded model, the openai client, BFCL's classes; one
     two-turn dialogue, at most 2 requests with calls per turn. Each turn's checks (state and

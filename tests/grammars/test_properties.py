@@ -42,7 +42,7 @@ from grammars import (
     validator_for,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.fuzz]  # about a minute for 200 examples
+pytestmark = [pytest.mark.slow, pytest.mark.fuzz, pytest.mark.long]  # about a minute for 200 examples
 
 hypothesis = pytest.importorskip("hypothesis")
 

@@ -23,7 +23,7 @@ import pytest
 
 from server.process import ServerProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 BESIDE_S = 2.0  # /health and /livez beside a hostile request answer within this
 # A plain chat beside it shares the engine: it waits for the piece of the other prompt being

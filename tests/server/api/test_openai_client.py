@@ -16,7 +16,7 @@ from grammars.keywords import XGRAMMAR_KEYWORDS
 from tests.conftest import bfcl, evaldata
 from tests.live import MODEL
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def _validate(schema, value):

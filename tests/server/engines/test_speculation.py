@@ -12,7 +12,7 @@ import pytest
 from bench.bfcl_ast import described, load
 from server.process import ServerProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 MODEL = "m"
 QUESTIONS = [q for category in ("simple_python", "multiple", "parallel")

@@ -17,7 +17,7 @@ import pytest
 from server.formats.families import XGRAMMAR_FAMILIES
 from server.process import ServerProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 WEATHER = {"type": "object", "properties": {
     "city": {"type": "string", "maxLength": 20},
     "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city", "days"]}
