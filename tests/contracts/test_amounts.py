@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+# (the test extra's; the vLLM tier's environment collects this module without it)
 import pytest
 from babel.numbers import format_currency, format_decimal
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contracts import contract_of
 from contracts.examples import OpenDispute, amount_text
-
-# (the test extra's; the vLLM tier's environment collects this module without it)
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings  # noqa: E402 - after the importorskip
-from hypothesis import strategies as st  # noqa: E402 - after the importorskip
 
 DISPUTE = contract_of(OpenDispute)
 AMOUNTS = st.decimals(min_value=Decimal("0.01"), max_value=Decimal("9999999.99"), places=2)

@@ -42,15 +42,14 @@ from grammars import (
     validator_for,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.fuzz, pytest.mark.long]  # about a minute for 200 examples
+# about a minute for 200 examples
+pytestmark = [pytest.mark.slow, pytest.mark.fuzz, pytest.mark.long]
 
-hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, assume, event, given, seed, settings  # noqa: E402 - after the module's marks
+from hypothesis import strategies as st  # noqa: E402 - after the module's marks
 
-from hypothesis import HealthCheck, assume, event, given, seed, settings  # noqa: E402 - after the importorskip
-from hypothesis import strategies as st  # noqa: E402 - after the importorskip
-
-from tests.conftest import FUZZ_SEEDS  # noqa: E402 - after the importorskip
-from tests.grammars.schema_strategies import JSON, as_text, instances, mutated, schemas  # noqa: E402 - after the importorskip
+from tests.conftest import FUZZ_SEEDS  # noqa: E402 - after the module's marks
+from tests.grammars.schema_strategies import JSON, as_text, instances, mutated, schemas  # noqa: E402 - after the module's marks
 
 EXAMPLES = int(os.environ.get("STRICTCALL_PROPERTY_EXAMPLES", "200"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, print_blob=True,
