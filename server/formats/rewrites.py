@@ -71,7 +71,12 @@ def text_first_not_json(tag: dict[str, Any]) -> dict[str, Any]:
     family's call holds a JSON object with the tool's name (Qwen's `<tool_call>\n{"name":
     ...}`), an answer that opens with that object, bare or in a ```json block, is the same
     call (`json_opened`): a model that means a call but leaves out its opener writes it
-    under the grammar, and it is read as a call."""
+    under the grammar, and it is read as a call.
+
+    An answer that opens with a call holds no code block after it: the 0.5B wrote the call
+    it had just made once more as text (```json {name: "find", ...}``` after
+    `<tool_call>...</tool_call>`, BFCL multi-turn); where the answer holds one call at
+    most, no call follows it either."""
     return {**tag, "format": _text_first(tag["format"])}
 
 
@@ -86,6 +91,7 @@ def text_without_calls(also: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 JSON_BLOCK = "```json\n"
+CODE_FENCE = "```"
 _JSON_CALL = '{"name": '
 
 
@@ -106,9 +112,15 @@ def _text_first(node: Any) -> Any:
         if node.get("type") == "triggered_tags" and node.get("tags"):
             opened = [{**t, "begin": b, "end": e} for t in node["tags"]
                       for b, e in json_opened(t["begin"], t["end"])]
+            # After an answer's opening call: more calls where the answer may hold several,
+            # and text (Gemma 4's template writes the content after the calls), but no code
+            # block in it. (A text that opens the answer may hold code; its calls follow.)
+            excludes = list(dict.fromkeys([*node.get("excludes", []), CODE_FENCE]))
+            after = {"type": "any_text", "excludes": excludes} \
+                if node.get("stop_after_first") else {**node, "excludes": excludes}
             return {"type": "or", "elements": [
                 {"type": "sequence", "elements": [
-                    {"type": "or", "elements": [*node["tags"], *opened]}, node]},
+                    {"type": "or", "elements": [*node["tags"], *opened]}, after]},
                 {"type": "sequence", "elements": [
                     {"type": "regex", "pattern": _TEXT_FIRST}, node]}]}
         return {k: _text_first(v) for k, v in node.items()}

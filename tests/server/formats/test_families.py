@@ -288,6 +288,22 @@ def test_auto_text_holds_no_call_written_as_text(family):
             assert not accepts(tag, text), (family, text)
 
 
+@pytest.mark.parametrize("family", ["qwen_3", "llama", "deepseek_v3_1", "gemma_4"])
+def test_an_answer_that_opens_with_a_call_does_not_write_it_again_as_a_code_block(family):
+    """The 0.5B on BFCL's multi-turn: `<tool_call>{...}</tool_call>` and then the same call
+    in a ```json block as the answer's text. After an opening call: more calls, and text
+    (Gemma 4 writes content after its calls), but no code block."""
+    plan = render(family, "auto")
+    syntax = plan.reader.syntax
+    call = syntax.preamble + write_calls(syntax, [(_first_syntax(syntax)["get_weather"],
+                                                   CALLS[0][1])])
+    assert accepts(plan.spec.tag, call), family
+    assert accepts(plan.spec.tag, call + "\nDone."), family
+    for again in ('```json\n{\n  name: "get_weather",\n  arguments: {city: "Oslo"}\n}\n```',
+                  "\nHere:\n```\nget_weather(city='Oslo')\n```"):
+        assert not accepts(plan.spec.tag, call + again), (family, again)
+
+
 _OSLO = '{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2, "unit": "celsius"}}'
 OPENED = [_OSLO, f"```json\n{_OSLO}\n```"]
 
