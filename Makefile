@@ -144,10 +144,10 @@ $(LLAMA_SERVER):
 	$(LLAMA_SERVER) --version
 
 bench: setup
-	$(BIN)/python -m bench.decode_speed
+	$(BIN)/python -m bench.speed.decode_speed
 
 bench-vllm: setup-vllm
-	$(VBIN)/python -m bench.vllm_engine
+	$(VBIN)/python -m bench.speed.vllm_engine
 
 clean:
 	rm -rf $(VENV) $(VVENV) $(PEERS) build *.egg-info .pytest_cache site

@@ -25,19 +25,12 @@ from __future__ import annotations
 import importlib
 import sys
 
-# name -> module with a `main(argv) -> int`
-BENCHMARKS = {"schemas": "bench.schemas", "runaway": "bench.runaway",
-              "cold-compile": "bench.cold_compile",
-              "schema-prompt": "bench.schema_prompt", "decode-speed": "bench.decode_speed",
-              "vllm-engine": "bench.vllm_engine", "contract-repair": "bench.contract_repair",
-              "auto-mode": "bench.auto_mode", "bfcl": "bench.bfcl",
-              "bfcl-peer": "bench.bfcl_peer", "bfcl-missing": "bench.bfcl_missing",
-              "bfcl-multi-turn": "bench.bfcl_multi_turn", "load": "bench.load",
-              "cpu-variants": "bench.cpu_variants", "tool-selection": "bench.tool_selection",
-              "latency": "bench.latency", "gpu-decode": "bench.gpu_decode",
-              "serve": "bench.serve", "grounding": "bench.grounding",
-              "memory": "bench.memory", "agent-loop": "bench.agent_loop",
-              "decode-step": "bench.decode_step"}
+# The benchmarks by what they measure, each package naming its own (its BENCHMARKS: name ->
+# module with a `main(argv) -> int`); `serve`, the deployment benchmark, is its own package.
+PACKAGES = ("bench.speed", "bench.accuracy", "bench.dialogue")
+BENCHMARKS = {"serve": "bench.serve", **{
+    name: f"{package}.{module}" for package in PACKAGES
+    for name, module in importlib.import_module(package).BENCHMARKS.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:

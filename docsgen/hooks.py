@@ -12,8 +12,8 @@ from typing import Any
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
-from bench.pages import benchmark_pages, read_results
-from bench.results_file import page_name
+from bench.common.results_file import page_name
+from bench.report.pages import benchmark_pages, read_results
 from docsgen.reference import (
     flags_page,
     metrics_page,

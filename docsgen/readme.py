@@ -1,5 +1,5 @@
 """The README's benchmark lines, written from the committed results files: one headline per
-benchmark (bench/pages.py renders it), linking to its results file. `python -m
+benchmark (bench/report/pages.py renders it), linking to its results file. `python -m
 docsgen.readme` rewrites the block between the README's markers after a rerun;
 tests/docsgen/test_readme.py fails until it has."""
 
@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.page_text import TITLES
-from bench.pages import read_results, render
-from bench.results_file import page_name
+from bench.common.results_file import page_name
+from bench.report.page_text import TITLES
+from bench.report.pages import read_results, render
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -8,7 +8,7 @@ costs 8-20 s on its first call.
 
 Laziness moves work from compile to decode: lexer states are built when a mask first needs
 them. `compile` therefore also computes the first token's mask, so its time is what the first
-token of a cold request waits for, and bench/decode_speed.py reports the per-token mask time.
+token of a cold request waits for, and bench/speed/decode_speed.py reports the per-token mask time.
 
 What its masks enforce: `LLGUIDANCE_KEYWORDS` (grammars/keywords/_table.py), measured on
 llguidance 1.9.1 in tests/grammars/test_llguidance_backend.py. It has no strict-objects

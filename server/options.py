@@ -16,7 +16,7 @@ SchemaPrompt = Literal["raw", "compact", "none"]
 # How tools are written into the prompt for a required or forced call: JSON lines with their
 # JSON Schema ("full"), a TypeScript-like argument shape ("compact"), or names and
 # descriptions only ("none"). "auto": none for a call forced to a named tool, full where the
-# model chooses (server/pipeline/plan.py; measured with bench/bfcl.py).
+# model chooses (server/pipeline/plan.py; measured with bench/accuracy/bfcl.py).
 ToolStyle = Literal["full", "compact", "none"]
 ToolPrompt = Literal["auto", "full", "compact", "none"]
 # tool_choice "auto": "decide" lets the model write an empty call list (then a second pass
@@ -25,7 +25,7 @@ AutoTools = Literal["decide", "trigger"]
 # tool_choice "auto" on the turn after a tool result (a call of this turn answered since the
 # user's last message): "answer-first" starts in free text, the call grammar only behind the
 # model's own call marker; "auto" serves it as the first turn (--auto-tools). Measured with
-# bench/agent_loop.py.
+# bench/dialogue/agent_loop.py.
 AfterResults = Literal["answer-first", "auto"]
 # The reasoning pass's budget by name (server/formats/reasoning.py EFFORT_BUDGETS).
 Effort = Literal["none", "minimal", "low", "medium", "high"]

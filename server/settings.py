@@ -224,7 +224,7 @@ class Settings(BaseSettings):
     # "decide" suits small models; "trigger" is one pass, for larger ones (server/formats).
     auto_tools: AutoTools = setting("decide", "how tool_choice=auto decides between a call "
                                               "and text")
-    # Measured with bench/agent_loop.py: an agent loop on the embedded model ends in a text
+    # Measured with bench/dialogue/agent_loop.py: an agent loop on the embedded model ends in a text
     # answer that uses the result (docs/apis/chat-completions.md, "Agent loops").
     after_results: AfterResults = setting("answer-first", "tool_choice=auto after a tool "
                                                           "result: the answer first, a call "
@@ -243,13 +243,13 @@ class Settings(BaseSettings):
     loop_guard: LoopGuard = setting("steer", "a value that repeats itself: steered away from "
                                             "the repeat (engines that choose tokens) or "
                                             "stopped with finish_reason 'length'")
-    # bench/schema_prompt.py, 400 BFCL json answers (simple_python and multiple), compact:
+    # bench/accuracy/schema_prompt.py, 400 BFCL json answers (simple_python and multiple), compact:
     # "none" 25% AST-correct against "raw" 21% (llama-server 21%), with a third of the
     # prompt; spaced, 27% against 26%.
     schema_prompt: SchemaPrompt = setting("none", "how a JSON answer's schema is written into "
                                                   "the prompt")
-    # Measured on BFCL (bench/bfcl.py): "none" is as accurate for a forced call, with a third
-    # of the prompt; an agent loop choosing its tool needs "full".
+    # Measured on BFCL (bench/accuracy/bfcl.py): "none" is as accurate for a forced call, with a
+    # third of the prompt; an agent loop choosing its tool needs "full".
     tool_prompt: ToolPrompt = setting("auto", "how tools are written into the prompt for a "
                                               "required or forced call (smollm2 format; auto: "
                                               "none when forced to a named tool, else full)")

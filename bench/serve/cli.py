@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from bench.results_file import add_save_flag, save
+from bench.common.results_file import add_save_flag, save
 from bench.serve import report
 from bench.serve.compare import markdown as compare_markdown
 from bench.serve.runner import LoadPlan, run

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 
-from bench.latency_client import ChatStream, read_events
 from bench.serve.streams import MessagesStream, ResponsesStream
 from bench.serve.validity import Answer, Api
+from bench.speed.latency_client import ChatStream, read_events
 
 PATHS: dict[Api, str] = {"chat": "/v1/chat/completions", "responses": "/v1/responses",
                          "messages": "/v1/messages"}

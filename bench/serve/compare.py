@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.markdown_table import cell, table
+from bench.common.markdown_table import cell, table
 
 # (column, how to read it from a settings row)
 METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.markdown_table import cell, table
+from bench.common.markdown_table import cell, table
 from bench.serve import metrics
 from bench.serve.record import Record, write_records
 from bench.serve.runner import LoadPlan, Outcome

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import httpx
 
-from bench.progress import Progress
+from bench.common.progress import Progress
 from bench.serve import metrics
 from bench.serve.client import send
 from bench.serve.record import Record

@@ -5,7 +5,7 @@
   requests.
 - ITL: the gaps between a request's output events, pooled over the setting's requests
   (an event may carry several tokens: a grammar's forced tokens come together).
-- Percentiles are nearest-rank (bench/latency_stats.py); the mean beside them.
+- Percentiles are nearest-rank (bench/speed/latency_stats.py); the mean beside them.
 - Throughput: over the setting's wall time for that target, from its first send to its
   last answer: finished requests/s, output tokens/s, prompt tokens/s where every finished
   request's usage said.
@@ -24,9 +24,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from bench.latency_stats import percentile
 from bench.serve.record import Record
 from bench.serve.validity import OUTCOMES
+from bench.speed.latency_stats import percentile
 
 PERCENTILES = (50, 90, 95, 99)
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")

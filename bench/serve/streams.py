@@ -1,5 +1,5 @@
 """The Responses and Messages APIs' event streams, read into what chat's stream gives
-(bench/latency_client.py's ChatStream): the answer in chat's words, the usage as
+(bench/speed/latency_client.py's ChatStream): the answer in chat's words, the usage as
 `prompt_tokens`/`completion_tokens`, and `times`, when each event that carried output
 (text, reasoning or a call's arguments) arrived."""
 

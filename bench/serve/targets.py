@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from bench.latency_workload import SERVED_DIALECTS, Dialect
+from bench.speed.latency_workload import SERVED_DIALECTS, Dialect
 
 _KEYS = ("model", "api-key-env", "dialect")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

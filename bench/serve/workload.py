@@ -5,7 +5,7 @@ and what its answer must be.
 Shipped workloads:
 - bfcl-forced, bfcl-auto, bfcl-json, bfcl-free: BFCL questions (read in place from
   `--bfcl-dir`, by default ../shared/evaldata/bfcl beside the checkout) asked as the latency
-  bench asks them (bench/latency_workload.py): a named tool call, an auto tool call, the
+  bench asks them (bench/speed/latency_workload.py): a named tool call, an auto tool call, the
   arguments as a json_schema answer, and that answer unconstrained (the schema in words).
 - contracts: the contract scenarios (contracts/scenarios/*.yaml), each user turn with the
   example contracts' tools offered (auto), their headers sent along.
@@ -26,8 +26,9 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from bench.bfcl_ast import EVALDATA
-from bench.latency_workload import (
+from bench.accuracy.bfcl_ast import EVALDATA
+from bench.serve.validity import Api, Expect
+from bench.speed.latency_workload import (
     SERVED_DIALECTS,
     Dialect,
     Kind,
@@ -36,7 +37,6 @@ from bench.latency_workload import (
     expect_for,
     load_prompts,
 )
-from bench.serve.validity import Api, Expect
 
 BFCL_KINDS: dict[str, Kind] = {"bfcl-forced": "forced", "bfcl-auto": "auto",
                                "bfcl-json": "json", "bfcl-free": "free"}

@@ -43,7 +43,7 @@ from server.engines.tokenizer_files import load_tokenizer
 from server.engines.vllm_specs import structured_outputs
 
 # Compact JSON, as the torch engine writes it; xgrammar, as our tables assume. Benchmarks
-# give vLLM's own server the same (bench/latency_systems.py), so both write alike.
+# give vLLM's own server the same (bench/speed/latency_systems.py), so both write alike.
 STRUCTURED_OUTPUTS_CONFIG: dict[str, Any] = {"backend": "xgrammar",
                                              "disable_any_whitespace": True}
 

@@ -1,6 +1,6 @@
 """How a schema is written into the prompt: the grammar already enforces it, so the prompt
 only has to tell the model what to write. Three renderings, measured against each other
-(bench/schema_prompt.py):
+(bench/accuracy/schema_prompt.py):
 
 - raw: the JSON Schema itself (long for generated schemas; it eats context and prefill);
 - compact: a TypeScript-like line per object, with field names, types, allowed values,

@@ -169,7 +169,7 @@ class Planner:
     def _auto(self, options: RequestOptions, answered: tuple[object, ...]) -> AutoTools:
         """How tool_choice "auto" decides. The turn after a tool result starts in free text
         with the call grammar behind the model's own marker ("answer-first"): opening the
-        call block there steers a small model into calling again (bench/agent_loop.py)."""
+        call block there steers a small model into calling again (bench/dialogue/agent_loop.py)."""
         if options.reasoning > 0 or (answered and self.after_results == "answer-first"):
             return "trigger"
         return self.auto_tools

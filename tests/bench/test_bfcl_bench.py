@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.bfcl import (
+from bench.accuracy.bfcl import (
     described,
     parse_calls,
     schema_valid,
@@ -17,7 +17,7 @@ from bench.bfcl import (
     unsupported_row,
     with_instructions,
 )
-from bench.bfcl_ast import check, load
+from bench.accuracy.bfcl_ast import check, load
 from tests.conftest import evaldata
 
 CATEGORIES = ("simple_python", "multiple", "parallel")

@@ -9,9 +9,9 @@ import json
 import jsonschema
 import pytest
 
-from bench.bfcl_multi_turn import main, summary, table
-from bench.bfcl_multi_turn_data import GROUNDED, call_string, functions, load, tools
-from bench.bfcl_multi_turn_exec import (
+from bench.dialogue.bfcl_multi_turn import main, summary, table
+from bench.dialogue.bfcl_multi_turn_data import GROUNDED, call_string, functions, load, tools
+from bench.dialogue.bfcl_multi_turn_exec import (
     DialogueBackends,
     TurnChecks,
     missing_results,
@@ -208,8 +208,8 @@ def test_the_report_counts_what_the_records_hold():
 
 
 def test_a_saved_run_renders_its_page(tmp_path):
-    from bench.pages import benchmark_pages, read_results
-    from bench.results_file import save
+    from bench.common.results_file import save
+    from bench.report.pages import benchmark_pages, read_results
 
     row = summary("grounding-off", [{"id": "a", "setting": "grounding-off", "correct": True,
                                      "turns": [{"verdict": "correct", "steps": [],

@@ -1,11 +1,11 @@
-"""`bench.decode_speed` without its BFCL file: it refuses, saying what to place where, unless
+"""`bench.speed.decode_speed` without its BFCL file: it refuses, saying what to place where, unless
 --no-bfcl asks for the story schema (and then its output says so)."""
 
 from __future__ import annotations
 
 import pytest
 
-import bench.decode_speed as decode_speed
+import bench.speed.decode_speed as decode_speed
 
 
 def test_a_missing_bfcl_file_is_refused_naming_it_and_the_way_out(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bench import gpu_decode
+from bench.speed import gpu_decode
 from server.model_store import embedded_model_dir
 from tests.tiers import cannot_run
 

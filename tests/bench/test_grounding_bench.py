@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from bench.grounding import load, outcome, summarize
+from bench.dialogue.grounding import load, outcome, summarize
 from contracts import clock
 from server.eval.judge import judge_fields
 

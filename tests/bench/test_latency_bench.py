@@ -12,12 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.decode_step import summarize as step_summary
-from bench.latency import Plan, plan_waves
-from bench.latency_client import timed_request
-from bench.latency_like import tools_seen
-from bench.latency_report import build_report, markdown, write_report
-from bench.latency_stats import (
+from bench.speed.decode_step import summarize as step_summary
+from bench.speed.latency import Plan, plan_waves
+from bench.speed.latency_client import timed_request
+from bench.speed.latency_like import tools_seen
+from bench.speed.latency_report import build_report, markdown, write_report
+from bench.speed.latency_stats import (
     Sample,
     Wave,
     cold_vs_warm,
@@ -26,7 +26,7 @@ from bench.latency_stats import (
     percentile,
     summarize,
 )
-from bench.latency_systems import (
+from bench.speed.latency_systems import (
     Launch,
     RunningServer,
     Skipped,
@@ -35,7 +35,7 @@ from bench.latency_systems import (
     launch_for,
     llama_server_shape,
 )
-from bench.latency_workload import Answer, Prompt, check, compact_grammar, request_body
+from bench.speed.latency_workload import Answer, Prompt, check, compact_grammar, request_body
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
                                            "days": {"type": "integer", "minimum": 1}},
@@ -279,7 +279,7 @@ def test_vllms_own_server_gets_the_structured_outputs_strictcall_gives_vllm(tmp_
                                                                            monkeypatch):
     """Like with like: the vllm-server peer is started with the structured-outputs config
     StrictCall's vLLM engine passes to vLLM (no free whitespace), and both say so."""
-    import bench.latency_systems as systems
+    import bench.speed.latency_systems as systems
     from server.engines.vllm_engine import STRUCTURED_OUTPUTS_CONFIG
 
     monkeypatch.setattr(systems, "_require", lambda *args: None)  # no vLLM needed to plan
@@ -335,7 +335,7 @@ def test_llama_server_gets_a_slot_per_client_and_strictcalls_context(tmp_path):
 
 @pytest.mark.parametrize("amx", [True, False])
 def test_peers_keep_weights_out_of_amx_buffers_on_an_amx_cpu(tmp_path, monkeypatch, amx):
-    import bench.latency_systems as systems
+    import bench.speed.latency_systems as systems
 
     monkeypatch.setattr(systems, "cpu_has_amx", lambda: amx)
     (tmp_path / "llama-server").write_text("")
@@ -374,7 +374,7 @@ def test_a_real_run_against_a_torch_server(tmp_path, capsys):
     """The whole bench, for real: a `strictcall serve` process on the embedded model, two
     BFCL questions, concurrency 1; llama.cpp's server beside it where it is installed
     (otherwise reported as skipped)."""
-    from bench.latency import main
+    from bench.speed.latency import main
 
     assert main(["--systems", "strictcall-torch,llamacpp-server", "--limit", "2",
                  "--kinds", "forced,json", "--concurrency", "1", "--max-tokens", "24",
@@ -461,7 +461,7 @@ def test_like_with_like_takes_each_measure_from_the_peers_best_configuration():
     assert spaced["goal"] == "missed: throughput, per token"
     assert rows["llama-server-compact"]["goal"] == "missed: median, throughput, per token"
     assert "llama-server-np2" in markdown(report)  # the configuration behind a best is named
-    from bench.page_speed import _like_headline
+    from bench.report.page_speed import _like_headline
 
     head = _like_headline(report)
     assert head.startswith("warm, strictcall-llamacpp / each peer's best configuration: json "
@@ -492,7 +492,7 @@ def test_a_peer_whose_template_renders_no_tools_is_not_compared_on_forced_calls(
     (row,) = report["like_with_like"]
     assert row["goal"] == "not comparable: the peer's template rendered no tools"
     assert "34 / 34 (no tools rendered)" in markdown(report)
-    from bench.page_speed import _like_headline
+    from bench.report.page_speed import _like_headline
 
     assert "forced against llama-server: the peer's template rendered no tools (valid 1 of 1 " \
         "against 1 of 1)" in _like_headline(report)

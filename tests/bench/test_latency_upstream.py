@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.latency_overhead import print_upstream_overhead, upstream_overhead
-from bench.latency_systems import UPSTREAM, Skipped, Where, launch_for
+from bench.speed.latency_overhead import print_upstream_overhead, upstream_overhead
+from bench.speed.latency_systems import UPSTREAM, Skipped, Where, launch_for
 
 
 def test_strictcall_upstream_fronts_the_runs_vllm_server(tmp_path):

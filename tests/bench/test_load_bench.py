@@ -1,11 +1,11 @@
-"""`strictcall-bench load`'s counting (bench/load_tally.py) without a server: every request
+"""`strictcall-bench load`'s counting (bench/speed/load_tally.py) without a server: every request
 in exactly one category, and duplicates found by request id and by completion id."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.load_tally import CATEGORIES, Outcome, Tally, classify, percentile, table
+from bench.speed.load_tally import CATEGORIES, Outcome, Tally, classify, percentile, table
 
 
 def _o(**kw) -> Outcome:

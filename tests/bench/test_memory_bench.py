@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.latency_systems import PEER_CONTEXT
-from bench.memory import CONFIGS, run, table_of
+from bench.speed.latency_systems import PEER_CONTEXT
+from bench.speed.memory import CONFIGS, run, table_of
 
 
 def test_strictcall_runs_at_the_peers_context_but_in_its_default():

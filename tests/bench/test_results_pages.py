@@ -1,6 +1,6 @@
-"""Benchmark results as data: the one writer (bench/results_file.py) records the command,
+"""Benchmark results as data: the one writer (bench/common/results_file.py) records the command,
 commit and machine beside the results, and the docs' benchmark pages are rendered from
-those files alone (bench/pages.py), so a new or rerun results file changes the pages."""
+those files alone (bench/report/pages.py), so a new or rerun results file changes the pages."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.page_parts import Rendered
-from bench.pages import benchmark_pages, read_results
-from bench.results_file import page_name, save
+from bench.common.results_file import page_name, save
+from bench.report.page_parts import Rendered
+from bench.report.pages import benchmark_pages, read_results
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 
@@ -65,7 +65,7 @@ def test_every_committed_results_file_renders_with_its_run() -> None:
 
 
 def test_a_variant_is_kept_beside_the_default_run_with_its_own_plots(tmp_path, monkeypatch):
-    from bench import pages as pages_module
+    from bench.report import pages as pages_module
 
     def plotted(results: dict) -> Rendered:
         return Rendered(sections=[f"{results['tok_s']} ![p](latency-p.png)"],
@@ -94,7 +94,7 @@ def test_the_nav_gets_each_benchmark_page_after_the_index() -> None:
 
 
 def test_the_latency_headline_is_the_cold_pass_against_the_peer() -> None:
-    from bench.page_speed import _cold_headline
+    from bench.report.page_speed import _cold_headline
 
     setting = {"system": "a", "kind": "json", "concurrency": 1, "pass": "cold", "n": 4,
                "valid": 4}
@@ -113,7 +113,7 @@ def test_the_latency_headline_is_the_cold_pass_against_the_peer() -> None:
 
 
 def test_the_schema_prompt_headline_sets_the_peer_beside_each_rendering() -> None:
-    from bench.page_kinds import schema_prompt
+    from bench.report.page_kinds import schema_prompt
 
     row = {"n": 400, "prompt_tokens_median": 52, "ast_accuracy": 0.5}
     head = schema_prompt([{**row, "schema_prompt": "none", "system": "strictcall"},
@@ -126,7 +126,7 @@ def test_the_schema_prompt_headline_sets_the_peer_beside_each_rendering() -> Non
 
 
 def test_the_decode_step_page_puts_each_server_and_their_ratio() -> None:
-    from bench.page_speed import decode_step
+    from bench.report.page_speed import decode_step
 
     summary = {name: {"n": 12, "ms_per_step_median": ms, "tokens_median": 128,
                       "own_ms_per_token_median": own}
@@ -146,8 +146,8 @@ def test_the_decode_step_page_puts_each_server_and_their_ratio() -> None:
 
 
 def test_the_decode_step_page_shows_strictcalls_own_account_per_kind() -> None:
-    from bench.decode_step import summarize
-    from bench.page_speed import decode_step
+    from bench.report.page_speed import decode_step
+    from bench.speed.decode_step import summarize
 
     rows = [{"system": "strictcall-llamacpp", "kind": kind, "round": 1, "prompt": 0,
              "tokens": 128, "ms_per_step": ms, "own_ms_per_token": None, "steps": steps,
@@ -163,8 +163,8 @@ def test_the_decode_step_page_shows_strictcalls_own_account_per_kind() -> None:
 
 
 def test_the_runaway_page_counts_what_each_guard_setting_changed_against_off() -> None:
-    from bench.page_kinds import runaway as runaway_page
-    from bench.runaway import _changed
+    from bench.accuracy.runaway import _changed
+    from bench.report.page_kinds import runaway as runaway_page
 
     off = [{"text": "a", "correct": False}, {"text": "b", "correct": True},
            {"text": "c", "correct": True}]
@@ -180,7 +180,7 @@ def test_the_runaway_page_counts_what_each_guard_setting_changed_against_off() -
 
 
 def test_the_schema_prompt_headline_names_the_layout_where_a_run_compared_two() -> None:
-    from bench.page_kinds import schema_prompt
+    from bench.report.page_kinds import schema_prompt
 
     row = {"n": 400, "prompt_tokens_median": 51, "schema_prompt": "none",
            "system": "strictcall"}
@@ -192,7 +192,7 @@ def test_the_schema_prompt_headline_names_the_layout_where_a_run_compared_two() 
 
 def test_a_dirty_tree_is_never_saved_into_the_committed_results(monkeypatch) -> None:
     """Provenance: a headline measured on uncommitted code cannot be traced to a commit."""
-    import bench.results_file as results_file
+    import bench.common.results_file as results_file
 
     monkeypatch.setattr(results_file, "commit", lambda: "0123456789abcdef+dirty")
     with pytest.raises(SystemExit, match="not saved: the measured code"):
@@ -203,7 +203,7 @@ def test_a_dirty_tree_is_never_saved_into_the_committed_results(monkeypatch) -> 
 def test_a_page_says_when_the_code_it_measured_has_changed_since(tmp_path: Path) -> None:
     """The run's commit against HEAD, by git: the page warns and the index marks the
     headline; an unchanged commit says nothing; a dirty or unknown commit says so."""
-    from bench.pages import changed_since
+    from bench.report.pages import changed_since
 
     _saved(tmp_path, "frob-speed", {"tok_s": 7.25})
     warned = benchmark_pages(read_results(tmp_path),
@@ -226,7 +226,7 @@ def test_a_page_says_when_the_code_it_measured_has_changed_since(tmp_path: Path)
 
 
 def test_the_auto_mode_page_names_the_model_counts_and_each_prompt() -> None:
-    from bench.page_kinds import auto_mode
+    from bench.report.page_kinds import auto_mode
 
     def case(called: int, n: int) -> dict:
         return {"prompts": n, "called_a_tool_rate": called / n, "answered_in_text_rate":

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.schemas import canonical_instance, main
+from bench.accuracy.schemas import canonical_instance, main
 
 
 def _case(folder, name, schema, tests):
@@ -48,7 +48,7 @@ def test_summary_counts_each_outcome(report):
 
 
 def test_the_headline_counts_every_valid_instance_refused_and_uncompiled_included(report):
-    from bench.page_kinds import schemas
+    from bench.report.page_kinds import schemas
 
     rendered = schemas({"args": {"limit": 4}, "backends": {"xgrammar": {
         "version": "x", "categories": {"Tiny": {"summary": report["summary"]}}}}})

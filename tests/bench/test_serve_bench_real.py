@@ -37,7 +37,7 @@ SLO = {"ttft_ms": 3000, "e2e_ms": 8000}
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    from bench.latency_systems import RunningServer, Skipped, Where, find_gguf, launch_for
+    from bench.speed.latency_systems import RunningServer, Skipped, Where, find_gguf, launch_for
     from server.model_store import default_cache_dir, embedded_model_dir
     from server.process import ServerProcess
 

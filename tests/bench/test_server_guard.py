@@ -1,4 +1,4 @@
-"""bench/server_guard.py: a benchmark's server past its memory bound is killed, the death
+"""bench/common/server_guard.py: a benchmark's server past its memory bound is killed, the death
 recorded with why and during what, and a new server takes its place."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bench.server_guard import GuardedServer
+from bench.common.server_guard import GuardedServer
 
 
 @pytest.mark.slow

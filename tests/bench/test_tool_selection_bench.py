@@ -8,7 +8,7 @@ from tests.conftest import evaldata
 
 
 def test_selection_recall_table(tmp_path, capsys):
-    from bench.tool_selection import main
+    from bench.accuracy.tool_selection import main
 
     evaldata("bfcl/BFCL_v4_multiple.json")  # skips without the shared data (fails in CI)
     out = tmp_path / "sel.json"

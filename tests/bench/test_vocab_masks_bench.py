@@ -1,11 +1,11 @@
-"""bench/vocab_masks.py on the embedded model's vocabulary: the mask cost is measured over
+"""bench/speed/vocab_masks.py on the embedded model's vocabulary: the mask cost is measured over
 the whole answer (every token accepted) and reported per vocabulary."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import vocab_masks
+from bench.speed import vocab_masks
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.pages import read_results
+from bench.report.pages import read_results
 from docsgen.readme import BLOCK, headline_lines, with_headlines
 
 ROOT = Path(__file__).resolve().parents[2]

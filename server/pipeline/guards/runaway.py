@@ -39,7 +39,7 @@ from server.pipeline.request_options import GuardOptions
 
 # A value loops when a unit of 1..MAX_PERIOD tokens repeats back to back so often that the
 # repeats cover at least LOOP_TOKENS tokens (and at least MIN_REPEATS times). Chosen from
-# the gold argument values of BFCL (bench/runaway.py --thresholds prints the measurement):
+# the gold argument values of BFCL (bench/accuracy/runaway.py --thresholds prints the measurement):
 # the longest back-to-back repeat there is far below these.
 MAX_PERIOD = 16
 LOOP_TOKENS = 24

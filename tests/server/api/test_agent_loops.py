@@ -3,7 +3,7 @@
 get_weather(city, days) run to a text answer that uses the tool's result within 3 model
 turns, with tool_choice auto and required (the turn after a result starts in free text and
 an answered call is not written again: tests/server/pipeline/test_agent_loop.py;
-bench/agent_loop.py measures it over more tools and prompts)."""
+bench/dialogue/agent_loop.py measures it over more tools and prompts)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bench.bfcl_ast import load
+from bench.accuracy.bfcl_ast import load
 from server.process import ServerProcess
 
 pytestmark = pytest.mark.slow

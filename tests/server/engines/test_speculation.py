@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from bench.bfcl_ast import described, load
+from bench.accuracy.bfcl_ast import described, load
 from server.process import ServerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]

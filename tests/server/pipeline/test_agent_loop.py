@@ -101,7 +101,7 @@ def test_polling_is_asked_for_with_dedupe_calls_off(scripted):
 
 def test_the_old_way_stays_selectable_and_the_repeat_is_still_dropped(scripted):
     """--after-results auto: the call block opened after a result too (what
-    bench/agent_loop.py compares); the repeat the model writes there is dropped, and the
+    bench/dialogue/agent_loop.py compares); the repeat the model writes there is dropped, and the
     empty list answers."""
     reply, prompts = _agent_model(CALL)
     with scripted(reply, after_results="auto") as client:

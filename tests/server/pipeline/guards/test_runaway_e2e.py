@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bfcl_ast import load
+from bench.accuracy.bfcl_ast import load
 from server.process import ServerProcess
 from tests.conftest import evaldata
 from tests.live import MODEL
