@@ -32,6 +32,9 @@ _STARTED = time.monotonic()
 # The code a benchmark measures: a run on a tree where it differs from HEAD is not saved, and
 # a page whose run's commit differs from HEAD here says so (bench/report/pages.py changed_since).
 MEASURED = ("server", "grammars", "contracts", "bench", "pyproject.toml")
+# What of those a run does not measure: the results themselves, and the pages and headlines
+# rendered from them (bench/report).
+NOT_MEASURED = (":!bench/results", ":!bench/report")
 
 
 def add_save_flag(parser: argparse.ArgumentParser) -> None:
@@ -74,13 +77,13 @@ def save(name: str, results: Any, argv: list[str] | None, *,
 
 def commit() -> str:
     """HEAD's sha, with +dirty when the code measured (server, grammars, contracts, bench
-    but its results, pyproject.toml) differs from it."""
+    but its results and its report, pyproject.toml) differs from it."""
     root = Path(__file__).resolve().parents[2]
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                              text=True, check=True).stdout.strip()
         changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
-                                  "--", *MEASURED, ":!bench/results"], cwd=root,
+                                  "--", *MEASURED, *NOT_MEASURED], cwd=root,
                                  capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"

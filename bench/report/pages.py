@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common.results_file import MEASURED, page_name
+from bench.common.results_file import MEASURED, NOT_MEASURED, page_name
 from bench.report.page_kinds import RENDERERS
 from bench.report.page_parts import Rendered, generic
 from bench.report.page_text import ABOUT, TITLES
@@ -67,7 +67,7 @@ def _renamed(text: str, images: dict[str, bytes], prefix: str) -> str:
 
 def changed_since(commit: str) -> str | None:
     """Which of the code a benchmark measures (results_file.MEASURED: server, grammars,
-    contracts, bench but its results, pyproject.toml) differs between `commit` and this
+    contracts, bench but its results and report, pyproject.toml) differs between `commit` and this
     checkout's HEAD, in words; None where nothing does. A run on a dirty tree, or on a
     commit this history does not hold, says so; outside a git checkout nothing is said."""
     root = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ def changed_since(commit: str) -> str | None:
     except subprocess.CalledProcessError:
         return f"commit {sha[:12]} is not in this history"
     names = _git(root, "diff", "--name-only", sha, head, "--", *MEASURED,
-                 ":!bench/results").splitlines()
+                 *NOT_MEASURED).splitlines()
     if not names:
         return None
     parts = sorted({n.split("/", 1)[0] + ("/" if "/" in n else "") for n in names})
