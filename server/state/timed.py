@@ -96,8 +96,10 @@ class TimedStateStore(StateStore):
         although it had already started: the caller undoes what it may do."""
         future = self._submit(fn, *args, **kwargs)
         try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)),
-                                          self.timeout_s)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when a
+            # cancel and the operation's end come together, and the cancel is lost.
+            async with asyncio.timeout(self.timeout_s):
+                return await asyncio.shield(asyncio.wrap_future(future))
         except TimeoutError:
             error = self._late(future)
             if abandoned is not None and not future.cancelled():
