@@ -20,20 +20,21 @@ def bfcl_peer(results: dict[str, Any]) -> Rendered:
                 f"{sum(r['invalid_returned'] for r in got)} invalid returned, "
                 f"{sum(r['cut_off'] for r in got)} of {sum(r['n'] for r in got)} cut off")
     return Rendered(sections=[table(rows), ""], headline=(
-        f"{results['model']} ({results['gguf']}, {results['threads']} thread, forced calls, "
-        f"{rows[0]['n']} per category: {', '.join(categories)}): "
+        f"{results['model']}, {results['threads']} thread, forced calls, {rows[0]['n']} per "
+        f"category ({', '.join(categories)}): "
         + "; ".join(side(s) for s in systems)))
 
 
 def bfcl_missing(results: dict[str, Any]) -> Rendered:
     rows = results["rows"]
     def side(r: dict[str, Any]) -> str:
-        grounded = {"on": "strings", "values": "strings+numbers"}
-        setting = f" grounding {grounded.get(r['grounding'], r['grounding'])}" \
-            if r["system"] != "llama-server" else ""
-        return (f"{r['system']}{setting} asked {r['question']} of {r['n']} "
-                f"({r['called']} called, {r['invented']} invented; "
-                f"{r['call_as_text']} calls as text, {r['cut_off']} cut off)")
+        grounded = {"on": "strings", "values": "strings+numbers", "off": "nothing"}
+        who = r["system"] if r["system"] == "llama-server" else \
+            f"StrictCall, {grounded.get(r['grounding'], r['grounding'])} grounded"
+        rest = "".join(f", {r[k]} {label}" for k, label in (
+            ("invented", "invented"), ("call_as_text", "calls as text"),
+            ("cut_off", "cut off")) if r[k])
+        return f"{who} {r['question']} of {r['n']} ({r['called']} called{rest})"
     return Rendered(sections=[table(rows), ""], headline=(
-        f"the turn a value is missing (right answer: no call), {results['model']}: "
+        f"{results['model']}, the turn a value is missing, asked (the right answer): "
         + "; ".join(side(r) for r in rows)))

@@ -111,36 +111,42 @@ def latency(results: dict[str, Any]) -> Rendered:
 
 
 def _like_headline(results: dict[str, Any]) -> str:
-    """The warm pass against each peer family at its best configuration: per kind, the
-    median's ratio by clients, answers/s and per token, and where the goal was missed; a
-    kind no side answered validly says so."""
-    rows = [r for r in results.get("like_with_like", []) if r["pass"] == "warm"]
+    """Against each peer family at its best configuration, by clients: the warm pass's
+    median, answers/s and per-token ratios and tokens per answer on each side, then every
+    setting of either pass where the goal was missed; a kind no side answered validly says
+    so, with the valid counts."""
+    rows = results.get("like_with_like", [])
     if not rows:
         return ""
     ours = rows[0]["ours"]
-    parts = []
+    parts, missed, compared = [], [], False
     for kind, peer in dict.fromkeys((r["kind"], r["peer"]) for r in rows if r["ours"] == ours):
-        got = sorted((r for r in rows if (r["ours"], r["kind"], r["peer"]) == (ours, kind, peer)),
-                     key=lambda r: r["concurrency"])
-        clients = "/".join(str(r["concurrency"]) for r in got)
-        if any(r["goal"].startswith("not comparable") for r in got):
-            parts.append(f"{kind} against {peer}: {got[0]['goal'][16:]} (valid "
-                         f"{sum(r['valid'] for r in got)} of {sum(r['n'] for r in got)} "
-                         f"against {sum(r['peer_valid'] or 0 for r in got)} of "
-                         f"{sum(r['peer_n'] or 0 for r in got)})")
+        mine = [r for r in rows if (r["ours"], r["kind"], r["peer"]) == (ours, kind, peer)]
+        got = sorted((r for r in mine if r["pass"] == "warm"), key=lambda r: r["concurrency"])
+        if any(r["goal"].startswith("not comparable") for r in mine):
+            parts.append(f"{kind}, {peer}: {mine[0]['goal'][16:]} (valid "
+                         f"{sum(r['valid'] for r in mine)} of {sum(r['n'] for r in mine)} "
+                         f"against {sum(r['peer_valid'] or 0 for r in mine)} of "
+                         f"{sum(r['peer_n'] or 0 for r in mine)})")
             continue
 
         def xs(key: str, rows: list[dict[str, Any]] = got) -> str:
-            return "/".join("-" if r[key] is None else f"{r[key]:.2f}x" for r in rows)
+            return "/".join("-" if r[key] is None else f"{r[key]:.2f}" for r in rows)
 
-        missed = [f"{r['concurrency']}: {r['goal'][8:]}" for r in got if r["goal"] != "met"]
-        parts.append(f"{kind} against {peer} at {clients} clients: median "
-                     f"{xs('e2e_ratio_of_medians')}, answers/s {xs('throughput_ratio')}, per "
-                     f"token {xs('per_token_ratio_of_medians')}, tokens per answer "
-                     + "/".join(f"{r['completion_tokens_p50']:.0f}:"
-                                f"{r['peer_completion_tokens_p50'] or 0:.0f}" for r in got)
-                     + ("; goal missed at " + "; ".join(missed) if missed else "; goal met"))
-    return f"warm, {ours} / each peer's best configuration: " + " | ".join(parts)
+        compared = True
+        parts.append(f"{kind}, {peer}: median {xs('e2e_ratio_of_medians')}x, answers/s "
+                     f"{xs('throughput_ratio')}x, per token {xs('per_token_ratio_of_medians')}x"
+                     ", tokens " + "/".join(f"{r['completion_tokens_p50']:.0f}:"
+                                            f"{r['peer_completion_tokens_p50'] or 0:.0f}"
+                                            for r in got))
+        missed += [f"{peer} {r['pass']} {r['concurrency']} ({r['goal'][8:]})"
+                   for r in sorted(mine, key=lambda r: (r["pass"], r["concurrency"]))
+                   if r["goal"] != "met"]
+    clients = "/".join(dict.fromkeys(str(r["concurrency"]) for r in sorted(
+        rows, key=lambda r: r["concurrency"])))
+    verdict = "; goal missed at " + ", ".join(missed) if missed else \
+        "; goal met throughout" if compared else ""
+    return f"{ours} / the peer's best, warm, {clients} clients: " + "; ".join(parts) + verdict
 
 
 def _cold_headline(results: dict[str, Any]) -> str:

@@ -464,9 +464,11 @@ def test_like_with_like_takes_each_measure_from_the_peers_best_configuration():
     from bench.report.page_speed import _like_headline
 
     head = _like_headline(report)
-    assert head.startswith("warm, strictcall-llamacpp / each peer's best configuration: json "
-                           "against llama-server at 4 clients: median 0.92x, answers/s 0.83x")
-    assert "tokens per answer 15:30; goal missed at 4: throughput, per token" in head
+    assert head.startswith("strictcall-llamacpp / the peer's best, warm, 4 clients: json, "
+                           "llama-server: median 0.92x, answers/s 0.83x")
+    assert "tokens 15:30; json, llama-server-compact: median" in head
+    assert head.endswith("goal missed at llama-server warm 4 (throughput, per token), "
+                         "llama-server-compact warm 4 (median, throughput, per token)")
 
 
 def test_a_peer_whose_template_renders_no_tools_is_not_compared_on_forced_calls():
@@ -494,5 +496,6 @@ def test_a_peer_whose_template_renders_no_tools_is_not_compared_on_forced_calls(
     assert "34 / 34 (no tools rendered)" in markdown(report)
     from bench.report.page_speed import _like_headline
 
-    assert "forced against llama-server: the peer's template rendered no tools (valid 1 of 1 " \
-        "against 1 of 1)" in _like_headline(report)
+    assert _like_headline(report).endswith(
+        "forced, llama-server: the peer's template rendered no tools (valid 1 of 1 against 1 "
+        "of 1)")  # and no "goal met": nothing was compared

@@ -243,3 +243,20 @@ def test_the_auto_mode_page_names_the_model_counts_and_each_prompt() -> None:
     assert rendered.headline == ("qwen.gguf, --auto-tools decide: a call for 3 of 4 prompts "
                                  "a tool fits and for 0 of 2 it does not; every call valid")
     assert "| no tool fits | Hi! | stop | 0 |" in "\n".join(rendered.sections)
+
+
+def test_the_bfcl_missing_headline_counts_the_questions_and_names_only_what_went_wrong() -> None:
+    from bench.report.page_peers import bfcl_missing
+
+    def row(system: str, grounding: str, **counts: int) -> dict:
+        return {"system": system, "grounding": grounding, "n": 20, "question": 0, "called": 0,
+                "invented": 0, "call_as_text": 0, "cut_off": 0, **counts}
+
+    rendered = bfcl_missing({"model": "qwen", "rows": [
+        row("strictcall-llamacpp", "values", question=14, called=6),
+        row("strictcall-llamacpp", "off", called=20, invented=7),
+        row("llama-server", "off", call_as_text=9, cut_off=6)]})
+    assert rendered.headline == (
+        "qwen, the turn a value is missing, asked (the right answer): StrictCall, "
+        "strings+numbers grounded 14 of 20 (6 called); StrictCall, nothing grounded 0 of 20 "
+        "(20 called, 7 invented); llama-server 0 of 20 (0 called, 9 calls as text, 6 cut off)")
