@@ -146,7 +146,8 @@ def _like_headline(results: dict[str, Any]) -> str:
         rows, key=lambda r: r["concurrency"])))
     verdict = "; goal missed at " + ", ".join(missed) if missed else \
         "; goal met throughout" if compared else ""
-    return f"{ours} / the peer's best, warm, {clients} clients: " + "; ".join(parts) + verdict
+    warm = ", warm" if compared else ""
+    return f"{ours} / the peer's best{warm}, {clients} clients: " + "; ".join(parts) + verdict
 
 
 def _cold_headline(results: dict[str, Any]) -> str:
