@@ -6,6 +6,7 @@ comes from a results file; rerun a benchmark with --save and the page follows.""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -18,6 +19,8 @@ from bench.report.page_kinds import RENDERERS
 from bench.report.page_parts import Rendered, generic
 from bench.report.page_text import ABOUT, TITLES
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def read_results(directory: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
@@ -29,7 +32,9 @@ def benchmark_pages(records: list[dict[str, Any]], *,
     """Every benchmark page and plot, by path under docs/, and benchmarks/index.md.
     `changed(commit)`: what of the measured code differs from that commit now (None:
     nothing); by default, read from git (`changed_since`)."""
-    changed = changed or changed_since
+    if changed is None:
+        head = _head()  # read once for every page
+        changed = functools.partial(changed_since, head=head)
     files: dict[str, str | bytes] = {}
     index = ["# Benchmarks", "", ABOUT["index"], "",
              "| benchmark | latest run | headline |", "|---|---|---|"]
@@ -65,31 +70,38 @@ def _renamed(text: str, images: dict[str, bytes], prefix: str) -> str:
     return text
 
 
-def changed_since(commit: str) -> str | None:
+def changed_since(commit: str, head: str | None = None) -> str | None:
     """Which of the code a benchmark measures (results_file.MEASURED: server, grammars,
     contracts, bench but its results and report, pyproject.toml) differs between `commit` and this
     checkout's HEAD, in words; None where nothing does. A run on a dirty tree, or on a
-    commit this history does not hold, says so; outside a git checkout nothing is said."""
-    root = Path(__file__).resolve().parents[2]
+    commit this history does not hold, says so; outside a git checkout nothing is said.
+    `head`: HEAD's sha, where the caller read it already."""
     sha = commit.removesuffix("+dirty")
     if not re.fullmatch(r"[0-9a-f]{7,40}", sha):
         return None
-    try:
-        head = _git(root, "rev-parse", "HEAD")
-    except (OSError, subprocess.CalledProcessError):
+    head = head or _head()
+    if head is None:
         return None  # not a git checkout: nothing to compare with
     if commit.endswith("+dirty"):
         return f"run on uncommitted changes to {sha[:12]}"
     try:
-        _git(root, "cat-file", "-e", f"{sha}^{{commit}}")
+        _git(ROOT, "cat-file", "-e", f"{sha}^{{commit}}")
     except subprocess.CalledProcessError:
         return f"commit {sha[:12]} is not in this history"
-    names = _git(root, "diff", "--name-only", sha, head, "--", *MEASURED,
+    names = _git(ROOT, "diff", "--name-only", sha, head, "--", *MEASURED,
                  *NOT_MEASURED).splitlines()
     if not names:
         return None
     parts = sorted({n.split("/", 1)[0] + ("/" if "/" in n else "") for n in names})
     return f"{', '.join(parts)} changed since {sha[:12]} ({len(names)} files)"
+
+
+def _head() -> str | None:
+    """This checkout's HEAD; None outside a git checkout."""
+    try:
+        return _git(ROOT, "rev-parse", "HEAD")
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 def _git(root: Path, *args: str) -> str:
