@@ -9,7 +9,9 @@ temp", never any run of the conversation's words.
 
 A tool's fields look first at what came after its last call (a new intent starts from the
 conversation, and its newest words: "the same card" still finds the card said before, but
-not what a tool returned for the intent before)."""
+not what a tool returned for the intent before). A user's value an earlier exchange's call
+used for another field stays that field's, unless said again; and one saying of a value
+fills one field of a call (`Grounding.one_field_each`)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,10 @@ class Grounding:
     marks: tuple[Marked, ...] = ()
     language: str = "en"
     descriptions: Mapping[Path, str] = field(default_factory=dict)
+    # Per plain string value the user's words gave: how many times they say it. One saying
+    # is one field's answer ("compare it with 'previous_report.pdf'" is no source and
+    # destination both).
+    said: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def grounded(self) -> tuple[Path, ...]:
@@ -108,6 +114,24 @@ class Grounding:
     def __bool__(self) -> bool:
         return bool(self.fields or self.marks)
 
+    def one_field_each(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """`arguments` where a value the user said once fills one plain field only: a
+        later field (in the schema's order) that repeats it is "not given" (null), and
+        is asked for, not the same words read twice (mv from 'a.pdf' to 'a.pdf')."""
+        seen: dict[str, int] = {}
+        out = dict(arguments)
+        for grounded in self.fields:
+            if len(grounded.path) != 1 or grounded.path[0] not in out:
+                continue
+            value = out[grounded.path[0]]
+            times = self.said.get(value, 0) if isinstance(value, str) else 0
+            if not times:
+                continue
+            seen[value] = seen.get(value, 0) + 1
+            if seen[value] > times:
+                out[grounded.path[0]] = None
+        return out
+
 
 
 def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
@@ -128,9 +152,13 @@ def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
 
 
 def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence, *,
-           since: int = -1, ask_between: bool = False) -> Grounding:
+           since: int = -1, ask_between: bool = False,
+           used: Sequence[Used] = ()) -> Grounding:
     """The grounding of one tool's arguments `schema` (a contract's, or a client's).
     `since`: the turn of the tool's last call; what came after it is looked at first.
+    `used`: the string values earlier calls wrote (`used_values`): a plain string the
+    user gave that a call used for another field was that field's answer
+    (`_spent_elsewhere`).
 
     Each value is attributed to where it was said (`_attributed`): the user's own words for
     a field win over what a tool returned or the operator's messages say. `ask_between` (a
@@ -162,9 +190,11 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
               for fs in everything.values() for f in fs}
     for marked in (m for m in marks if m.grounded):
         if marked.path not in finders:  # a plain string: what the words make an answer
+            spent = _spent_elsewhere(used, marked.path, evidence)
             fields.append(_plain_field(
-                schema, marked, contract, evidence, words, since=since, others=others,
-                behind=starts_new and marked.path not in back, ask_between=ask_between))
+                schema, marked, contract, evidence, words, since=since,
+                others=others | spent, behind=starts_new and marked.path not in back,
+                ask_between=ask_between))
             continue
         found = recent.get(marked.path) or (
             [] if starts_new and marked.path not in back else everything[marked.path])
@@ -186,7 +216,67 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
             fields.append(GroundedField(marked.path, values, named=named, wanted=wanted))
     descriptions = {**top_descriptions(schema),
                     **{m.path: m.description for m in marks if m.description}}
-    return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions)
+    plain = {v for f in fields if f.path not in finders for v in (*f.candidates, *f.choices)
+             if isinstance(v, str)}
+    return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions,
+                     _said(plain, evidence))
+
+
+Used = tuple[int, str, str]  # an earlier call's string value: (its turn, its key, value)
+
+
+def used_values(calls: Sequence[tuple[int, Any]]) -> tuple[Used, ...]:
+    """The string values of earlier calls' arguments (each a turn and its JSON arguments),
+    each under its own key, at any depth (an array's items under the array's key)."""
+    out: list[Used] = []
+
+    def walk(turn: int, key: str, value: Any) -> None:
+        if isinstance(value, str) and key:
+            out.append((turn, key, value))
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(turn, str(k), v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(turn, key, v)
+    for turn, arguments in calls:
+        walk(turn, "", arguments)
+    return tuple(out)
+
+
+def _spent_elsewhere(used: Sequence[Used], path: Path, evidence: Evidence) -> set[str]:
+    """The user's values an earlier call already used for another field, never for one of
+    this field's name, and that the user has not said again since: that call's answers
+    ("name it academic_hub" made the folder; it names no file a later search looks for).
+    A value reaches this field where a call used it for a field of the same name (the
+    search's destination is the booking's) or the user says it again."""
+    key = next((k for k in reversed(path) if k != "*"), path[-1])
+    same = {v for _, k, v in used if k == key}
+    # (Only calls before the user's newest message: in an agent loop's own turn, "make the
+    # folder 'temp' and move the file there" gives 'temp' to both calls.)
+    newest = max((p.turn for p in evidence.pieces if p.source == "user"), default=-1)
+    last: dict[str, int] = {}
+    for turn, k, v in used:
+        if k != key and v not in same and turn < newest:
+            last[v] = max(last.get(v, -1), turn)
+    users = [p for p in evidence.pieces if p.source == "user"]
+    return {v for v, turn in last.items()
+            if any(p.turn < turn and v in p.text for p in users)
+            and not any(p.turn > turn and v in p.text for p in users)}
+
+
+def _said(values: set[str], evidence: Evidence) -> dict[str, int]:
+    """How many times the user's words say each value (a turn's number-words copy of its
+    text counted once)."""
+    out: dict[str, int] = {}
+    for value in values:
+        per_turn: dict[int, int] = {}
+        for p in evidence.pieces:
+            if p.source == "user":
+                per_turn[p.turn] = max(per_turn.get(p.turn, 0), p.text.count(value))
+        if sum(per_turn.values()):
+            out[value] = sum(per_turn.values())
+    return out
 
 
 

@@ -11,6 +11,7 @@ The prompt never changes: grounding and slots live in the grammar only."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ from contracts import Contract, ContractRegistry, clock
 from grammars import narrowed_schema
 from server.dialogue import language, reading
 from server.dialogue.evidence import Bounds, Evidence, evidence_of
-from server.dialogue.grounding import Grounding, ground
+from server.dialogue.grounding import Grounding, Used, ground, used_values
 from server.dialogue.marks import marked_fields
 from server.dialogue.questions import NeedsInput, Wording
 from server.dialogue.slots import SlotTurn
@@ -88,7 +89,8 @@ class DialogueTurn:
         contract's, or a client's the planner checked) in this turn."""
         if grounded:
             grounding = ground(schema, contract, self.evidence, since=self._last_call(name),
-                               ask_between=self._user_chooses(schema, contract))
+                               ask_between=self._user_chooses(schema, contract),
+                               used=self._used)
         else:
             grounding = Grounding(language=self.language)
         self.wordings[name] = wording_of(grounding, schema)
@@ -134,6 +136,12 @@ class DialogueTurn:
         if self.slots is None:
             return None
         return await self.slots.settle(schemas, calls, needs)
+
+    @functools.cached_property
+    def _used(self) -> tuple[Used, ...]:
+        """The string values the conversation's earlier calls wrote, with their turns."""
+        return used_values([(i, c.arguments) for i, t in enumerate(self.task.turns)
+                            if t.role == "assistant" for c in t.calls])
 
     def _last_call(self, name: str) -> int:
         """The turn of the last assistant call to `name` (-1: none)."""

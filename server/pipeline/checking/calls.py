@@ -70,6 +70,7 @@ class CallChecks:
                 arguments = held
             contract = plan.contracts.get(name)
             grounding = plan.groundings.get(name, Grounding())
+            arguments = grounding.one_field_each(arguments)
             wording = context.dialogue.wording(name) if context.dialogue is not None \
                 else Wording(grounding.language)
             call_id = ids.get(index) or new_call_id()

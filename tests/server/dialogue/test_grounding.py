@@ -474,3 +474,61 @@ def test_a_comma_after_the_fields_word_ends_what_names_it():
                                          "file name, ensuring comprehensive coverage.")],
                            today=TODAY)
     assert "ensuring" not in ground(schema, None, evidence).candidates()[("name",)]
+
+
+MOVE = {"type": "object", "properties": {
+    "source": {"type": "string", GROUNDED: True, "description": "Name of the file to move"},
+    "destination": {"type": "string", GROUNDED: True,
+                    "description": "The directory to move the file to"}},
+        "required": ["source", "destination"]}
+
+
+def test_one_saying_of_a_value_fills_one_field_of_a_call():
+    evidence = evidence_of([Turn("user", "Move one file to temp, then compare it with "
+                                         "'previous_report.pdf'.")], today=TODAY)
+    grounding = ground(MOVE, None, evidence)
+    assert grounding.said["previous_report.pdf"] == 1
+    twice = {"source": "previous_report.pdf", "destination": "previous_report.pdf"}
+    assert grounding.one_field_each(twice) == {"source": "previous_report.pdf",
+                                               "destination": None}  # asked, not read twice
+    apart = {"source": "previous_report.pdf", "destination": "temp"}
+    assert grounding.one_field_each(apart) == apart
+    evidence = evidence_of([Turn("user", "Copy 'a.txt' over 'a.txt' again, I know.")],
+                           today=TODAY)
+    said_twice = {"source": "a.txt", "destination": "a.txt"}
+    assert ground(MOVE, None, evidence).one_field_each(said_twice) == said_twice
+
+
+FIND = {"type": "object", "properties": {
+    "path": {"type": "string", GROUNDED: True, "description": "The directory to search"},
+    "name": {"type": "string", GROUNDED: True, "description": "The name to look for"}}}
+
+
+def _find(*turns: Turn) -> dict:
+    from server.dialogue.grounding import used_values
+
+    used = used_values([(i, c.arguments) for i, t in enumerate(turns) for c in t.calls])
+    evidence = evidence_of(list(turns), today=TODAY)
+    return ground(FIND, None, evidence, used=used).candidates()
+
+
+def test_a_users_value_an_earlier_call_used_for_another_field_stays_that_fields():
+    from server.task import EarlierCall
+
+    made = (Turn("user", "Open academic_venture and make a folder; its name should be "
+                         "academic_hub"),
+            Turn("assistant", "", (EarlierCall("1", "mkdir", {"dir_name": "academic_hub"}),)),
+            Turn("tool", "None"))
+    found = _find(*made, Turn("user", "Within academic_venture, list every project that "
+                                      "has a specific word in its name."))
+    assert "academic_hub" not in found[("name",)]  # the folder's name, not the search's
+    again = _find(*made, Turn("user", "Now find academic_hub there."))
+    assert "academic_hub" in again[("name",)]  # said again: this field may take it
+    same_key = (Turn("user", "Search for the name 'notes'"),
+                Turn("assistant", "", (EarlierCall("1", "search", {"name": "notes"}),)),
+                Turn("tool", "[]"), Turn("user", "Look in the archive too."))
+    assert "notes" in _find(*same_key)[("name",)]  # used for a field of the same name
+    one_turn = (Turn("user", "Make the folder 'temp' and find the file named temp there"),
+                Turn("assistant", "", (EarlierCall("1", "mkdir", {"dir_name": "temp"}),)),
+                Turn("tool", "None"))
+    assert "temp" in _find(*one_turn)[("name",)]  # an agent loop's own turn
