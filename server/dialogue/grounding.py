@@ -11,7 +11,7 @@ A tool's fields look first at what came after its last call (a new intent starts
 conversation, and its newest words: "the same card" still finds the card said before, but
 not what a tool returned for the intent before). A user's value an earlier exchange's call
 used for another field stays that field's, unless said again; and one saying of a value
-fills one field of a call (`Grounding.one_field_each`)."""
+fills one field of a call (`Grounding.repeated`)."""
 
 from __future__ import annotations
 
@@ -114,24 +114,24 @@ class Grounding:
     def __bool__(self) -> bool:
         return bool(self.fields or self.marks)
 
-    def one_field_each(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """`arguments` where a value the user said once fills one plain field only: a
-        later field (in the schema's order) that repeats it is "not given" (null), and
-        is asked for, not the same words read twice (mv from 'a.pdf' to 'a.pdf')."""
+    def repeated(self, arguments: dict[str, Any]) -> tuple[Path, ...]:
+        """The plain fields of `arguments` that repeat a value the user said once (or
+        fewer times than fields take it), after the first field (in the schema's order)
+        that takes it: one saying is one field's answer, and those are asked for, not the
+        same words read twice (mv from 'a.pdf' to 'a.pdf')."""
         seen: dict[str, int] = {}
-        out = dict(arguments)
+        out = []
         for grounded in self.fields:
-            if len(grounded.path) != 1 or grounded.path[0] not in out:
+            if len(grounded.path) != 1:
                 continue
-            value = out[grounded.path[0]]
-            times = self.said.get(value, 0) if isinstance(value, str) else 0
-            if not times:
+            value = arguments.get(grounded.path[0])
+            if not isinstance(value, str) or not self.said.get(value):
                 continue
+            times = self.said[value]
             seen[value] = seen.get(value, 0) + 1
             if seen[value] > times:
-                out[grounded.path[0]] = None
-        return out
-
+                out.append(grounded.path)
+        return tuple(out)
 
 
 def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
@@ -219,7 +219,7 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     plain = {v for f in fields if f.path not in finders for v in (*f.candidates, *f.choices)
              if isinstance(v, str)}
     return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions,
-                     _said(plain, evidence))
+                     _said(plain, evidence, used))
 
 
 Used = tuple[int, str, str]  # an earlier call's string value: (its turn, its key, value)
@@ -265,14 +265,18 @@ def _spent_elsewhere(used: Sequence[Used], path: Path, evidence: Evidence) -> se
             and not any(p.turn > turn and v in p.text for p in users)}
 
 
-def _said(values: set[str], evidence: Evidence) -> dict[str, int]:
+def _said(values: set[str], evidence: Evidence, used: Sequence[Used]) -> dict[str, int]:
     """How many times the user's words say each value (a turn's number-words copy of its
-    text counted once)."""
+    text counted once), less the sayings an earlier exchange's call already used ("open
+    the academic_venture folder" was the cd's; "within academic_venture" is this
+    request's once)."""
+    newest = max((p.turn for p in evidence.pieces if p.source == "user"), default=-1)
     out: dict[str, int] = {}
     for value in values:
+        calls = [turn for turn, _, v in used if v == value and turn < newest]
         per_turn: dict[int, int] = {}
         for p in evidence.pieces:
-            if p.source == "user":
+            if p.source == "user" and not any(p.turn < turn for turn in calls):
                 per_turn[p.turn] = max(per_turn.get(p.turn, 0), p.text.count(value))
         if sum(per_turn.values()):
             out[value] = sum(per_turn.values())

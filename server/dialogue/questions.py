@@ -137,8 +137,8 @@ class Wording:
 
     def about(self, path: Path) -> str:
         """What the field is, in words: its About text in the user's language, else its
-        description up to a clause or an example (the field's name spelled as words
-        where it has none)."""
+        description's first sentence up to a clause or an example (the field's name
+        spelled as words where it has none)."""
         own = self.abouts.get(path, {})
         if self.language in own:
             return own[self.language]
@@ -146,10 +146,11 @@ class Wording:
         if not description or (own and language_of(description) not in (None, self.language)):
             description = own.get("en") or description
         if not description:
-            return readable(path[-1])
-        first = re.split(r"[;(:]| e\.g\.", description, maxsplit=1)[0].strip().rstrip(".,")
+            return readable(path[-1], self.language)
+        first = re.split(r"[;(:]| e\.g\.|[.!?](?:\s|$)", description,
+                         maxsplit=1)[0].strip().rstrip(".,")
         if not first:
-            return readable(path[-1])
+            return readable(path[-1], self.language)
         # Mid-sentence, a description's first letter is lower-cased ("Number of nights":
         # "number of nights"), but not a German noun ("Anzahl der Nächte") or an acronym.
         head = first.split()[0]
@@ -161,11 +162,17 @@ class Wording:
         return _catalog(self.language).get(message, message).format(**values)
 
 
-def readable(name: str) -> str:
+def readable(name: str, language: str = "en") -> str:
     """A field's identifier as words, where its schema says nothing of it: `check_in_date`,
-    `checkInDate` and `check-in-date` read "check in date"; `numGuests` "number of guests"."""
+    `checkInDate` and `check-in-date` read "check in date"; `numGuests` "number of guests".
+    In another language, those words as its catalog gives them (msgctxt "field": «дата
+    заезда», "Anreisedatum"); English words where it has none for them."""
     words = [_ABBREVIATIONS.get(w.lower(), w.lower()) for w in identifier_words(name)]
-    return " ".join(words) or name
+    english = " ".join(words) or name
+    if language == "en":
+        return english
+    glossary = _field_words(language)
+    return glossary.get(english) or glossary.get(english.casefold()) or english
 
 
 _ABBREVIATIONS = {"num": "number of", "qty": "quantity", "amt": "amount", "dt": "date",
@@ -187,7 +194,23 @@ def _catalog(language: str) -> dict[str, str]:
         return {}
     with path.open("rb") as f:
         catalog = read_po(f, locale=language)
-    return {str(m.id): str(m.string) for m in catalog if m.id and m.string}
+    return {str(m.id): str(m.string) for m in catalog
+            if m.id and m.string and m.context is None}
+
+
+@functools.cache
+def _field_words(language: str) -> dict[str, str]:
+    """A field's identifier words (English, as `readable` spells them) -> this language's
+    words for the same field: the catalog's msgctxt "field" entries."""
+    from babel.messages.pofile import read_po
+
+    path = LOCALES / language / "LC_MESSAGES" / "strictcall.po"
+    if not path.is_file():
+        return {}
+    with path.open("rb") as f:
+        catalog = read_po(f, locale=language)
+    return {str(m.id): str(m.string) for m in catalog
+            if m.id and m.string and m.context == "field"}
 
 
 def unique(questions: list[Question]) -> list[Question]:

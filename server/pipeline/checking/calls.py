@@ -70,7 +70,8 @@ class CallChecks:
                 arguments = held
             contract = plan.contracts.get(name)
             grounding = plan.groundings.get(name, Grounding())
-            arguments = grounding.one_field_each(arguments)
+            repeated = grounding.repeated(arguments)  # one saying, one field: asked
+            arguments = {k: None if (k,) in repeated else v for k, v in arguments.items()}
             wording = context.dialogue.wording(name) if context.dialogue is not None \
                 else Wording(grounding.language)
             call_id = ids.get(index) or new_call_id()
@@ -78,7 +79,7 @@ class CallChecks:
             checked: dict[str, Any] | NeedsInput | Repair
             if contract is None:
                 checked = self._client(plan, name, arguments, grounding, wording,
-                                       context.trace)
+                                       context.trace, repeated)
             else:
                 checked = await self._enforce(plan, context, contract, arguments, audit, key,
                                               wording)
@@ -101,10 +102,13 @@ class CallChecks:
         return CheckedCalls(tuple(calls), _extension(reports, notes, audit), spent)
 
     def _client(self, plan: Plan, name: str, arguments: dict[str, Any], grounding: Grounding,
-                wording: Wording, trace: RequestTrace) -> dict[str, Any] | NeedsInput:
+                wording: Wording, trace: RequestTrace, repeated: tuple[tuple[str, ...], ...]
+                ) -> dict[str, Any] | NeedsInput:
         """A client tool's call against its schema; fields left "not given" that the schema
-        requires are asked for, those it does not are left out."""
-        given, absent = _schema_check(plan.schemas[name], name, arguments, grounding, trace)
+        requires, or that repeated another's value (`repeated`), are asked for; the rest
+        are left out."""
+        given, absent = _schema_check(plan.schemas[name], name, arguments, grounding, trace,
+                                      asked=repeated)
         if absent:
             return NeedsInput(name, tuple(wording.missing(path, at=at) for path, at in absent),
                               given, wording.language)
@@ -165,16 +169,17 @@ class CallChecks:
 
 
 def _schema_check(schema: dict[str, Any], name: str, arguments: dict[str, Any],
-                  grounding: Grounding, trace: RequestTrace
+                  grounding: Grounding, trace: RequestTrace,
+                  asked: tuple[tuple[str, ...], ...] = ()
                   ) -> tuple[dict[str, Any], list[tuple[tuple[str, ...], str]]]:
     """The arguments checked against the tool's schema, fields left "not given" (null, at
     any depth) out of them and out of `required` (the questions deal with those): (the
     given ones, the required ones not given, and those the user asked for without a value
-    (`Grounding.wanted`): each field's path and JSON Pointer). A 422 for
-    anything else the schema refuses."""
+    (`Grounding.wanted`) or that are `asked`: each field's path and JSON Pointer). A 422
+    for anything else the schema refuses."""
     given, nulls = nulls_at(arguments, grounding.asked)
     absent = [(path, at) for path, at in nulls
-              if required_at(schema, path) or path in grounding.wanted]
+              if required_at(schema, path) or path in grounding.wanted or path in asked]
     for path in grounding.wanted_arrays:
         if not _value_at(given, path):  # written empty, or left out
             absent.append((path, pointer_of(path)))

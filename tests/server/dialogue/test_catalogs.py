@@ -26,7 +26,15 @@ def messages(language: str) -> dict[str, str]:
     path = LOCALES / language / "LC_MESSAGES" / "strictcall.po"
     with path.open("rb") as f:
         catalog = read_po(f, locale=language)
-    return {str(m.id): str(m.string) for m in catalog if m.id}
+    return {str(m.id): str(m.string) for m in catalog if m.id and m.context is None}
+
+
+def field_words(language: str) -> dict[str, str]:
+    """The catalog's words for fields named only by their identifiers (msgctxt "field")."""
+    path = LOCALES / language / "LC_MESSAGES" / "strictcall.po"
+    with path.open("rb") as f:
+        catalog = read_po(f, locale=language)
+    return {str(m.id): str(m.string) for m in catalog if m.id and m.context == "field"}
 
 
 def placeholders(text: str) -> set[str]:
@@ -124,3 +132,26 @@ def test_a_german_description_keeps_its_nouns_capitalised():
                                           iban: "IBAN of the account"})
     assert english.missing(nights).question == "Please tell me: number of nights."
     assert english.missing(iban).question == "Please tell me: IBAN of the account."
+
+
+@pytest.mark.parametrize("language", OTHERS)
+def test_every_field_word_is_translated_and_read_from_identifiers(language):
+    """Each catalog names the same fields (msgctxt "field"), each with words of its own, and
+    an identifier `readable` spells as one of them is asked in those words."""
+    words = field_words(language)
+    assert len(words) >= 40 and set(words) == set(field_words(OTHERS[0]))
+    assert [k for k, v in words.items() if not v.strip() or placeholders(v)] == []
+    assert questions.readable("numGuests", language) == words["number of guests"]
+    assert questions.readable("check_in_date", language) == words["check in date"]
+    assert questions.readable("fooBar", language) == "foo bar"  # none: English words
+
+
+def test_a_russian_user_is_asked_for_an_undescribed_field_in_russian():
+    schema = {"type": "object", "required": ["numGuests", "checkInDate"], "properties": {
+        "numGuests": {"type": "integer"}, "checkInDate": {"type": "string"}}}
+    wording = wording_of(Grounding(language="ru"), schema)
+    assert wording.missing(("numGuests",)).question == \
+        "Уточните, пожалуйста: количество гостей."
+    assert wording.missing(("checkInDate",)).question == "Уточните, пожалуйста: дата заезда."
+    german = wording_of(Grounding(language="de"), schema).missing(("checkInDate",)).question
+    assert german == "Bitte nennen Sie mir: Anreisedatum."

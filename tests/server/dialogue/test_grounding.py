@@ -13,7 +13,7 @@ import pytest
 from contracts import contract_of
 from contracts.examples import BookHotel, BookTicket, CheckAccessRequestStatus, OpenDispute
 from grammars import GROUNDED, narrowed_schema
-from server.dialogue import draft_lines, ground
+from server.dialogue import Grounding, draft_lines, ground
 from server.dialogue.evidence import evidence_of
 from server.task import Turn
 
@@ -489,14 +489,12 @@ def test_one_saying_of_a_value_fills_one_field_of_a_call():
     grounding = ground(MOVE, None, evidence)
     assert grounding.said["previous_report.pdf"] == 1
     twice = {"source": "previous_report.pdf", "destination": "previous_report.pdf"}
-    assert grounding.one_field_each(twice) == {"source": "previous_report.pdf",
-                                               "destination": None}  # asked, not read twice
-    apart = {"source": "previous_report.pdf", "destination": "temp"}
-    assert grounding.one_field_each(apart) == apart
+    assert grounding.repeated(twice) == (("destination",),)  # asked, not read twice
+    assert grounding.repeated({"source": "previous_report.pdf", "destination": "temp"}) == ()
     evidence = evidence_of([Turn("user", "Copy 'a.txt' over 'a.txt' again, I know.")],
                            today=TODAY)
     said_twice = {"source": "a.txt", "destination": "a.txt"}
-    assert ground(MOVE, None, evidence).one_field_each(said_twice) == said_twice
+    assert ground(MOVE, None, evidence).repeated(said_twice) == ()
 
 
 FIND = {"type": "object", "properties": {
@@ -504,12 +502,16 @@ FIND = {"type": "object", "properties": {
     "name": {"type": "string", GROUNDED: True, "description": "The name to look for"}}}
 
 
-def _find(*turns: Turn) -> dict:
+def _find_grounding(*turns: Turn) -> Grounding:
     from server.dialogue.grounding import used_values
 
     used = used_values([(i, c.arguments) for i, t in enumerate(turns) for c in t.calls])
     evidence = evidence_of(list(turns), today=TODAY)
-    return ground(FIND, None, evidence, used=used).candidates()
+    return ground(FIND, None, evidence, used=used)
+
+
+def _find(*turns: Turn) -> dict:
+    return _find_grounding(*turns).candidates()
 
 
 def test_a_users_value_an_earlier_call_used_for_another_field_stays_that_fields():
@@ -532,3 +534,16 @@ def test_a_users_value_an_earlier_call_used_for_another_field_stays_that_fields(
                 Turn("assistant", "", (EarlierCall("1", "mkdir", {"dir_name": "temp"}),)),
                 Turn("tool", "None"))
     assert "temp" in _find(*one_turn)[("name",)]  # an agent loop's own turn
+
+
+def test_a_saying_an_earlier_exchanges_call_used_is_not_this_requests():
+    from server.task import EarlierCall
+
+    grounding = _find_grounding(
+        Turn("user", "Directly open the academic_venture folder"),
+        Turn("assistant", "", (EarlierCall("1", "cd", {"folder": "academic_venture"}),)),
+        Turn("tool", "None"),
+        Turn("user", "Within academic_venture, list every project with a word in its name"))
+    assert grounding.said["academic_venture"] == 1  # the first was the cd's
+    assert grounding.repeated({"path": "academic_venture", "name": "academic_venture"}) == (
+        ("name",),)
