@@ -37,10 +37,16 @@ MEASURED = ("server", "grammars", "contracts", "bench", "pyproject.toml")
 NOT_MEASURED = (":!bench/results", ":!bench/report")
 
 
-def add_save_flag(parser: argparse.ArgumentParser) -> None:
+def add_save_flag(parser: argparse.ArgumentParser, *, variants: bool = False) -> None:
+    """`--save`; with `variants`, `--save-variant NAME` too (a run of another setting or
+    model beside the default one, its own results file and docs page)."""
     parser.add_argument("--save", action="store_true",
                         help="write this run to bench/results/<name>.json (committed: the "
                              "docs' benchmark page is rendered from it)")
+    if variants:
+        parser.add_argument("--save-variant", metavar="NAME",
+                            help="with --save, write bench/results/<name>-NAME.json beside "
+                                 "the default run, its own docs page")
 
 
 def page_name(record: dict[str, Any]) -> str:

@@ -4,7 +4,8 @@ right answer is no call (BFCL's ground truth for it is empty: ask the user).
 
     strictcall-bench bfcl-missing [--data ~/.cache/strictcall/bfcl] [--model
         qwen2.5-coder-0.5b] [--limit 20] [--systems strictcall-llamacpp,llama-server]
-        [--grounding on,off,values] [--max-tokens 256] [--threads 1] [--save]
+        [--grounding on,off,values] [--max-tokens 256] [--threads 1] [--save
+        [--save-variant smollm2]]
 
 The data is not in ../shared/evaldata (it holds the base category): get the two files of
 the gorilla repository (berkeley-function-call-leaderboard/bfcl_eval/data/
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grounding", default="on,off")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--threads", type=int, default=1)
-    add_save_flag(p)
+    add_save_flag(p, variants=True)
     args = p.parse_args(argv)
     dialogues = load(args.data.expanduser(), args.limit)
     gguf = _gguf(args.model)
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         save("bfcl-missing", {"model": args.model, "gguf": gguf.name, "threads": args.threads,
                               "max_tokens": args.max_tokens, "rows": rows,
-                              "answers": answers}, argv)
+                              "answers": answers}, argv, variant=args.save_variant)
     return 0
 
 

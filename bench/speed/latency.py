@@ -166,10 +166,7 @@ def _parser() -> argparse.ArgumentParser:
                         "where it exists, else this Python)")
     p.add_argument("--startup-s", type=float, default=300)
     p.add_argument("--out", type=Path, default=Path("bench/results/latency"))
-    add_save_flag(p)
-    p.add_argument("--save-variant", metavar="NAME",
-                   help="with --save, write bench/results/latency-NAME.json "
-                   "beside the default run (e.g. vllm), its own docs page")
+    add_save_flag(p, variants=True)
     return p
 
 

@@ -26,7 +26,7 @@ from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.finding import Found, ValueFinder, newest_values, value_reader
 from server.dialogue.language import identifier_words, words
 from server.dialogue.marks import Marked, Path, marked_fields, pointer_of, top_descriptions
-from server.dialogue.naming import NEW_INTENT, FieldWords, field_words
+from server.dialogue.naming import NEW_INTENT, OPENS_NEW_INTENT, FieldWords, field_words
 from server.dialogue.plain import Plain, plain_values, thing_stems, vague
 from server.dialogue.shape import plain_string
 
@@ -167,6 +167,7 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     marks = marked_fields(schema)
     if not marks:  # nothing marked: nothing to read
         return Grounding(language=evidence.language, descriptions=top_descriptions(schema))
+    since = max(since, _opened_anew(evidence))
     finders = {m.path: ValueFinder(schema, m.path, m.node, contract, evidence)
                for m in marks if m.grounded and not plain_string(m.node)}
     words = field_words(schema, marks)
@@ -220,6 +221,16 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
              if isinstance(v, str)}
     return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions,
                      _said(plain, evidence, used))
+
+
+def _opened_anew(evidence: Evidence) -> int:
+    """Where the user's newest message opens another event ("One more: ...", «И ещё одна:
+    ...») after earlier words of theirs: the turn before it, where the earlier intent ends
+    (its values stay behind but those referred back to), filed or not; else -1."""
+    users = [p for p in evidence.pieces if p.source == "user"]
+    if len({p.turn for p in users}) < 2 or not OPENS_NEW_INTENT.search(users[-1].text):
+        return -1
+    return users[-1].turn - 1
 
 
 Used = tuple[int, str, str]  # an earlier call's string value: (its turn, its key, value)

@@ -27,6 +27,13 @@ _SENTENCE_END = re.compile(r"[.!?;]\s|\n")
 NEW_INTENT = re.compile(
     r"(?i)\b(another|one more|a second|a new|new one|ещё|еще|другой|другая|другую|другое|"
     r"новый|новая|новую|новое|noch eine?|weitere|une autre|un autre|otro|otra)\b")
+# A message that opens with another event ("One more:", «И ещё одна: ...», "Noch eine"):
+# another intent even where nothing was filed yet (an unfinished first one's values stay
+# behind). Only at the message's start: «я ещё не получил» is no new event.
+OPENS_NEW_INTENT = re.compile(
+    r"(?i)^\W*(?:(?:and|also|plus|и|а|ещё|еще|und|et|y)\W+)?(?:one more|another one|"
+    r"another|a second one|ещё одн\w*|еще одн\w*|ещё один|еще один|noch eine?\w*|"
+    r"une autre|un autre|otr[oa] más|otr[oa])\b")
 # "The same card", "с той же карты", "dieselbe Karte", "la même carte".
 _SAME = frozenset({"same", "же", "тот", "та", "той", "том", "тем", "того", "gleiche",
                    "gleichen", "selbe", "selben", "dieselbe", "denselben", "même", "mismo",

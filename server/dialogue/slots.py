@@ -26,7 +26,9 @@ value with it for each it changes (the user correcting the amount of a dispute j
 is held behind the same question as a change, listing only the fields that differ, and a
 yes files it once; a call with the same values is never filed twice; one that changes more
 than it shares is a new intent. Slots also expire `--slot-ttl-s` after the last turn about
-their tool, are dropped by `strictcall.reset_slots`, and are reset when a question about
+their tool, are dropped by `strictcall.reset_slots` and by a message that opens another
+event ("One more: ...", before the first was filed: the grounding of the new one starts
+from that message, and what it refers back to), and are reset when a question about
 another write tool moves the intent."""
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from grammars import Narrowing
 from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.finding import Found, values_of
 from server.dialogue.grounding import Grounding
-from server.dialogue.naming import NEW_INTENT, FieldWords, field_words
+from server.dialogue.naming import NEW_INTENT, OPENS_NEW_INTENT, FieldWords, field_words
 from server.dialogue.questions import NeedsInput, Question, Wording
 from server.dialogue.replies import verdict
 from server.dialogue.values import (
@@ -331,6 +333,13 @@ class SlotTurn:
             if tool in state.tools and slots.expired(self.now, self.store.slot_ttl_s):
                 if notes:
                     self.expired[tool] = sorted(slots.values)
+                state = state.with_tool(tool, None)
+        opened = [t for t, s in state.tools.items() if not s.filed] \
+            if self.fresh.texts and OPENS_NEW_INTENT.search(self.fresh.texts[0]) else []
+        if opened:  # "One more: ...": an unfinished intent's values stay behind
+            if notes:
+                self.reset = {"why": "new_intent", "tools": sorted(opened)}
+            for tool in opened:
                 state = state.with_tool(tool, None)
         if state.intent not in state.tools:
             state = replace(state, intent=None)

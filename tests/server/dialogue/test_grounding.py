@@ -547,3 +547,23 @@ def test_a_saying_an_earlier_exchanges_call_used_is_not_this_requests():
     assert grounding.said["academic_venture"] == 1  # the first was the cd's
     assert grounding.repeated({"path": "academic_venture", "name": "academic_venture"}) == (
         ("name",),)
+
+
+def test_a_message_opening_another_event_leaves_an_unfinished_ones_values_behind():
+    """No call was made for the first dispute (the model asked, or failed): "и ещё одна:"
+    still starts another one, whose operation id is not the first's; "the same card" is
+    still found, and a message that only says «ещё» mid-sentence starts nothing."""
+    first = Turn("user", "вчера с карты 4417 дважды списали 1 200,50 ₽, первая операция "
+                         "OP-204518")
+    def found(text: str) -> dict:
+        evidence = evidence_of([first, Turn("assistant", "Уточните причину."),
+                                Turn("user", text)], today=TODAY)
+        return {p[-1]: v for p, v in ground(DISPUTE.schema(), DISPUTE, evidence)
+                .candidates().items()}
+    new = found("и ещё одна: сегодня с карты 5566 списали 89,90 ₽, это был не я")
+    assert new["original_operation_id"] == () and new["card_last4"] == ("5566",)
+    assert new["amount"] == ("89.90",)
+    same_card = found("One more, the same card: 89,90 today")
+    assert same_card["card_last4"] == ("4417",) and same_card["original_operation_id"] == ()
+    answer = found("я ещё не получил товар")  # an answer to the question: nothing new
+    assert answer["original_operation_id"] == ("OP-204518",)

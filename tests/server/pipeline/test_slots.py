@@ -364,6 +364,26 @@ def test_reset_slots_forgets_what_was_collected(client, replies):
     assert slots(fresh)["filled"]["amount"] == "10" and slots(fresh)["confirm"] == []
 
 
+def test_a_message_opening_another_event_drops_an_unfinished_ones_slots(client, replies):
+    """The first dispute waits for its operation id; «и ещё одна: ...» is another dispute,
+    not a change of the first: no question about changed fields, nothing of the first
+    pinned, and the report says the slots were reset for a new intent."""
+    talk = Dialogue(client, replies, "another-event")
+    first = talk.send(FIRST, user=DISPUTE)
+    assert slots(first)["filled"] == KNOWN
+    other = talk.send(dispute(card_last4="5566", operation_date=TODAY, amount="89.90",
+                              reason="duplicate"),
+                      user="и ещё одна: сегодня с карты 5566 дважды списали 89,90 ₽")
+    assert slots(other)["reset"] == {"why": "new_intent", "tools": ["open_dispute"]}
+    assert slots(other)["confirm"] == [] and slots(other)["changed"] == []
+    assert slots(other)["filled"]["card_last4"] == "5566"
+    assert slots(other)["filled"]["amount"] == "89.90"
+    still = Dialogue(client, replies, "same-event")
+    still.send(FIRST, user=DISPUTE)
+    kept = still.send(dispute(**KNOWN), user="я ещё не знаю номер операции")
+    assert slots(kept)["reset"] is None and slots(kept)["filled"] == KNOWN
+
+
 def test_another_write_tool_ends_the_intent_and_a_lookup_does_not(client, replies):
     talk = Dialogue(client, replies, "intent", choice="required")
     talk.send(FIRST, user=DISPUTE)
