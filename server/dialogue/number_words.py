@@ -15,6 +15,9 @@ log = logging.getLogger("strictcall.dialogue")
 _NUMBER = re.compile(r"\d+")
 _WORDS = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 _JOINERS = frozenset({"and", "и", "y", "і"})  # "two hundred and five"
+# "Those two", «эти две»: things already named, pointed at again, not a count said.
+_POINTING = frozenset({"those", "these", "эти", "те", "этих", "тех", "этими", "теми", "ці",
+                       "ті", "estos", "estas", "esos", "esas", "aquellos", "aquellas"})
 
 NUMBER_PARSER = frozenset({"en", "ru", "es", "uk", "hi"})
 TEXT2NUM = frozenset({"fr", "de", "it", "pt", "nl", "da"})
@@ -43,8 +46,9 @@ def in_digits(text: str, language: str) -> str | None:
 def _cardinals(text: str, language: str) -> str:
     """`text` with each run of number words that spells one cardinal ("two hundred and
     five", "двадцать один") written as its digits. Ordinals stay words ("the second one" is
-    no 2, nor 21), and two numbers side by side stay apart ("2, 3"): spaced digits read as
-    one grouped number ("1 200")."""
+    no 2, nor 21), so does a number after a word pointing back ("those two", «эти две»:
+    things named before), and two numbers side by side stay apart ("2, 3"): spaced digits
+    read as one grouped number ("1 200")."""
     words = list(_WORDS.finditer(text))
     out, at, i, last_end = [], 0, 0, -1
     while i < len(words):
@@ -61,8 +65,10 @@ def _cardinals(text: str, language: str) -> str:
                                 language)
             if value is None:
                 j -= 1
-        if value is None:
-            i += 1
+        pointed = i > 0 and words[i - 1].group().casefold() in _POINTING \
+            and not text[words[i - 1].end():words[i].start()].strip()
+        if value is None or pointed:
+            i = max(j, i + 1)
             continue
         start = words[i].start()
         out.append(text[at:start])

@@ -291,6 +291,22 @@ NIGHTS = {"type": "object", "properties": {
                "x-strictcall-grounded": True}}}
 
 
+def test_a_number_pointing_back_at_named_things_is_no_value():
+    """ "Yes, those two" (the two operations a tool listed) is no amount, and the listed
+    amount is the field's; «эти две операции» gives no 2 either, a count said still does."""
+    found = _dispute_turns(
+        ("user", "My card 4417 was charged twice yesterday, can you look?"),
+        ("tool", "OP-300117 1200.50 coffee shop 09:12; OP-300118 1200.50 coffee shop 09:13"),
+        ("user", "Yes, those two. The first is fine."))
+    assert found["amount"] == ("1200.50",)
+    assert 2 not in _found(NIGHTS, None, ("user", "эти две брони, на пять ночей"))["nights"]
+    assert 5 in _found(NIGHTS, None, ("user", "эти две брони, на пять ночей"))["nights"]
+
+
+def _dispute_turns(*turns: tuple[str, str]) -> dict:
+    return _found(DISPUTE.schema(), DISPUTE, *turns)
+
+
 def test_the_users_words_win_over_the_systems_date_and_profile():
     """The system message's "today" is the conversation's date, no value of a field; where
     the user gives a field a value, a value from context is no candidate beside it."""
