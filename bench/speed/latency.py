@@ -40,7 +40,7 @@ import httpx
 from bench.common.progress import Progress
 from bench.common.results_file import add_save_flag, save
 from bench.speed.latency_client import timed_request
-from bench.speed.latency_like import print_like_with_like, tools_seen
+from bench.speed.latency_like import print_like_with_like, prompt_tokens, tools_seen
 from bench.speed.latency_overhead import print_upstream_overhead, upstream_overhead
 from bench.speed.latency_report import build_report, print_ratios, write_report
 from bench.speed.latency_stats import Sample, Wave
@@ -367,10 +367,8 @@ async def _prompt_tokens(client: httpx.AsyncClient, body: dict[str, Any] | None
                          ) -> int | None:
     if body is None:
         return None
-    body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
     try:
-        resp = await client.post("/v1/chat/completions", json=body)
-        return int(resp.json()["usage"]["prompt_tokens"])
+        return await prompt_tokens(client, body)
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return None
 

@@ -44,12 +44,19 @@ async def tools_seen(client: httpx.AsyncClient, dialect: Any, prompt: Prompt
     counts = []
     for body in ({**bare, "tools": asked["tools"], "tool_choice": asked["tool_choice"]}, bare):
         try:
-            resp = await client.post("/v1/chat/completions", json=body)
-            counts.append(int(resp.json()["usage"]["prompt_tokens"]))
+            counts.append(await prompt_tokens(client, body))
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
             return {"error": f"{type(error).__name__}: {str(error)[:200]}"}
     return {"prompt_tokens_with_tools": counts[0], "prompt_tokens_without": counts[1],
             "rendered": counts[0] > counts[1], "prompt_id": prompt.id}
+
+
+async def prompt_tokens(client: httpx.AsyncClient, body: dict[str, Any]) -> int:
+    """The prompt's length in tokens as the server renders `body` (sent not streamed):
+    its answer's `usage.prompt_tokens`. Raises what the request or the answer raises."""
+    body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    resp = await client.post("/v1/chat/completions", json=body)
+    return int(resp.json()["usage"]["prompt_tokens"])
 
 
 def like_with_like(rows: list[dict[str, Any]], samples: list[Sample],
@@ -156,9 +163,9 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
          _by(r["peer_requests_per_s"], r["peer_requests_per_s_by"]),
          r["completion_tokens_p50"], r["peer_completion_tokens_p50"], r["tpot_ms_p50"],
          _by(r["peer_tpot_ms_p50"], r["peer_tpot_ms_p50_by"]),
-         f"{_x(r['e2e_ratio_of_medians'])} / {_x(r['e2e_median_ratio'])} "
+         f"{as_ratio(r['e2e_ratio_of_medians'])} / {as_ratio(r['e2e_median_ratio'])} "
          f"({r['paired_prompts']})",
-         f"{_x(r['per_token_ratio_of_medians'])} / {_x(r['per_token_median_ratio'])}",
+         f"{as_ratio(r['per_token_ratio_of_medians'])} / {as_ratio(r['per_token_median_ratio'])}",
          r["goal"]] for r in rows])
 
 
@@ -166,15 +173,16 @@ def _by(value: float | None, name: str | None) -> str:
     return "-" if value is None else f"{value:.3g} ({name})"
 
 
-def _x(value: float | None) -> str:
+def as_ratio(value: float | None) -> str:
+    """A ratio as the tables print it ("0.96x"; "-" where there is none)."""
     return "-" if value is None else f"{value:.2f}x"
 
 
 def print_like_with_like(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         print(f"{r['ours']} / best {r['peer']}, {r['kind']} at {r['concurrency']} "
-              f"({r['pass']}): median {_x(r['e2e_ratio_of_medians'])} "
-              f"(by {r['peer_e2e_s_p50_by']}), answers/s {_x(r['throughput_ratio'])}, "
+              f"({r['pass']}): median {as_ratio(r['e2e_ratio_of_medians'])} "
+              f"(by {r['peer_e2e_s_p50_by']}), answers/s {as_ratio(r['throughput_ratio'])}, "
               f"tokens per answer {r['completion_tokens_p50']} against "
               f"{r['peer_completion_tokens_p50']}, per token "
-              f"{_x(r['per_token_ratio_of_medians'])}; {r['goal']}")
+              f"{as_ratio(r['per_token_ratio_of_medians'])}; {r['goal']}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.markdown_table import table
-from bench.speed.latency_like import like_with_like
+from bench.speed.latency_like import as_ratio, like_with_like
 from bench.speed.latency_like import markdown_table as like_table
 from bench.speed.latency_stats import (
     Sample,
@@ -174,12 +174,9 @@ def print_ratios(report: dict[str, Any]) -> None:
     for r in report["ratios"]:
         print(f"{r['ours']} / {r['other']}, {r['kind']} at concurrency {r['concurrency']} "
               f"({r.get('pass', 'warm')}): "
-              f"end to end {_x(r['e2e_ratio'])}, per token {_x(r['tpot_ratio'])}, first "
-              f"token {_x(r['ttft_ratio'])} (median over {r['pairs']} prompts)")
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+              f"end to end {as_ratio(r['e2e_ratio'])}, per token "
+              f"{as_ratio(r['tpot_ratio'])}, first token {as_ratio(r['ttft_ratio'])} "
+              f"(median over {r['pairs']} prompts)")
 
 
 def plot(report: dict[str, Any], out: Path) -> dict[str, Path]:

@@ -90,8 +90,8 @@ def text_without_calls(also: tuple[str, ...] = ()) -> dict[str, Any]:
         {"type": "any_text", "excludes": list(dict.fromkeys([*JSON_CALL_TEXTS, *also]))}]}}
 
 
-JSON_BLOCK = "```json\n"
 CODE_FENCE = "```"
+JSON_BLOCK = CODE_FENCE + "json\n"
 _JSON_CALL = '{"name": '
 
 
@@ -104,7 +104,7 @@ def json_opened(begin: str, end: str) -> list[tuple[str, str]]:
     if at <= 0 or close < 0:
         return []
     bare, closed = begin[at:], end[:close + 1]
-    return [(bare, closed), (JSON_BLOCK + bare, closed + "\n```")]
+    return [(bare, closed), (JSON_BLOCK + bare, closed + "\n" + CODE_FENCE)]
 
 
 def _text_first(node: Any) -> Any:
