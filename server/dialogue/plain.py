@@ -135,7 +135,7 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
     for i, piece in enumerate(pieces):
         if only_newest and i != newest:
             continue  # said before the message that asks for another one
-        own += _keyed(piece.text, naming)
+        own += _keyed(piece.text, naming, head=True)
         by_description += _keyed(piece.text, described_only)
         if piece.source == "tool":
             continue
@@ -362,11 +362,16 @@ def _before_field_words(text: str, stems: frozenset[str] | set[str]) -> Iterator
             yield word
 
 
-def _keyed(text: str, stems: frozenset[str] | set[str]) -> Iterator[str]:
+def _keyed(text: str, stems: frozenset[str] | set[str], *, head: bool = False
+           ) -> Iterator[str]:
     """The value after a key naming the field, a line of its own ("name: Anna Petrova", a
-    tool result's "folder: documents")."""
+    tool result's "folder: documents"). `head`: the key's last word must be one of
+    `stems` ("customer_name" names a name; "file_content" is a content, no file name)."""
     for line in text.splitlines():
         key, sep, value = line.partition(": ")
-        if sep and len(key) <= 64 and value.strip() \
-                and stems & {s for w in identifier_words(key.strip()) for s in words(w)}:
+        key_words = identifier_words(key.strip()) if sep and len(key) <= 64 else []
+        if head:
+            key_words = key_words[-1:]
+        if key_words and value.strip() \
+                and stems & {s for w in key_words for s in words(w)}:
             yield _trim(value.strip()) if value.strip()[:1] in "'\"«“" else value.strip()

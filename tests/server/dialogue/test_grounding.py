@@ -583,3 +583,15 @@ def test_a_message_opening_another_event_leaves_an_unfinished_ones_values_behind
     assert same_card["card_last4"] == ("4417",) and same_card["original_operation_id"] == ()
     answer = found("я ещё не получил товар")  # an answer to the question: nothing new
     assert answer["original_operation_id"] == ("OP-204518",)
+
+
+def test_a_key_names_a_plain_field_by_its_last_word():
+    """A tool result's "file_content" is a file's text, no file name; "customer_name" is a
+    name."""
+    found = _plain(("tool", "{'file_content': 'Initial report content Unsorted data'}"),
+                   ("user", "Sort it please."))
+    assert "Initial report content Unsorted data" not in found[("file_name",)]
+    named = {"type": "object", "properties": {"name": {"type": "string", GROUNDED: True}}}
+    evidence = evidence_of([Turn("tool", '{"customer_name": "Anna Petrova"}'),
+                            Turn("user", "Book it for her.")], today=TODAY)
+    assert ground(named, None, evidence).candidates()[("name",)] == ("Anna Petrova",)
