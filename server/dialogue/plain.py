@@ -136,7 +136,10 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
         if only_newest and i != newest:
             continue  # said before the message that asks for another one
         own += _keyed(piece.text, naming, head=True)
-        by_description += _keyed(piece.text, described_only)
+        # (Under a related key, a name, not a text: "sorted_content: Initial report
+        # content Unsorted data" holds no file name for the sort's file_name.)
+        by_description += [v for v in _keyed(piece.text, described_only)
+                           if len(v.split()) <= MAX_NAME_WORDS]
         if piece.source == "tool":
             continue
         unquoted = _QUOTED.sub(lambda m: " " * len(m.group()), piece.text)

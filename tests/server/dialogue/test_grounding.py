@@ -586,11 +586,20 @@ def test_a_message_opening_another_event_leaves_an_unfinished_ones_values_behind
 
 
 def test_a_key_names_a_plain_field_by_its_last_word():
-    """A tool result's "file_content" is a file's text, no file name; "customer_name" is a
-    name."""
+    """A tool result's "file_content" is a file's text, no file name, and a text under a
+    key only the description relates ("sorted_content") is none either; "customer_name" is
+    a name."""
     found = _plain(("tool", "{'file_content': 'Initial report content Unsorted data'}"),
                    ("user", "Sort it please."))
     assert "Initial report content Unsorted data" not in found[("file_name",)]
+    sorting = {"type": "object", "properties": {"file_name": {
+        "type": "string", GROUNDED: True,
+        "description": "The name of the file appeared at current directory to sort."}}}
+    evidence = evidence_of([Turn("tool", '{"sorted_content": "Initial report content '
+                                         'Unsorted data More unsorted data"}'),
+                            Turn("tool", '{"current_directory_content": ["report.txt"]}'),
+                            Turn("user", "Share the sorted result.")], today=TODAY)
+    assert ground(sorting, None, evidence).candidates()[("file_name",)] == ("report.txt",)
     named = {"type": "object", "properties": {"name": {"type": "string", GROUNDED: True}}}
     evidence = evidence_of([Turn("tool", '{"customer_name": "Anna Petrova"}'),
                             Turn("user", "Book it for her.")], today=TODAY)
