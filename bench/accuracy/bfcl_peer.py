@@ -71,14 +71,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _gguf(model: str) -> Path:
-    from server.model_store import CHUNKED
+    """A GGUF file, or the GGUF of a model `strictcall fetch-model` knows by name (the
+    embedded smollm2-135m-instruct, the Qwen2.5 and Gemma ones)."""
+    from server.model_store import MODELS, find_gguf, is_model_name
 
-    if model in CHUNKED:
-        return CHUNKED[model].ensure()
+    if is_model_name(model):
+        gguf = find_gguf(found) if (found := MODELS[model](None)).is_dir() else found
+        if gguf is not None:
+            return gguf
     path = Path(model).expanduser()
     if not path.is_file():
         raise SystemExit(f"--model {model!r} is neither a GGUF file nor one of "
-                         f"{sorted(CHUNKED)}")
+                         f"{sorted(MODELS)}")
     return path
 
 
