@@ -184,24 +184,21 @@ def _catalogued() -> frozenset[str]:
     return frozenset(p.name for p in LOCALES.iterdir() if p.is_dir())
 
 
-@functools.cache
 def _catalog(language: str) -> dict[str, str]:
     """msgid -> translation for `language` (empty: English, the msgids themselves)."""
-    from babel.messages.pofile import read_po
-
-    path = LOCALES / language / "LC_MESSAGES" / "strictcall.po"
-    if not path.is_file():
-        return {}
-    with path.open("rb") as f:
-        catalog = read_po(f, locale=language)
-    return {str(m.id): str(m.string) for m in catalog
-            if m.id and m.string and m.context is None}
+    return _entries(language, None)
 
 
-@functools.cache
 def _field_words(language: str) -> dict[str, str]:
     """A field's identifier words (English, as `readable` spells them) -> this language's
     words for the same field: the catalog's msgctxt "field" entries."""
+    return _entries(language, "field")
+
+
+@functools.cache
+def _entries(language: str, context: str | None) -> dict[str, str]:
+    """msgid -> translation of `language`'s catalog entries of one msgctxt (None: the
+    messages); empty where the language has no catalog."""
     from babel.messages.pofile import read_po
 
     path = LOCALES / language / "LC_MESSAGES" / "strictcall.po"
@@ -210,7 +207,7 @@ def _field_words(language: str) -> dict[str, str]:
     with path.open("rb") as f:
         catalog = read_po(f, locale=language)
     return {str(m.id): str(m.string) for m in catalog
-            if m.id and m.string and m.context == "field"}
+            if m.id and m.string and m.context == context}
 
 
 def unique(questions: list[Question]) -> list[Question]:
