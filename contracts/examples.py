@@ -80,6 +80,10 @@ class _Contract(BaseModel):
 # as written, for the field's pattern to refuse (a repair or a question follows), never
 # read as another number ("-5" is no 5, "1.5e3" no 1.53).
 _NOT_AN_AMOUNT = re.compile(r"^\s*[-\u2212+(]|\d[eE][-+]?\d|\)\s*$")
+# Digits spaced apart are one number only where the spaces group thousands ("1 200,50"):
+# "5566 89,90" is a card and an amount side by side, never 556689.90.
+_SPACED = re.compile(r"\d[\d\s\u00a0\u202f]*\d")
+_GROUPED = re.compile(r"\d{1,3}(?:[\s\u00a0\u202f]\d{3})+")
 
 
 def amount_text(value: Any) -> Any:
@@ -93,7 +97,9 @@ def amount_text(value: Any) -> Any:
         number = Decimal(str(value))
         return format(number.quantize(Decimal("0.01")).normalize(), "f") \
             if number.is_finite() and number >= 0 else value
-    if not isinstance(value, str) or _NOT_AN_AMOUNT.search(value):
+    if not isinstance(value, str) or _NOT_AN_AMOUNT.search(value) or any(
+            any(c.isspace() for c in run) and not _GROUPED.fullmatch(run)
+            for run in _SPACED.findall(value)):
         return value
     amount = Price.fromstring(value).amount
     return format(amount, "f") if amount is not None else value

@@ -1,5 +1,5 @@
 """Grounded fields, measured: what a model writes for values the user must give, with
-grounding on and off, on support dialogues written like real chats (bench/data/
+grounding on and off, on support dialogues written like real chats (bench/dialogue/data/
 grounding_dialogues.yaml: amounts as "1 200,50 ₽", "$1,200.50", "€2.300,00"; dates as
 "вчера", "позавчера", "30.11", "last Friday"; ids inside compact JSON tool results; a
 customer profile in the system message; ids never given; a correction of one of two

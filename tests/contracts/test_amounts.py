@@ -32,9 +32,19 @@ def test_an_amount_written_in_any_locale_reads_as_the_same_number(amount, locale
 @pytest.mark.parametrize(("written", "read"), [
     ("1 200,50 ₽", "1200.50"), ("1,200.50", "1200.50"), ("€2.300,00", "2300.00"),
     ("1 200 руб.", "1200"), ("89,90", "89.90"), (1200.5, "1200.5"), (1500, "1500"),
+    ("12 345 678,00", "12345678.00"), ("1\u00a0200,50 €", "1200.50"),
 ])
 def test_amounts_as_people_write_them(written, read):
     assert amount_text(written) == read
+
+
+@pytest.mark.parametrize("written", ["5566 89,90 €", "4417 1 200,50", "12 34,00"])
+def test_digits_spaced_apart_but_not_in_thousands_are_no_amount(written):
+    """A card's digits and an amount side by side ("с карты 5566 89,90 ₽") are two
+    numbers: never 556689.90."""
+    assert amount_text(written) == written
+    ok, _ = DISPUTE.fields.value(("amount",), written, context={})
+    assert not ok
 
 
 @pytest.mark.parametrize("written", ["-5", "−5", "+5", "1.5e3", "2E2", "(120.00)"])

@@ -41,6 +41,7 @@ def _dispute(*texts: str) -> dict:
     ("am 30.11 wurden €2.300,00 abgebucht", "operation_date", "2026-11-30"),
     ("am 30.11 wurden €2.300,00 abgebucht", "amount", "2300.00"),
     ("3 декабря списали 450", "operation_date", "2025-12-03"),  # not in the future
+    ("сегодня с карты 5566 89,90 ₽ списали", "amount", "89.90"),  # no 556689.90
     ("The first one was OP-204518.", "original_operation_id", "OP-204518"),
 ])
 def test_the_seeds_fields_ground_in_the_forms_people_write(text, field, value):
