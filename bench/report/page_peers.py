@@ -32,7 +32,7 @@ def bfcl_missing(results: dict[str, Any]) -> Rendered:
         who = r["system"] if r["system"] == "llama-server" else \
             f"StrictCall, {grounded.get(r['grounding'], r['grounding'])} grounded"
         rest = "".join(f", {r[k]} {label}" for k, label in (
-            ("invented", "invented"), ("call_as_text", "calls as text"),
+            ("invented", "with a string nobody gave"), ("call_as_text", "calls as text"),
             ("cut_off", "cut off")) if r[k])
         return f"{who} {r['question']} of {r['n']} ({r['called']} called{rest})"
     return Rendered(sections=[table(rows), ""], headline=(
