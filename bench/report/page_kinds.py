@@ -240,7 +240,7 @@ def schema_prompt(results: list[dict[str, Any]]) -> Rendered:
     if ours:
         head = f"AST accuracy over {max(r['n'] for r in ours.values())} BFCL json answers: " + \
             ", ".join(f"{k} {r['ast_accuracy']:.0%} ({r['prompt_tokens_median']:.0f} "
-                      f"prompt tokens)" for k, r in ours.items())
+                      f"tokens)" for k, r in ours.items())
         if peer is not None:
             head += f"; {peer['system']} {peer['ast_accuracy']:.0%}"
     return Rendered(sections=[table(results), ""], headline=head)

@@ -30,11 +30,11 @@ def bfcl_missing(results: dict[str, Any]) -> Rendered:
     def side(r: dict[str, Any]) -> str:
         grounded = {"on": "strings", "values": "strings+numbers", "off": "nothing"}
         who = r["system"] if r["system"] == "llama-server" else \
-            f"StrictCall, {grounded.get(r['grounding'], r['grounding'])} grounded"
+            f"{grounded.get(r['grounding'], r['grounding'])} grounded"
         rest = "".join(f", {r[k]} {label}" for k, label in (
-            ("invented", "with a string nobody gave"), ("call_as_text", "calls as text"),
+            ("invented", "with a string nobody gave"), ("call_as_text", "as text"),
             ("cut_off", "cut off")) if r[k])
-        return f"{who} {r['question']} of {r['n']} ({r['called']} called{rest})"
+        return f"{who} {r['question']}/{r['n']} ({r['called']} called{rest})"
     return Rendered(sections=[table(rows), ""], headline=(
-        f"{results['model']}, the turn a value is missing, asked (the right answer): "
+        f"{results['model']}, asked where a value is missing (the right answer): StrictCall "
         + "; ".join(side(r) for r in rows)))

@@ -139,9 +139,11 @@ def _like_headline(results: dict[str, Any]) -> str:
                      ", tokens " + "/".join(f"{r['completion_tokens_p50']:.0f}:"
                                             f"{r['peer_completion_tokens_p50'] or 0:.0f}"
                                             for r in got))
-        missed += [f"{peer} {r['pass']} {r['concurrency']} ({r['goal'][8:]})"
-                   for r in sorted(mine, key=lambda r: (r["pass"], r["concurrency"]))
-                   if r["goal"] != "met"]
+        misses = [f"{r['pass']} {r['concurrency']} ({r['goal'][8:]})"
+                  for r in sorted(mine, key=lambda r: (r["pass"], r["concurrency"]))
+                  if r["goal"] != "met"]
+        if misses:
+            missed.append(f"{peer} " + ", ".join(misses))
     clients = "/".join(dict.fromkeys(str(r["concurrency"]) for r in sorted(
         rows, key=lambda r: r["concurrency"])))
     verdict = "; goal missed at " + ", ".join(missed) if missed else \

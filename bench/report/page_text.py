@@ -6,6 +6,7 @@ from __future__ import annotations
 TITLES = {
     "bfcl-peer": "BFCL AST beside llama-server on a real model",
     "bfcl-missing": "BFCL multi-turn missing-parameter turns beside llama-server",
+    "bfcl-missing-smollm2": "BFCL missing-parameter turns on the embedded model",
     "schemas": "Schemas: coverage and compliance (JSONSchemaBench)",
     "cold-compile": "Cold compile: the llguidance bridge beside xgrammar",
     "decode-speed": "Decode speed: constrained against unconstrained",
