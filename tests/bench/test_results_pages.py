@@ -121,8 +121,8 @@ def test_the_schema_prompt_headline_sets_the_peer_beside_each_rendering() -> Non
                            "ast_accuracy": 0.6},
                           {**row, "schema_prompt": "peer", "system": "llama-server",
                            "ast_accuracy": 0.55}]).headline
-    assert head == ("AST accuracy over 400 BFCL json answers: schema none 50% (52 prompt "
-                    "tokens), schema raw 60% (52 prompt tokens); llama-server 55%")
+    assert head == ("AST accuracy over 400 BFCL json answers: schema none 50% (52 "
+                    "tokens), schema raw 60% (52 tokens); llama-server 55%")
 
 
 def test_the_decode_step_page_puts_each_server_and_their_ratio() -> None:
@@ -187,7 +187,7 @@ def test_the_schema_prompt_headline_names_the_layout_where_a_run_compared_two() 
     head = schema_prompt([{**row, "json_layout": "compact", "ast_accuracy": 0.25},
                           {**row, "json_layout": "spaced", "ast_accuracy": 0.3}]).headline
     assert head == ("AST accuracy over 400 BFCL json answers: schema none compact 25% (51 "
-                    "prompt tokens), schema none spaced 30% (51 prompt tokens)")
+                    "tokens), schema none spaced 30% (51 tokens)")
 
 
 def test_a_dirty_tree_is_never_saved_into_the_committed_results(monkeypatch) -> None:
@@ -257,6 +257,6 @@ def test_the_bfcl_missing_headline_counts_the_questions_and_names_only_what_went
         row("strictcall-llamacpp", "off", called=20, invented=7),
         row("llama-server", "off", call_as_text=9, cut_off=6)]})
     assert rendered.headline == (
-        "qwen, the turn a value is missing, asked (the right answer): StrictCall, "
-        "strings+numbers grounded 14 of 20 (6 called); StrictCall, nothing grounded 0 of 20 "
-        "(20 called, 7 invented); llama-server 0 of 20 (0 called, 9 calls as text, 6 cut off)")
+        "qwen, asked where a value is missing (the right answer): StrictCall strings+numbers "
+        "grounded 14/20 (6 called); nothing grounded 0/20 (20 called, 7 with a string nobody "
+        "gave); llama-server 0/20 (0 called, 9 as text, 6 cut off)")
