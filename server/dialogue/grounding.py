@@ -16,12 +16,14 @@ fills one field of a call (`Grounding.repeated`)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contracts import Contract
 from grammars import Narrowing, schema_pointer
+from server.dialogue.earlier import EarlierValues
 from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.finding import Found, ValueFinder, newest_values, value_reader
 from server.dialogue.language import identifier_words, words
@@ -153,12 +155,12 @@ def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
 
 def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence, *,
            since: int = -1, ask_between: bool = False,
-           used: Sequence[Used] = ()) -> Grounding:
+           earlier: EarlierValues | None = None) -> Grounding:
     """The grounding of one tool's arguments `schema` (a contract's, or a client's).
     `since`: the turn of the tool's last call; what came after it is looked at first.
-    `used`: the string values earlier calls wrote (`used_values`): a plain string the
-    user gave that a call used for another field was that field's answer
-    (`_spent_elsewhere`).
+    `earlier`: the string values earlier calls wrote (server/dialogue/earlier.py): a
+    plain string the user gave that a call used for another field was that field's
+    answer.
 
     Each value is attributed to where it was said (`_attributed`): the user's own words for
     a field win over what a tool returned or the operator's messages say. `ask_between` (a
@@ -167,6 +169,7 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
     marks = marked_fields(schema)
     if not marks:  # nothing marked: nothing to read
         return Grounding(language=evidence.language, descriptions=top_descriptions(schema))
+    earlier = earlier or EarlierValues()
     since = max(since, _opened_anew(evidence))
     finders = {m.path: ValueFinder(schema, m.path, m.node, contract, evidence)
                for m in marks if m.grounded and not plain_string(m.node)}
@@ -191,11 +194,10 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
               for fs in everything.values() for f in fs}
     for marked in (m for m in marks if m.grounded):
         if marked.path not in finders:  # a plain string: what the words make an answer
-            spent = _spent_elsewhere(used, marked.path, evidence)
             fields.append(_plain_field(
                 schema, marked, contract, evidence, words, since=since,
-                others=others | spent, behind=starts_new and marked.path not in back,
-                ask_between=ask_between))
+                others=others | earlier.spent_elsewhere(marked.path),
+                behind=starts_new and marked.path not in back, ask_between=ask_between))
             continue
         found = recent.get(marked.path) or (
             [] if starts_new and marked.path not in back else everything[marked.path])
@@ -217,10 +219,11 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
             fields.append(GroundedField(marked.path, values, named=named, wanted=wanted))
     descriptions = {**top_descriptions(schema),
                     **{m.path: m.description for m in marks if m.description}}
-    plain = {v for f in fields if f.path not in finders for v in (*f.candidates, *f.choices)
-             if isinstance(v, str)}
+    # (Counted only for a value two or more plain fields may take.)
+    shared = Counter(v for f in fields if f.path not in finders
+                     for v in {*f.candidates, *f.choices} if isinstance(v, str))
     return Grounding(tuple(fields), tuple(marks), evidence.language, descriptions,
-                     _said(plain, evidence, used))
+                     earlier.said([v for v, n in shared.items() if n > 1], evidence))
 
 
 def _opened_anew(evidence: Evidence) -> int:
@@ -231,68 +234,6 @@ def _opened_anew(evidence: Evidence) -> int:
     if len({p.turn for p in users}) < 2 or not OPENS_NEW_INTENT.search(users[-1].text):
         return -1
     return users[-1].turn - 1
-
-
-Used = tuple[int, str, str]  # an earlier call's string value: (its turn, its key, value)
-
-
-def used_values(calls: Sequence[tuple[int, Any]]) -> tuple[Used, ...]:
-    """The string values of earlier calls' arguments (each a turn and its JSON arguments),
-    each under its own key, at any depth (an array's items under the array's key)."""
-    out: list[Used] = []
-
-    def walk(turn: int, key: str, value: Any) -> None:
-        if isinstance(value, str) and key:
-            out.append((turn, key, value))
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(turn, str(k), v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(turn, key, v)
-    for turn, arguments in calls:
-        walk(turn, "", arguments)
-    return tuple(out)
-
-
-def _spent_elsewhere(used: Sequence[Used], path: Path, evidence: Evidence) -> set[str]:
-    """The user's values an earlier call already used for another field, never for one of
-    this field's name, and that the user has not said again since: that call's answers
-    ("name it academic_hub" made the folder; it names no file a later search looks for).
-    A value reaches this field where a call used it for a field of the same name (the
-    search's destination is the booking's) or the user says it again."""
-    key = next((k for k in reversed(path) if k != "*"), path[-1])
-    same = {v for _, k, v in used if k == key}
-    # (Only calls before the user's newest message: in an agent loop's own turn, "make the
-    # folder 'temp' and move the file there" gives 'temp' to both calls.)
-    newest = max((p.turn for p in evidence.pieces if p.source == "user"), default=-1)
-    last: dict[str, int] = {}
-    for turn, k, v in used:
-        if k != key and v not in same and turn < newest:
-            last[v] = max(last.get(v, -1), turn)
-    users = [p for p in evidence.pieces if p.source == "user"]
-    return {v for v, turn in last.items()
-            if any(p.turn < turn and v in p.text for p in users)
-            and not any(p.turn > turn and v in p.text for p in users)}
-
-
-def _said(values: set[str], evidence: Evidence, used: Sequence[Used]) -> dict[str, int]:
-    """How many times the user's words say each value (a turn's number-words copy of its
-    text counted once), less the sayings an earlier exchange's call already used ("open
-    the academic_venture folder" was the cd's; "within academic_venture" is this
-    request's once)."""
-    newest = max((p.turn for p in evidence.pieces if p.source == "user"), default=-1)
-    out: dict[str, int] = {}
-    for value in values:
-        calls = [turn for turn, _, v in used if v == value and turn < newest]
-        per_turn: dict[int, int] = {}
-        for p in evidence.pieces:
-            if p.source == "user" and not any(p.turn < turn for turn in calls):
-                per_turn[p.turn] = max(per_turn.get(p.turn, 0), p.text.count(value))
-        if sum(per_turn.values()):
-            out[value] = sum(per_turn.values())
-    return out
-
 
 
 def _names(marked: Marked) -> tuple[str, ...]:

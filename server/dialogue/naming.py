@@ -33,7 +33,10 @@ NEW_INTENT = re.compile(
 OPENS_NEW_INTENT = re.compile(
     r"(?i)^\W*(?:(?:and|also|plus|и|а|ещё|еще|und|et|y)\W+)?(?:one more|another one|"
     r"another|a second one|ещё одн\w*|еще одн\w*|ещё один|еще один|noch eine?\w*|"
-    r"une autre|un autre|otr[oa] más|otr[oa])\b")
+    r"une autre|un autre|otr[oa] más|otr[oa])\b"
+    # ("Another thing: the amount was 1 300", «ещё один вопрос»: more of the same request.)
+    r"(?!\W+(?:thing|question|detail|point|note|вопрос\w*|детал\w*|момент\w*|"
+    r"уточнени\w*|frage|sache|detail\w*)\b)")
 # "The same card", "с той же карты", "dieselbe Karte", "la même carte".
 _SAME = frozenset({"same", "же", "тот", "та", "той", "том", "тем", "того", "gleiche",
                    "gleichen", "selbe", "selben", "dieselbe", "denselben", "même", "mismo",

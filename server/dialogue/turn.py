@@ -18,8 +18,9 @@ from typing import Any
 from contracts import Contract, ContractRegistry, clock
 from grammars import narrowed_schema
 from server.dialogue import language, reading
+from server.dialogue.earlier import EarlierValues
 from server.dialogue.evidence import Bounds, Evidence, evidence_of
-from server.dialogue.grounding import Grounding, Used, ground, used_values
+from server.dialogue.grounding import Grounding, ground
 from server.dialogue.marks import marked_fields
 from server.dialogue.questions import NeedsInput, Wording
 from server.dialogue.slots import SlotTurn
@@ -90,7 +91,7 @@ class DialogueTurn:
         if grounded:
             grounding = ground(schema, contract, self.evidence, since=self._last_call(name),
                                ask_between=self._user_chooses(schema, contract),
-                               used=self._used)
+                               earlier=self._earlier)
         else:
             grounding = Grounding(language=self.language)
         self.wordings[name] = wording_of(grounding, schema)
@@ -138,10 +139,10 @@ class DialogueTurn:
         return await self.slots.settle(schemas, calls, needs)
 
     @functools.cached_property
-    def _used(self) -> tuple[Used, ...]:
-        """The string values the conversation's earlier calls wrote, with their turns."""
-        return used_values([(i, c.arguments) for i, t in enumerate(self.task.turns)
-                            if t.role == "assistant" for c in t.calls])
+    def _earlier(self) -> EarlierValues:
+        """The string values the conversation's earlier calls wrote, read once per turn."""
+        return EarlierValues.of([(i, c.arguments) for i, t in enumerate(self.task.turns)
+                                 if t.role == "assistant" for c in t.calls], self.evidence)
 
     def _last_call(self, name: str) -> int:
         """The turn of the last assistant call to `name` (-1: none)."""

@@ -520,11 +520,12 @@ FIND = {"type": "object", "properties": {
 
 
 def _find_grounding(*turns: Turn) -> Grounding:
-    from server.dialogue.grounding import used_values
+    from server.dialogue.earlier import EarlierValues
 
-    used = used_values([(i, c.arguments) for i, t in enumerate(turns) for c in t.calls])
     evidence = evidence_of(list(turns), today=TODAY)
-    return ground(FIND, None, evidence, used=used)
+    earlier = EarlierValues.of([(i, c.arguments) for i, t in enumerate(turns)
+                                for c in t.calls], evidence)
+    return ground(FIND, None, evidence, earlier=earlier)
 
 
 def _find(*turns: Turn) -> dict:
@@ -584,6 +585,10 @@ def test_a_message_opening_another_event_leaves_an_unfinished_ones_values_behind
     assert same_card["card_last4"] == ("4417",) and same_card["original_operation_id"] == ()
     answer = found("я ещё не получил товар")  # an answer to the question: nothing new
     assert answer["original_operation_id"] == ("OP-204518",)
+    more = found("ещё один вопрос: сумма 89,90")  # more of the same request
+    assert more["original_operation_id"] == ("OP-204518",)
+    assert found("Another thing: the amount was 89,90")["original_operation_id"] == (
+        "OP-204518",)
 
 
 def test_a_key_names_a_plain_field_by_its_last_word():
@@ -605,3 +610,20 @@ def test_a_key_names_a_plain_field_by_its_last_word():
     evidence = evidence_of([Turn("tool", '{"customer_name": "Anna Petrova"}'),
                             Turn("user", "Book it for her.")], today=TODAY)
     assert ground(named, None, evidence).candidates()[("name",)] == ("Anna Petrova",)
+
+
+def test_earlier_calls_are_read_newest_first_and_bounded():
+    """A request whose earlier calls hold 20,000 values (hostile, or a long agent loop)
+    keeps the newest MAX_VALUES of them, none longer than a plain value can be, and looks
+    each up in the user's words once."""
+    from server.dialogue.earlier import MAX_VALUES, EarlierValues
+    from server.dialogue.plain import MAX_VALUE_CHARS
+
+    many = {"long": "x" * (MAX_VALUE_CHARS + 1), **{f"k{i}": f"v{i}" for i in range(20_000)}}
+    evidence = evidence_of([Turn("user", "v1 and v2"), Turn("user", "now 'a.txt'")],
+                           today=TODAY)
+    earlier = EarlierValues.of([(0, {"old": "first"}), (2, many)], evidence)
+    assert len(earlier.used) == MAX_VALUES
+    assert {turn for turn, _, _ in earlier.used} == {2}  # the newest call's, "first" not
+    assert all(len(v) <= MAX_VALUE_CHARS for _, _, v in earlier.used)
+    assert earlier.said_in["v1"] == (0,) and earlier.said_in["v9"] == ()
