@@ -231,7 +231,9 @@ def _opened_anew(evidence: Evidence) -> int:
     ...») after earlier words of theirs: the turn before it, where the earlier intent ends
     (its values stay behind but those referred back to), filed or not; else -1."""
     users = [p for p in evidence.pieces if p.source == "user"]
-    if len({p.turn for p in users}) < 2 or not OPENS_NEW_INTENT.search(users[-1].text):
+    newest = [p for p in users if p.turn == users[-1].turn] if users else []
+    # (The message as written: its number-words copy reads «ещё одна» as «ещё 1».)
+    if len({p.turn for p in users}) < 2 or not OPENS_NEW_INTENT.search(newest[0].text):
         return -1
     return users[-1].turn - 1
 

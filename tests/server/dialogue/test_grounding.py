@@ -585,6 +585,8 @@ def test_a_message_opening_another_event_leaves_an_unfinished_ones_values_behind
     assert same_card["card_last4"] == ("4417",) and same_card["original_operation_id"] == ()
     answer = found("я ещё не получил товар")  # an answer to the question: nothing new
     assert answer["original_operation_id"] == ("OP-204518",)
+    worded = found("и ещё одна: сегодня списали пять тысяч рублей с карты 5566")
+    assert worded["original_operation_id"] == ()  # (its number-words copy says «ещё 1»)
     more = found("ещё один вопрос: сумма 89,90")  # more of the same request
     assert more["original_operation_id"] == ("OP-204518",)
     assert found("Another thing: the amount was 89,90")["original_operation_id"] == (
