@@ -128,6 +128,14 @@ class Wording:
             "This was already filed with the same values ({values}); it was not sent again. "
             "If this is another one, what differs?", values=shown), "confirm")
 
+    def done_before(self, values: dict[str, Any]) -> Question:
+        """A call that repeats, unasked, one an earlier exchange made with the same values
+        (server/dialogue/repeats.py): again, or with which other values."""
+        shown = ", ".join(f"{self.about((k,))}: {self._shown(v)}" for k, v in values.items())
+        return Question("", self._say(
+            "This was already done with the same values ({values}). Should I do it again, "
+            "or with which other values?", values=shown), "confirm")
+
     def choose(self, value: Any, paths: list[Path]) -> Question:
         """One new value that could be any of several fields: which one the user meant."""
         fields = self._either([self.about(p) for p in paths])

@@ -23,7 +23,9 @@ from server.dialogue.evidence import Bounds, Evidence, evidence_of
 from server.dialogue.grounding import Grounding, ground
 from server.dialogue.marks import marked_fields
 from server.dialogue.questions import NeedsInput, Wording
+from server.dialogue.repeats import answered_yes, made_before
 from server.dialogue.slots import SlotTurn
+from server.dialogue.values import client_kind
 from server.identity import Caller
 from server.sessions import SessionStore, scope_of
 from server.task import Task
@@ -130,6 +132,20 @@ class DialogueTurn:
             return arguments
         return self.slots.merge(name, arguments, self.wording(name),
                                 self.identifying.get(name, ()))
+
+    def repeats(self, name: str, arguments: dict[str, Any], schema: dict[str, Any],
+                contract: Contract | None) -> NeedsInput | None:
+        """The question where this call repeats, unasked, one an earlier exchange made with
+        the same values (server/dialogue/repeats.py); None where it may be made."""
+        kind = contract.catalog.kind if contract is not None else client_kind(schema)[0]
+        values = None if kind == "read" else made_before(self.task.turns, name, arguments)
+        if values is None:
+            return None
+        wording = self.wording(name)
+        question = wording.done_before(values)
+        if answered_yes(self.task.turns, question.question):
+            return None
+        return NeedsInput(name, (question,), values, wording.language)
 
     async def settle(self, schemas: dict[str, dict[str, Any]], calls: Any,
                      needs: dict[str, Any] | None) -> dict[str, Any] | None:

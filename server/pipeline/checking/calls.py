@@ -1,8 +1,9 @@
 """A decoded call list, checked: each call validated against its schema, contract calls
-enforced and repaired, a call that needs what nobody gave turned into a question, and each
-call annotated for the execution layer: a write call's idempotency key (server-generated,
-one per call, never decoded) and the approval marker of a tool the policy puts under
-`approval_required`, naming the exact fields to approve."""
+enforced and repaired, a call that needs what nobody gave (or that repeats, unasked, one an
+earlier exchange made) turned into a question, and each call annotated for the execution
+layer: a write call's idempotency key (server-generated, one per call, never decoded) and
+the approval marker of a tool the policy puts under `approval_required`, naming the exact
+fields to approve."""
 
 from __future__ import annotations
 
@@ -69,6 +70,11 @@ class CallChecks:
                     return Asking(held, spent)
                 arguments = held
             contract = plan.contracts.get(name)
+            if context.dialogue is not None:  # the same call again, unasked: asked first
+                again = context.dialogue.repeats(name, arguments, plan.schemas.get(name, {}),
+                                                 contract)
+                if again is not None:
+                    return Asking(again, spent)
             grounding = plan.groundings.get(name, Grounding())
             repeated = grounding.repeated(arguments)  # one saying, one field: asked
             arguments = {k: None if (k,) in repeated else v for k, v in arguments.items()}

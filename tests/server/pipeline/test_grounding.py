@@ -157,3 +157,52 @@ def test_an_array_the_user_asked_for_without_a_value_is_asked(client, script):
     (call,) = post("Post 'Hello' and mention @Julia.").json()["choices"][0]["message"][
         "tool_calls"]
     assert json.loads(call["function"]["arguments"])["mentions"] == ["@Julia"]
+
+
+GREP = {"type": "function", "function": {"name": "grep", "parameters": {
+    "type": "object", "required": ["file_name", "pattern"], "properties": {
+        "file_name": {"type": "string"}, "pattern": {"type": "string"}}}}}
+GREPPED = [
+    {"role": "user", "content": "Search 'report.txt' for 'error'."},
+    {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "c1", "type": "function", "function": {
+            "name": "grep", "arguments": '{"file_name":"report.txt","pattern":"error"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": '{"matching_lines":["error: disk"]}'},
+    {"role": "assistant", "content": "One line matches."}]
+
+
+def _grep(client, *later: dict, tools: list | None = None):
+    return client.post("/v1/chat/completions", json={
+        "model": "scripted", "tools": tools or [GREP], "tool_choice": "required",
+        "messages": [*GREPPED, *later]})
+
+
+def test_an_earlier_exchanges_call_made_again_unasked_is_asked_about(client, script):
+    """BFCL's missing-parameter turns: the user asks for something the tools cannot do
+    without a value they left out, and the model writes the call it already made. The
+    answer asks (again, or with which values?) instead of running it twice."""
+    script.reply = '[{"name":"grep","arguments":{"file_name":"report.txt","pattern":"error"}}]'
+    asked = _grep(client, {"role": "user", "content": "Now count the lines of the file."})
+    body = asked.json()
+    assert asked.status_code == 200, asked.text
+    assert not body["choices"][0]["message"].get("tool_calls")
+    question = ("This was already done with the same values (file name: report.txt, "
+                "pattern: error). Should I do it again, or with which other values?")
+    assert body["choices"][0]["message"]["content"] == question
+    assert body["strictcall"]["needs_input"]["confirm"] == [
+        {"field": "", "value": None, "question": question}]
+    # Yes to that question: made. Asked again in words, or the values said again: made.
+    for later in ([{"role": "user", "content": "Count them."},
+                   {"role": "assistant", "content": question},
+                   {"role": "user", "content": "Yes."}],
+                  [{"role": "user", "content": "Search it again."}],
+                  [{"role": "user", "content": "Search report.txt for 'error'."}]):
+        made = _grep(client, *later)
+        (call,) = made.json()["choices"][0]["message"]["tool_calls"]
+        assert json.loads(call["function"]["arguments"]) == {
+            "file_name": "report.txt", "pattern": "error"}
+    # A tool that only reads says so: repeating it is a poll, not asked about.
+    read = {"type": "function", "function": {**GREP["function"], "parameters": {
+        **GREP["function"]["parameters"], "x-strictcall-kind": "read"}}}
+    polled = _grep(client, {"role": "user", "content": "Any news?"}, tools=[read])
+    assert polled.json()["choices"][0]["message"]["tool_calls"]
