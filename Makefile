@@ -17,7 +17,7 @@ VBIN   := $(VVENV)/bin
 VSTAMP := $(VVENV)/.strictcall-installed
 
 .PHONY: setup serve test test-long test-real test-fast lint fuzz test-vllm setup-vllm serve-vllm bench bench-vllm \
-	clean setup-state test-replicas docs setup-browser test-docs setup-peers
+	clean setup-state test-replicas docs setup-browser test-docs setup-peers test-mutants
 
 setup: $(STAMP)
 	$(BIN)/strictcall fetch-model
@@ -94,6 +94,12 @@ serve-vllm: setup-vllm
 # dependencies (hypothesis, schemathesis), which other modules import.
 test-vllm: setup-vllm
 	$(VBIN)/python -m pytest -q -rs -m vllm tests/server/engines $(PYTEST_ARGS)
+
+# The end-to-end tests that check calls, on two degenerate servers (tests/mutants): one that
+# asks the user for every value, one that refuses every answer. Each named test must fail on
+# both, or it could not tell a working server from one that never answers.
+test-mutants: setup setup-vllm
+	$(BIN)/python tests/mutants/check.py
 
 # Real Postgres and Redis for the replicas tier (Debian's packages; the tests start and stop
 # their own servers on free ports, nothing runs as a service).

@@ -317,6 +317,9 @@ def test_two_dates_the_user_gave_are_asked_about_in_russian(client):
     assert not choice.message.tool_calls
     assert "29 ноября" in choice.message.content and "1 декабря" in choice.message.content
     _no_markup(choice.message.content)
+    # The card was said: asked are the date (and what nobody gave), never the card.
+    missing = response.model_extra["strictcall"]["needs_input"]["missing"]
+    assert "/card_last4" not in {m["field"] for m in missing}, missing
 
 
 def test_a_russian_slot_dialogue_collects_the_values_across_turns(client):

@@ -6,6 +6,7 @@ no key anywhere; a key over its requests per minute gets a 429 with Retry-After.
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
@@ -53,6 +54,10 @@ def test_decisions_are_audited_and_rotated_with_redaction(server):
     # The card's digits are Redact()ed wherever a record holds them (calls, arguments,
     # questions' collected values): "4417" is nowhere in the audit log.
     assert "4417" not in text
+    # ... and the card did reach the records, redacted there: a call's arguments or a
+    # question's collected values hold it (the dispute lacks only the original operation's
+    # id: a server that answered with no value at all would leave nothing to redact).
+    assert re.search(r'"card_last4": ?"\[redacted\]"', text), text[-2000:]
     records = [json.loads(line) for line in text.splitlines()]
     assert {r["request_id"] for r in records} <= set(ids)
     newest = json.loads(files[0].read_text().splitlines()[-1])

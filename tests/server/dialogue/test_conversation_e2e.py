@@ -155,6 +155,7 @@ def test_an_id_in_compact_json_and_a_profile_in_the_system_message(live_client):
          "content": '{"requests":[{"id":"AR-004217","status":"pending"}]}'}]
     body = talk.say()
     assert _shown(body).get("request_id") in ("AR-004217", None)
+    assert "/request_id" not in _asked(body)  # the result held it: copied, never asked for
     assert "check_access_request_status#/request_id=1" in body["headers"][
         "x-strictcall-enforcement"]
     ticket = Talk(live_client, "book_ticket")
@@ -197,6 +198,7 @@ def test_two_dates_the_user_gave_are_the_users_to_choose(live_client, said, word
     year = TODAY.year if dt.date(TODAY.year, 12, 1) <= TODAY else TODAY.year - 1
     assert asked["options"] == [f"{year}-11-29", f"{year}-12-01"]
     assert all(w in message["content"] for w in words), message["content"]
+    assert "/card_last4" not in _asked(body)  # said: the card is no question
 
 
 def test_a_russian_dialogue_is_asked_and_read_in_russian(live_client):
