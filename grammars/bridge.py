@@ -49,7 +49,6 @@ from grammars.specs import (
     TextOrToolCallsSpec,
     ToolCallsSpec,
     ToolSpec,
-    canonical_json,
 )
 
 if TYPE_CHECKING:
@@ -167,15 +166,14 @@ class BridgedBackend(MaskingBackend):
                    ) -> tuple[GrammarSpec, tuple[KeywordUse, ...]]:
         """`spec` as llguidance's table reads it, and the keywords it leaves to the validator."""
         if isinstance(spec, JsonSchemaSpec):
-            schema, demoted = self._read(spec.json_schema(), "", loosen)
-            return JsonSchemaSpec(canonical_json(schema)), demoted
+            schema, demoted = self._read(spec.schema_json, "", loosen)
+            return JsonSchemaSpec(_compact(schema)), demoted
         if isinstance(spec, ToolCallsSpec | TextOrToolCallsSpec):
             calls = spec.calls if isinstance(spec, TextOrToolCallsSpec) else spec
             tools, demoted = [], ()
             for tool in calls.tools:
-                schema, lost = self._read(json.loads(tool.parameters_json), f"{tool.name}#",
-                                          loosen)
-                tools.append(ToolSpec(tool.name, canonical_json(schema)))
+                schema, lost = self._read(tool.parameters_json, f"{tool.name}#", loosen)
+                tools.append(ToolSpec(tool.name, _compact(schema)))
                 demoted += lost
             read = dataclasses.replace(calls, tools=tuple(tools))
             if isinstance(spec, TextOrToolCallsSpec):
@@ -183,23 +181,29 @@ class BridgedBackend(MaskingBackend):
             return read, demoted
         raise _NotBridged  # structural tags: xgrammar's only
 
-    def _read(self, schema: Any, prefix: str, loosen: frozenset[str] = frozenset()
+    def _read(self, text: str, prefix: str, loosen: frozenset[str] = frozenset()
               ) -> tuple[dict[str, Any], tuple[KeywordUse, ...]]:
-        """The schema llguidance compiles for `schema` (a grammar schema: the keyword layer
-        has checked the client's schema it came from, so it is analyzed, not checked against
-        the metaschema again, which cost up to 400 ms on large schemas), and what it leaves
-        to the validator."""
+        """The schema llguidance compiles for the schema `text` (a grammar schema: the
+        keyword layer has checked the client's schema it came from, so it is analyzed, not
+        checked against the metaschema again, which cost up to 400 ms on large schemas), and
+        what it leaves to the validator. Cold path: the text is parsed twice rather than
+        deep-copied, and the edited schema walked once for both edits."""
+        schema = json.loads(text)
         if not isinstance(schema, dict):
             raise _NotBridged
         if any("format" in n and "pattern" in n for n, _ in iter_schema_nodes(schema)):
             raise _NotBridged  # the two masks read the pair differently (module doc)
         lost: tuple[KeywordUse, ...] = ()
-        analysis = analyze(schema, self.fast.keywords)
+        analysis = analyze(schema, self.fast.keywords, copy_of=json.loads(text))
         if analysis.report.of("rejected"):
             raise _NotBridged
         grammar_schema = analysis.grammar_schema  # a copy of its own: edited in place
-        _annotations_out(grammar_schema, analysis.report)
-        dropped = _beside_refs_out(grammar_schema)
+        nodes = list(iter_schema_nodes(grammar_schema))
+        into = _ref_prefixes(nodes)
+        if _annotations_out(nodes, into, analysis.report):  # walked again, as it now is
+            nodes = list(iter_schema_nodes(grammar_schema))
+            into = _ref_prefixes(nodes)
+        dropped = _beside_refs_out(nodes, into)
         if UNION_TYPES in loosen:
             dropped += _types_beside_unions_out(grammar_schema)
         if loosen - {UNION_TYPES}:
@@ -233,6 +237,12 @@ class BridgedBackend(MaskingBackend):
         return self.primary.accepts(compiled, text)
 
 
+def _compact(schema: dict[str, Any]) -> str:
+    """The bridged schema's text: compact, keys as they stand (a bridged grammar is never a
+    cache key, so it needs no canonical form)."""
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
 class _NotBridged(Exception):
     """A spec the bridge leaves to xgrammar."""
 
@@ -259,20 +269,22 @@ _COMBINATORS = frozenset({*_UNIONS, "$ref"})
 _DEFINITIONS = frozenset({"$defs", "definitions"})
 
 
-def _annotations_out(schema: dict[str, Any], report: EnforcementReport) -> None:
+def _annotations_out(nodes: list[tuple[dict[str, Any], str]], into: frozenset[str],
+                     report: EnforcementReport) -> bool:
     """In place, what changes no value's validity taken off the schema llguidance compiles:
     annotations (`description`, `x-taplo`, ...; not one a `$ref` points into), and beside
     a union or `$ref` alone, a `type` listing every type, `additionalProperties` and
     `items` that allow anything (`true`, `{}`).
     llguidance intersects a union's or a `$ref`'s target with any keyword beside it, and
     cannot where the target is recursive ("circular references with sibling keys"); less
-    text is also less to compile."""
+    text is also less to compile. Returns whether a subschema went with them (`nodes`
+    then holds some no longer in the schema)."""
     notes = {u.pointer for u in report.uses if u.tier == "annotation"}
-    nodes = list(iter_schema_nodes(schema))
-    into = _ref_prefixes(nodes)
+    gone = False
     for node, pointer in nodes:
         for key in [k for k in node if k not in _RESOLVING and f"{pointer}/{k}" in notes]:
             if f"{pointer}/{key}/" not in into:
+                gone = gone or isinstance(node[key], dict | list)
                 del node[key]
         rest = node.keys() - {"type", "additionalProperties", "items"}
         if rest and rest <= _COMBINATORS:
@@ -281,7 +293,9 @@ def _annotations_out(schema: dict[str, Any], report: EnforcementReport) -> None:
                 del node["type"]
             for key in ("additionalProperties", "items"):  # no properties, no prefixItems
                 if node.get(key, False) in (True, {}):
+                    gone = gone or node[key] == {}
                     del node[key]
+    return gone
 
 
 def _ref_prefixes(nodes: list[tuple[dict[str, Any], str]]) -> frozenset[str]:
@@ -297,7 +311,8 @@ def _ref_prefixes(nodes: list[tuple[dict[str, Any], str]]) -> frozenset[str]:
     return frozenset(into)
 
 
-def _beside_refs_out(schema: dict[str, Any]) -> list[str]:
+def _beside_refs_out(nodes: list[tuple[dict[str, Any], str]], into: frozenset[str]
+                     ) -> list[str]:
     """In place, the keywords beside each `$ref` taken off (but the `$ref`, definitions, what
     says where refs resolve, and any keyword a `$ref` points into); returns their pointers.
     xgrammar's mask follows the `$ref` alone and ignores what stands beside it (measured:
@@ -306,8 +321,6 @@ def _beside_refs_out(schema: dict[str, Any]) -> list[str]:
     refused a Discord webhook's valid URLs (`"^https?://"` beside `{"$ref": "#/definitions/
     string"}`, JsonSchemaStore) that xgrammar's mask and the validator accept. Taken off,
     the bridge enforces what xgrammar would, and those keywords are the validator's."""
-    nodes = list(iter_schema_nodes(schema))
-    into = _ref_prefixes(nodes)
     dropped = []
     for node, pointer in nodes:
         if not isinstance(node.get("$ref"), str):

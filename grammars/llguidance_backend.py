@@ -153,7 +153,7 @@ class LlguidanceBackend(TokenBitmasks):
             grammar = llguidance.LLMatcher.grammar_from_lark(self._text_or_calls_lark(spec))
         else:
             grammar = self._json_grammar(spec.json_schema(), strict_objects=self._strict,
-                                         formats=self.keywords.formats)
+                                         formats=self.keywords.formats, fresh=True)
         template = self._template(grammar)
         return CompiledGrammar(spec, template, time.perf_counter() - start, len(grammar))
 
@@ -177,11 +177,13 @@ class LlguidanceBackend(TokenBitmasks):
         return LlguidanceMatcher(compiled.handle, self._stop)
 
     def _json_grammar(self, schema: Any, *, strict_objects: bool,
-                      formats: frozenset[str] | None = None) -> str:
+                      formats: frozenset[str] | None = None, fresh: bool = False) -> str:
+        """`fresh`: `schema` is this call's own (a parse of the spec's text), edited in place
+        rather than copied first."""
         try:
             return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(
                 _for_llguidance(schema, strict_objects=strict_objects, formats=formats,
-                                options=self._json_options)))
+                                options=self._json_options, fresh=fresh)))
         except ValueError as exc:
             raise _rejected(str(exc)) from None
 
@@ -199,7 +201,7 @@ class LlguidanceBackend(TokenBitmasks):
         """Free text that never holds `begin`; or such text, `begin`, the calls, `end`, and
         nothing after (xgrammar's triggered tag with stop_after_first). The lazy rule ends
         the text at the first `begin`, as a structural tag's trigger does."""
-        calls = _for_llguidance(spec.calls.json_schema(), strict_objects=self._strict,
+        calls = _for_llguidance(spec.calls.json_schema(), fresh=True, strict_objects=self._strict,
                                 formats=self.keywords.formats, options=self._json_options)
         begin, end = json.dumps(spec.begin), json.dumps(spec.end)
         return (
@@ -212,7 +214,7 @@ class LlguidanceBackend(TokenBitmasks):
 
 def _for_llguidance(schema: Any, *, strict_objects: bool,
                     formats: frozenset[str] | None = None,
-                    options: dict[str, Any] | None = None) -> Any:
+                    options: dict[str, Any] | None = None, fresh: bool = False) -> Any:
     """The schema as llguidance should read it to mean what the keyword table says:
     - its options in `x-guidance` (replacing any a client sent);
     - strict objects: `additionalProperties: false` where the schema lists properties and
@@ -224,7 +226,8 @@ def _for_llguidance(schema: Any, *, strict_objects: bool,
       does not know, which the table leaves to the validator or reads as annotations."""
     if not isinstance(schema, dict):
         return schema
-    schema = copy.deepcopy(schema)
+    if not fresh:  # (`fresh`: the caller's own parse, edited in place)
+        schema = copy.deepcopy(schema)
     for node, _ in iter_schema_nodes(schema):
         if strict_objects and ("properties" in node or "patternProperties" in node) \
                 and not {"additionalProperties", "unevaluatedProperties"} & node.keys():

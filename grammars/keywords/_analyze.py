@@ -13,8 +13,11 @@ from grammars.keywords._table import KeywordTable
 from grammars.keywords._vocabulary import JSON_SCHEMA_KEYWORDS, instead
 
 
-def analyze(schema: dict[str, Any], table: KeywordTable) -> Analysis:
-    grammar_schema = copy.deepcopy(schema)
+def analyze(schema: dict[str, Any], table: KeywordTable, *,
+            copy_of: dict[str, Any] | None = None) -> Analysis:
+    """`copy_of`: an equal copy of `schema`, not shared with anything, that becomes the
+    grammar schema (a second parse of the same JSON costs less than a deep copy)."""
+    grammar_schema = copy_of if copy_of is not None else copy.deepcopy(schema)
     uses: list[KeywordUse] = []
     # Walk the original (for pointers) and edit the copy's matching node.
     originals = list(iter_schema_nodes(schema))
