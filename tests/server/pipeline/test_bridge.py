@@ -26,6 +26,7 @@ from grammars import (
     reported,
 )
 from grammars import bridge as bridge_module
+from grammars._walk import iter_schema_nodes
 from grammars.keywords import XGRAMMAR_KEYWORDS, analyze
 from server.api.app import create_app
 from server.engines.scripted import ScriptedEngine
@@ -148,7 +149,8 @@ def test_keywords_beside_a_ref_are_the_validators_as_in_xgrammars_mask(backend):
     schema = {"definitions": {"s": {"type": "string"}},
               "properties": {"u": {"$ref": "#/definitions/s", "maxLength": 3,
                                    "type": ["string", "null"]}}}
-    assert sorted(bridge_module._beside_refs_out(schema)) == [
+    nodes = list(iter_schema_nodes(schema))
+    assert sorted(bridge_module._beside_refs_out(nodes, bridge_module._ref_prefixes(nodes))) == [
         "/properties/u/maxLength", "/properties/u/type"]
     assert schema["properties"]["u"] == {"$ref": "#/definitions/s"}
 
