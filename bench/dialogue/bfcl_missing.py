@@ -151,7 +151,8 @@ def _run_system(system: str, settings: list[str], gguf: Path,
                           strictcall=system != "llama-server")
                 out.append({"system": system, "grounding": setting, "id": entry["id"],
                             "turn": missing, **one})
-                print(f"{system} grounding={setting} {entry['id']}: {one['verdict']}",
+                print(f"{system} grounding={setting} {entry['id']}: {one['verdict']}"
+                      + "".join(f" {c}" for c in one.get("calls") or ()),
                       file=sys.stderr, flush=True)
     return out
 
