@@ -213,6 +213,13 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
         # Named beside every value the newest turns give it: no "not given" to choose.
         named = bool(found) and bool(recent.get(marked.path)) and all(f.named for f in found)
         values = tuple(newest_values(found))
+        # A required field the user's own words give exactly one value ("charged 1 200,50"):
+        # given, though the field is not named beside it; no "not given" to ask about.
+        named = named or (one and len(values) == 1 and not wanted
+                          and bool(recent.get(marked.path))
+                          and marked.path[0] in (schema.get("required") or ())
+                          and len(marked.path) == 1
+                          and all(evidence.pieces[f.piece].source == "user" for f in found))
         if ask_between and one and len(values) > 1:
             fields.append(GroundedField(marked.path, choices=values[::-1]))  # as said
         else:

@@ -629,3 +629,24 @@ def test_earlier_calls_are_read_newest_first_and_bounded():
     assert {turn for turn, _, _ in earlier.used} == {2}  # the newest call's, "first" not
     assert all(len(v) <= MAX_VALUE_CHARS for _, _, v in earlier.used)
     assert earlier.said_in["v1"] == (0,) and earlier.said_in["v9"] == ()
+
+
+def test_one_value_the_users_words_give_a_required_field_is_given():
+    """"Charged 1 200,50" names no amount, but it is the one amount the user gave, and the
+    dispute needs one: no "not given" to choose (before, the model left it null 30 times of
+    87 on the grounding bench, and the user was asked for the amount they had just said)."""
+    def fields(*turns: Turn) -> dict:
+        evidence = evidence_of(list(turns), today=TODAY)
+        return {f.path[-1]: f for f in ground(DISPUTE.schema(), DISPUTE, evidence).fields}
+
+    said = fields(Turn("user", "yesterday card 4417 was charged 1 200,50 twice"))
+    assert said["amount"].candidates == ("1200.50",) and said["amount"].named
+    assert said["operation_date"].named and said["card_last4"].named
+    # Two amounts: the user's to choose, never forced. An optional field: not forced.
+    two = fields(Turn("user", "card 4417 was charged 1 200,50 or maybe 1 300, twice"))
+    assert not two["amount"].named
+    assert not said["original_operation_id"].named
+    # A value only a tool returned is context, not the user's answer: "not given" stays.
+    tool = fields(Turn("user", "card 4417 was charged twice yesterday"),
+                  Turn("tool", '{"total": "1200.50"}'))
+    assert tool["amount"].candidates == ("1200.50",) and not tool["amount"].named
