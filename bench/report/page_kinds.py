@@ -173,6 +173,7 @@ def grounding(results: dict[str, Any]) -> Rendered:
     unsaid: dict[str, int] = {}
     errors: dict[str, int] = {}
     answers: dict[str, int] = {}
+    given: dict[str, int] = {}
     for row in results["rows"]:
         if row.get("by", "field") == "field":  # (each answer counted once)
             k = row["setting"]
@@ -181,6 +182,7 @@ def grounding(results: dict[str, Any]) -> Rendered:
                 + row["not_shown"]
             errors[k] = errors.get(k, 0) + row.get("error", 0)
             answers[k] = answers.get(k, 0) + row["answers"]
+            given[k] = given.get(k, 0) + row["asked_given"]  # the weaker side: asked again
     sections = [grounding_table(results["rows"], by="field"), ""]
     if any(r.get("by") == "language" for r in results["rows"]):
         sections = [grounding_table(results["rows"], by="language"), "", *sections]
@@ -188,7 +190,8 @@ def grounding(results: dict[str, Any]) -> Rendered:
                     headline="values invented of the fields nobody gave (judged by "
                     "hand-written values): " + ", ".join(
                         f"{k} {invented[k]} of {unsaid[k]} (errors: {errors[k]} of "
-                        f"{answers[k]})" for k in sorted(invented)))
+                        f"{answers[k]}; a given value asked for: {given[k]})"
+                        for k in sorted(invented)))
 
 
 def auto_mode(results: dict[str, Any]) -> Rendered:

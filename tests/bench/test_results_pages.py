@@ -260,3 +260,23 @@ def test_the_bfcl_missing_headline_counts_the_questions_and_names_only_what_went
         "qwen, asked where a value is missing (the right answer): StrictCall strings+numbers "
         "grounded 14/20 (6 called); nothing grounded 0/20 (20 called, 7 with a string nobody "
         "gave); llama-server 0/20 (0 called, 9 as text, 6 cut off)")
+
+
+def test_the_grounding_headline_counts_invented_over_what_could_be_and_asked_again() -> None:
+    """Invented over the fields nobody gave, errors against, and the weaker side: a value
+    the user gave and was asked for all the same."""
+    from bench.report.page_kinds import grounding
+
+    def row(setting: str, **counts: int) -> dict:
+        zero = dict.fromkeys(("answers", "correct", "asked_given", "asked_missing", "invented",
+                              "wrong", "changed", "left_out", "not_shown", "confirming",
+                              "error"), 0)
+        return {"setting": setting, "by": "field", "group": "amount", **zero, **counts}
+
+    rendered = grounding({"latency_p50_s": {"grounding-on": 0.5}, "rows": [
+        row("grounding-off", answers=10, invented=4, asked_missing=1, wrong=5),
+        row("grounding-on", answers=10, correct=6, asked_given=2, asked_missing=2)]})
+    assert rendered.headline == (
+        "values invented of the fields nobody gave (judged by hand-written values): "
+        "grounding-off 4 of 5 (errors: 0 of 10; a given value asked for: 0), "
+        "grounding-on 0 of 2 (errors: 0 of 10; a given value asked for: 2)")
