@@ -111,6 +111,9 @@ class Task:
     model: str
     turns: tuple[Turn, ...]
     tools: tuple[ToolDef, ...] = ()
+    # Tools the request offered that selection left out (server/execution/offer.py): not
+    # shown, but their fields' words still say whose a name is ("tag 'news'").
+    left_out: tuple[ToolDef, ...] = ()
     tool_choice: ToolChoice | None = None  # None: "auto" with tools, as in OpenAI's APIs
     parallel_tool_calls: bool | None = None
     answer: JsonAnswer | None = None  # None: free text

@@ -155,12 +155,14 @@ def draft_lines(groundings: Mapping[str, Grounding]) -> tuple[str, ...]:
 
 def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence, *,
            since: int = -1, ask_between: bool = False,
-           earlier: EarlierValues | None = None) -> Grounding:
+           earlier: EarlierValues | None = None,
+           foreign: frozenset[str] = frozenset()) -> Grounding:
     """The grounding of one tool's arguments `schema` (a contract's, or a client's).
     `since`: the turn of the tool's last call; what came after it is looked at first.
     `earlier`: the string values earlier calls wrote (server/dialogue/earlier.py): a
     plain string the user gave that a call used for another field was that field's
-    answer.
+    answer. `foreign`: the stems of the keys of every tool the request offers (a name said
+    beside another tool's field word is that field's: "tag 'news'" names no file).
 
     Each value is attributed to where it was said (`_attributed`): the user's own words for
     a field win over what a tool returned or the operator's messages say. `ask_between` (a
@@ -197,7 +199,8 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
             fields.append(_plain_field(
                 schema, marked, contract, evidence, words, since=since,
                 others=others | earlier.spent_elsewhere(marked.path),
-                behind=starts_new and marked.path not in back, ask_between=ask_between))
+                behind=starts_new and marked.path not in back, ask_between=ask_between,
+                foreign=foreign))
             continue
         found = recent.get(marked.path) or (
             [] if starts_new and marked.path not in back else everything[marked.path])
@@ -254,7 +257,8 @@ def _names(marked: Marked) -> tuple[str, ...]:
 
 def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | None,
                  evidence: Evidence, words: FieldWords, *, since: int, behind: bool,
-                 others: set[str], ask_between: bool) -> GroundedField:
+                 others: set[str], ask_between: bool,
+                 foreign: frozenset[str] = frozenset()) -> GroundedField:
     """A plain string's field: the values the user's words give it (plain.py), those said
     since the tool's last call first; an earlier intent's only where the user did not start
     a new one (`behind`), less what another field's reading takes (`others`). Two or more
@@ -272,12 +276,12 @@ def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | No
     key = next((k for k in reversed(marked.path) if k != "*"), marked.path[-1])
     found = plain_values(evidence.after(since).pieces, key, own, names=names,
                          described=marked.description, others=other_keys,
-                         accepts=accepts) if since >= 0 else Plain()
+                         foreign=foreign, accepts=accepts) if since >= 0 else Plain()
     if not found.values() and not behind:
         found = plain_values([p for p in evidence.pieces if p.turn > since
                               or p.source != "tool"], key, own, names=names,
                              described=marked.description, others=other_keys,
-                             accepts=accepts)
+                             foreign=foreign, accepts=accepts)
     one = "*" not in marked.path
     if ask_between and one and len(found.own) > 1:
         return GroundedField(marked.path, choices=found.own[::-1])

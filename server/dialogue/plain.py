@@ -17,7 +17,9 @@ A user's text gives a plain string:
   "Cheers!"), the words after "named", "called", "saying" («под названием», «с именем»),
   a word shaped like a name (report.pdf, docs/2024, @anna, #news, USR005, final_report,
   TeamNotes), a run of capitalised words inside a sentence ("to Kelly", "в Казани"), and a
-  reply of one or two words that is all the message says ("archives");
+  reply of one or two words that is all the message says ("archives"); but not where the
+  word right beside it names another field's thing and none of this one's ("tag
+  'currenttechtrend'" is no file name for a sort, "the 'Docs' directory" no text to write);
 - else, what the operator's messages name so (`Plain.context`: a CRM profile's name).
 
 Where the user's newest message speaks of the field's thing without saying which ("a
@@ -102,6 +104,7 @@ class Plain:
 def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str], *,
                  names: Sequence[str] = (), described: str | None = None,
                  others: frozenset[str] = frozenset(),
+                 foreign: frozenset[str] = frozenset(),
                  accepts: Callable[[str], bool]) -> Plain:
     """A plain string field's values in `pieces` (in the conversation's order). `field`:
     its key; `own_stems`: the stems only this field's words have (FieldWords); `names`:
@@ -123,6 +126,7 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
     # docs") is of another thing.
     naming = thing - others
     described_only = own_stems - thing
+    elsewhere = frozenset(kin(foreign) - kin(thing) - related - own_stems)
     by_description: list[str] = []
     own: list[str] = []
     named: list[str] = []
@@ -143,7 +147,7 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
         if piece.source == "tool":
             continue
         unquoted = _QUOTED.sub(lambda m: " " * len(m.group()), piece.text)
-        found = [*_quoted(piece.text), *_after_naming(unquoted),
+        found = [*_quoted(piece.text), *_after_naming(unquoted, piece.text),
                  *_shaped_or_capitalised(unquoted)]
         if piece.source == "system":
             context += found
@@ -152,7 +156,8 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
                 *_before_field_words(piece.text, naming)]
         by_description += _after_field_words(piece.text, described_only, shaped_only=True)
         if not unsaid:
-            named += [*found, *(_short_reply(piece.text) if unquoted == piece.text else ())]
+            named += [v for v in found if not _of_another(piece.text, v, elsewhere)]
+            named += _short_reply(piece.text) if unquoted == piece.text else ()
     given = _newest(own, accepts)
     return Plain(given, _newest(by_description, accepts), _newest(named, accepts),
                  _newest(context, accepts), wanted=unsaid and not given)
@@ -219,6 +224,24 @@ def _newest(values: list[str], accepts: Callable[[str], bool]) -> tuple[str, ...
     return tuple(out)
 
 
+def _of_another(text: str, value: str, elsewhere: frozenset[str]) -> bool:
+    """Whether every place `text` says `value` has, right beside it, a word of another
+    field's thing (`elsewhere`): "tag 'news'", "the 'Docs' directory"."""
+    if not elsewhere:
+        return False
+    at, beside = text.find(value), []
+    while at >= 0:
+        before = [t for t in _TOKEN.findall(text[:at].rstrip(_QUOTES + " "))[-1:]
+                  if t[-1:] not in _SENTENCE_END + ",;:"]  # (not across a comma)
+        after = _TOKEN.findall(text[at + len(value):].lstrip(_QUOTES))[:1]
+        beside.append(any(elsewhere & set(words(_trim(t))) for t in [*before, *after]))
+        at = text.find(value, at + 1)
+    return bool(beside) and all(beside)
+
+
+_QUOTES = "\"'«»“”„‘’`"
+
+
 def _trim(token: str) -> str:
     return token.strip(_EDGE)
 
@@ -233,10 +256,14 @@ def _inside(match: re.Match[str]) -> str:
     return next(g for g in match.groups() if g is not None)
 
 
-def _after_naming(text: str) -> Iterator[str]:
+def _after_naming(text: str, written: str | None = None) -> Iterator[str]:
+    """The name after "named", "called" in `text`; `written`: the text as written, where
+    `text` blanked its quoted parts (a quoted name after "with the name" is `_quoted`'s,
+    and the word after it no name: "with the name 'a.txt' nestled in")."""
     for match in _NAMING.finditer(text):
         rest = text[match.end():]
-        if rest[:1] in "'\"«“„‘`":
+        if rest[:1] in "'\"«“„‘`" or written is not None and any(
+                c in "'\"«“„‘`" for c in written[match.start():match.end()]):
             continue  # quoted: `_quoted` has it whole
         yield from _run(rest, capitalised_only=False)
 

@@ -8,8 +8,11 @@ credentials of two turns before, while the user asked for something else). The a
 asks instead (`Wording.done_before`): do it again, or with what other values. It is
 made where:
 
-- the user's newest message restates one of its values ("grep 'error' in log.txt" twice),
-  or asks for it again ("again", "once more", «ещё раз», "nochmal", "is it there now?");
+- the user's newest message restates one of its values and speaks of the tool's action
+  (a word of its name, or of its description that no other offered tool's has: "grep
+  'error' in log.txt" twice; "put numbers into 'DataSet1.csv'" names the file a `touch`
+  created, not another `touch`), or asks for it again ("again", "once more", «ещё раз»,
+  "nochmal", "is it there now?");
 - the user answers yes to that very question;
 - the tool reads (a contract's kind `read`, a client tool's `x-strictcall-kind: read`):
   asking for a repeated read is a poll; or the call has no values ("list the files");
@@ -23,6 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from server.dialogue.language import identifier_words, words
 from server.dialogue.replies import meaning
 from server.task import Turn
 
@@ -36,11 +40,12 @@ AGAIN = re.compile(
     r"|(?<=\w)\W+(?:now|yet|still|сейчас|теперь|уже|jetzt|schon|noch)\b")
 
 
-def made_before(turns: Sequence[Turn], name: str, arguments: dict[str, Any]
-                ) -> dict[str, Any] | None:
+def made_before(turns: Sequence[Turn], name: str, arguments: dict[str, Any], *,
+                action: frozenset[str] | None = None) -> dict[str, Any] | None:
     """The values of an earlier exchange's call that `name(arguments)` repeats, where the
-    user's newest message neither restates one of them nor asks again (None: not such a
-    repeat)."""
+    user's newest message neither restates one of them (with a word of the tool's
+    `action`, its stems; None: unknown, a restated value is enough) nor asks again (None:
+    not such a repeat)."""
     values = {k: v for k, v in arguments.items() if v is not None}
     if not values:
         return None
@@ -53,9 +58,20 @@ def made_before(turns: Sequence[Turn], name: str, arguments: dict[str, Any]
                for t in turns[:newest] if t.role == "assistant" for c in t.calls):
         return None
     said = turns[newest].text
-    if AGAIN.search(said) or any(_says(said, v) for v in _leaves(values)):
+    if AGAIN.search(said):
+        return None
+    if any(_says(said, v) for v in _leaves(values)) \
+            and (action is None or action & set(words(said))):
         return None
     return values
+
+
+def action_words(name: str, description: str | None, others: Sequence[str]) -> frozenset[str]:
+    """The stems that say a tool's action: its name's words, and its description's words
+    that none of `others` (the other offered tools' names and descriptions) has."""
+    shared = {w for text in others for w in words(" ".join(identifier_words(text)))}
+    own = set(words(" ".join(identifier_words(name))))
+    return frozenset(own | (set(words(description or "")) - shared))
 
 
 def answered_yes(turns: Sequence[Turn], question: str) -> bool:

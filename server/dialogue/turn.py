@@ -22,13 +22,14 @@ from server.dialogue.earlier import EarlierValues
 from server.dialogue.evidence import Bounds, Evidence, evidence_of
 from server.dialogue.grounding import Grounding, ground
 from server.dialogue.marks import marked_fields
+from server.dialogue.plain import thing_stems
 from server.dialogue.questions import NeedsInput, Wording
-from server.dialogue.repeats import answered_yes, made_before
+from server.dialogue.repeats import action_words, answered_yes, made_before
 from server.dialogue.slots import SlotTurn
 from server.dialogue.values import client_kind
 from server.identity import Caller
 from server.sessions import SessionStore, scope_of
-from server.task import Task
+from server.task import Task, ToolDef
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class DialogueTurn:
         if grounded:
             grounding = ground(schema, contract, self.evidence, since=self._last_call(name),
                                ask_between=self._user_chooses(schema, contract),
-                               earlier=self._earlier)
+                               earlier=self._earlier, foreign=self._field_stems)
         else:
             grounding = Grounding(language=self.language)
         self.wordings[name] = wording_of(grounding, schema)
@@ -138,7 +139,8 @@ class DialogueTurn:
         """The question where this call repeats, unasked, one an earlier exchange made with
         the same values (server/dialogue/repeats.py); None where it may be made."""
         kind = contract.catalog.kind if contract is not None else client_kind(schema)[0]
-        values = None if kind == "read" else made_before(self.task.turns, name, arguments)
+        values = None if kind == "read" else made_before(
+            self.task.turns, name, arguments, action=self._action(name, contract))
         if values is None:
             return None
         wording = self.wording(name)
@@ -153,6 +155,29 @@ class DialogueTurn:
         if self.slots is None:
             return None
         return await self.slots.settle(schemas, calls, needs)
+
+    def _action(self, name: str, contract: Contract | None) -> frozenset[str]:
+        """The words that say tool `name`'s action and no other offered tool's."""
+        def text(tool: ToolDef) -> str:
+            known = self.registry.get(tool.name)
+            return (known.description if known is not None else tool.description) or ""
+        others = [s for t in (*self.task.tools, *self.task.left_out) if t.name != name
+                  for s in (t.name, text(t))]
+        mine = next((t for t in self.task.tools if t.name == name), ToolDef(name))
+        return action_words(name, contract.description if contract is not None
+                            else mine.description, others)
+
+    @functools.cached_property
+    def _field_stems(self) -> frozenset[str]:
+        """The stems of the keys of every tool this request offers (a contract's, or a
+        client's schema; shown or left out by selection): the things the tools take."""
+        out: set[str] = set()
+        for tool in (*self.task.tools, *self.task.left_out):
+            contract = self.registry.get(tool.name)
+            schema = contract.schema() if contract is not None else tool.parameters or {}
+            for key in schema.get("properties") or {}:
+                out |= thing_stems(str(key))
+        return frozenset(out)
 
     @functools.cached_property
     def _earlier(self) -> EarlierValues:

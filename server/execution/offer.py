@@ -87,7 +87,8 @@ class ToolOffers:
                            and c.catalog.lifecycle == "deprecated")
         reported = self.policy.source is not None or chosen.selection is not None \
             or len(visible) != len(tools) or bool(deprecated)
-        return Offer(replace(task, tools=chosen.tools), visible,
+        left_out = tuple(t for t in kept if t.name not in visible)
+        return Offer(replace(task, tools=chosen.tools, left_out=left_out), visible,
                      {n: verdicts[n] for n in visible}, principal,
                      deprecated, chosen.selection, reported and bool(tools))
 
@@ -129,9 +130,10 @@ class ToolOffers:
             return _Chosen(tuple(tools), None)
         pinned = [task.tool_choice.name] if isinstance(task.tool_choice, NamedTool) else []
         by_name = {t.name: t for t in tools}
+        newest = next((t.text for t in reversed(task.turns) if t.role == "user"), None)
         picked = select({n: self._text(t) for n, t in by_name.items()}, user_text(task.turns),
                         k=k, reason="catalog" if catalog is not None else "over_budget",
-                        pinned=pinned)
+                        pinned=pinned, newest=newest)
         return _Chosen(tuple(by_name[n] for n in picked.visible), picked)
 
     def _text(self, tool: ToolDef) -> str:

@@ -151,6 +151,35 @@ def test_a_plain_string_takes_what_the_words_make_a_name_not_any_run_of_words():
         ("file_name",): (), ("folder",): ()}  # nothing names one: the model can only ask
     said = _plain(("user", "The file name is summary.txt"))
     assert said[("file_name",)] == ("summary.txt",)
+    # The word after a quoted name is no name ("with the name 'x' nestled": BFCL).
+    nestled = _plain(("user", "Find every file with the name 'test_document.txt' nestled "
+                              "within the current directory."))
+    assert nestled[("folder",)] == ("test_document.txt",)
+
+
+def test_a_name_said_beside_another_tools_field_word_is_that_fields_not_this_ones():
+    # BFCL's missing-parameter turns: "tag 'currenttechtrend'" gave a sort its file name,
+    # "the 'ResearchDocs' directory" gave an echo its text.
+    sort = {"type": "object", "properties": {"file_name": {"type": "string", GROUNDED: True}},
+            "required": ["file_name"]}
+    echo = {"type": "object", "properties": {
+        "content": {"type": "string", GROUNDED: True, "description": "The content to write."},
+        "file_name": {"type": "string", GROUNDED: True}}, "required": ["content"]}
+    offered = frozenset({"file", "name", "tag", "content", "folder", "mention"})
+
+    def found(schema, text, foreign=offered):
+        evidence = evidence_of([Turn("user", text)], today=TODAY)
+        return ground(schema, None, evidence, foreign=foreign).candidates()
+    tweet = "Share the sorted result on social media; tag 'currenttechtrend' and mention me."
+    assert found(sort, tweet)[("file_name",)] == ()
+    assert found(sort, tweet, frozenset())[("file_name",)] == ("currenttechtrend",)
+    tail = "Display the last lines of the 'report.csv' file in the 'ResearchDocs' directory."
+    assert found(echo, tail)[("content",)] == ()  # a file's and a folder's names: no text
+    assert found(echo, tail)[("file_name",)] == ("report.csv",)
+    assert found(echo, "Write 'hello, world' to the file notes.txt.")[("content",)] == (
+        "hello, world",)  # ("to" beside it: no other field's word)
+    assert found(sort, "Sort the file 'report.txt', tag it later.")[("file_name",)] == (
+        "report.txt",)  # (a field's own word beside it wins)
 
 
 def test_a_field_spoken_of_without_saying_which_is_asked_even_if_a_name_was_said_before():
@@ -650,3 +679,20 @@ def test_one_value_the_users_words_give_a_required_field_is_given():
     tool = fields(Turn("user", "card 4417 was charged twice yesterday"),
                   Turn("tool", '{"total": "1200.50"}'))
     assert tool["amount"].candidates == ("1200.50",) and not tool["amount"].named
+
+
+def test_a_tool_selection_left_out_still_says_whose_a_name_is():
+    from contracts import ContractRegistry
+    from server.dialogue.turn import DialogueTurn
+    from server.task import Task, ToolDef
+    sort = {"type": "object", "properties": {"file_name": {"type": "string", GROUNDED: True}},
+            "required": ["file_name"]}
+    post = ToolDef("post_tweet", "Post a tweet.", {"type": "object", "properties": {
+        "content": {"type": "string"}, "tags": {"type": "array"}}})
+    turns = (Turn("user", "Post the sorted lines and tag 'currenttechtrend'."),)
+    for left_out, given in (((post,), ()), ((), ("currenttechtrend",))):
+        task = Task(model="m", turns=turns, tools=(ToolDef("sort", None, sort),),
+                    left_out=left_out)
+        dialogue = DialogueTurn(task, evidence_of(turns, today=TODAY), ContractRegistry(), None)
+        found = dialogue.tool("sort", sort, None, grounded=True).grounding.candidates()
+        assert found[("file_name",)] == given, left_out

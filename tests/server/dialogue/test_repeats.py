@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from server.dialogue.questions import Wording
-from server.dialogue.repeats import answered_yes, made_before
+from server.dialogue.repeats import action_words, answered_yes, made_before
 from server.task import EarlierCall, Turn
 
 GREP = {"file_name": "report.txt", "pattern": "error"}
@@ -38,6 +38,22 @@ def test_the_same_values_unasked_are_a_repeat():
 ])
 def test_asked_again_or_restated_is_no_repeat(said):
     assert made_before(_turns(said), "grep", dict(GREP)) is None
+
+
+def test_a_value_restated_for_another_action_is_still_a_repeat():
+    # BFCL: after touch(file_name='DataSet1.csv'), "Infuse 'DataSet1.csv' with some
+    # numbers" names the file, not another touch; "Create 'DataSet1.csv' again" would.
+    made = {"file_name": "DataSet1.csv"}
+    touch = action_words("touch", "A file system. Create a new file of any extension.",
+                         ["echo", "A file system. Write content to a file.",
+                          "mkdir", "A file system. Create a new directory."])
+    assert touch == {"touch", "extens"}  # (the shared words say nothing of this tool)
+    turns = _turns("Infuse 'DataSet1.csv' with some preliminary numbers.", args=made,
+                   name="touch")
+    assert made_before(turns, "touch", dict(made), action=touch) == made
+    assert made_before(turns, "touch", dict(made)) is None  # (its action unknown)
+    turns = _turns("Touch 'DataSet1.csv', it should be empty.", args=made, name="touch")
+    assert made_before(turns, "touch", dict(made), action=touch) is None
 
 
 def test_other_values_another_tool_or_no_values_are_no_repeat():

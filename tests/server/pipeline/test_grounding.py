@@ -159,7 +159,8 @@ def test_an_array_the_user_asked_for_without_a_value_is_asked(client, script):
     assert json.loads(call["function"]["arguments"])["mentions"] == ["@Julia"]
 
 
-GREP = {"type": "function", "function": {"name": "grep", "parameters": {
+GREP = {"type": "function", "function": {
+    "name": "grep", "description": "Search a file for lines matching a pattern.", "parameters": {
     "type": "object", "required": ["file_name", "pattern"], "properties": {
         "file_name": {"type": "string"}, "pattern": {"type": "string"}}}}}
 GREPPED = [
