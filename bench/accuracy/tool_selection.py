@@ -11,6 +11,12 @@ of offering the catalog's first 20 tools (the 20-tool budget, no selection). Sel
 recall is an upper bound on tool-name accuracy: a tool that is not offered cannot be
 called. No model is needed.
 
+A second table does the same on BFCL's multi-turn base category (evaldata): each turn with
+calls, the dialogue's user turns so far as the query, and the server's weight for the
+newest user message (`NEWEST_WEIGHT`) beside weight 0 (the dialogue's words alone): the
+share of turns whose every called function is among the k offered, and of those
+functions.
+
 `--ast N` also asks a real server (the embedded model, greedy, tool_choice="required") the
 first N questions in each setting: the question's own BFCL functions (BFCL's setting), the
 whole catalog with the server's selection at each k (`strictcall.select_k`), and the
@@ -27,7 +33,8 @@ from typing import Any
 
 from bench.accuracy.bfcl_ast import load
 from bench.common.results_file import add_save_flag, save
-from server.execution.selection import select, tool_text
+from bench.dialogue import bfcl_multi_turn_data
+from server.execution.selection import NEWEST_WEIGHT, select, tool_text
 
 Document = Callable[[dict[str, Any]], str]
 DOCUMENTS: dict[str, Document] = {
@@ -55,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     catalog = catalog_of(q for q, _ in pairs)
     rows = [measure(label, doc, catalog, pairs, ks) for label, doc in DOCUMENTS.items()]
     rows.append(first_n(catalog, pairs, args.budget))
+    multi_turn = [measure_multi_turn(weight, ks) for weight in (0.0, 1.0, NEWEST_WEIGHT)]
     ast = []
     if args.ast:
         from bench.accuracy.tool_selection_ast import measure_ast
@@ -62,11 +70,12 @@ def main(argv: list[str] | None = None) -> int:
                           max_tokens=args.max_tokens)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     found = {"questions": len(pairs), "catalog": len(catalog), "ks": ks, "rows": rows,
-             "ast": ast}
+             "ast": ast, "multi_turn": multi_turn}
     args.out.write_text(json.dumps(found, indent=2))
     if args.save:
         save("tool-selection", found, argv)
     print(table(rows, ks, len(pairs), len(catalog)))
+    print("\n" + multi_turn_table(multi_turn, ks))
     if ast:
         print(f"\nthrough the embedded model, first {args.ast} questions:")
         print("| offered | AST accuracy | tool-name accuracy | errors |\n|---|---|---|---|")
@@ -121,4 +130,44 @@ def table(rows: list[dict[str, Any]], ks: list[int], questions: int, size: int) 
         last = next((f"{v:.3f}" for key, v in row.items()
                      if key.startswith("recall@") and int(key[7:]) not in ks), "")
         lines.append(f"| {row['method']} | " + " | ".join(cells) + f" | {last} |")
+    return "\n".join(lines)
+
+
+def measure_multi_turn(weight: float, ks: list[int]) -> dict[str, Any]:
+    """Per turn of BFCL's multi-turn base category that calls functions: are they among the
+    k tools selection offers (the involved classes' functions; the dialogue's user turns
+    so far the query, the newest at `weight`)?"""
+    turns = functions = 0
+    whole, each = dict.fromkeys(ks, 0), dict.fromkeys(ks, 0)
+    for entry, truth in bfcl_multi_turn_data.load():
+        docs = {f["name"]: tool_text(f["name"], f.get("description"), f.get("parameters"))
+                for f in bfcl_multi_turn_data.functions(entry["involved_classes"])}
+        said: list[str] = []
+        for turn, calls in zip(entry["question"], truth, strict=False):
+            said += [m["content"] for m in turn if m["role"] == "user"]
+            wanted = {c.split("(")[0] for c in calls} & set(docs)
+            if not wanted or not said:
+                continue
+            picked = select(docs, " ".join(said), k=max(ks), reason="over_budget",
+                            newest=said[-1], newest_weight=weight).visible
+            turns += 1
+            functions += len(wanted)
+            for k in ks:
+                whole[k] += wanted <= set(picked[:k])
+                each[k] += len(wanted & set(picked[:k]))
+    return {"newest_weight": weight, "turns": turns, "functions": functions,
+            **{f"turns@{k}": whole[k] for k in ks}, **{f"functions@{k}": each[k] for k in ks}}
+
+
+def multi_turn_table(rows: list[dict[str, Any]], ks: list[int]) -> str:
+    first = rows[0]
+    lines = [f"BFCL multi-turn base: {first['turns']} turns with calls, {first['functions']} "
+             "functions called; turns with every called function offered (functions offered)",
+             "| newest message's weight | " + " | ".join(f"k={k}" for k in ks) + " |",
+             "|---|" + "---|" * len(ks)]
+    for row in rows:
+        served = " (served)" if row["newest_weight"] == NEWEST_WEIGHT else ""
+        cells = [f"{row[f'turns@{k}']} of {row['turns']} ({row[f'functions@{k}']} of "
+                 f"{row['functions']})" for k in ks]
+        lines.append(f"| {row['newest_weight']:g}{served} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

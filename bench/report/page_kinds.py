@@ -41,11 +41,21 @@ def tool_selection(results: dict[str, Any]) -> Rendered:
         ax.legend(fontsize=7)
 
     middle = ks[len(ks) // 2]
+    turns = results.get("multi_turn") or []
+    multi = [{"newest message's weight": f"{r['newest_weight']:g}",
+              **{f"k={k}": f"{r[f'turns@{k}']} of {r['turns']} turns "
+                           f"({r[f'functions@{k}']} of {r['functions']} functions)"
+                 for k in ks}} for r in turns]
+    dialogues = ["In a dialogue (BFCL's multi-turn base category, each turn with calls; the "
+                 "query is the user's turns so far, the newest counted the weight's times "
+                 "more; the server's weight is the last row): turns whose every called "
+                 "function is offered, and the functions offered:", "", table(multi),
+                 ""] if multi else []
     return Rendered(
         sections=[f"BFCL multiple: {results['questions']} questions, one catalog of "
                   f"{results['catalog']} functions. Share of questions whose function is "
                   "among the tools offered:", "", table(recall), "",
-                  "![recall against k](tool-selection-recall.png)", ""],
+                  "![recall against k](tool-selection-recall.png)", "", *dialogues],
         images={"tool-selection-recall.png": png(draw)},
         headline=f"BM25 as served offers the right tool in the top {middle} for "
                  f"{served[f'recall@{middle}']:.1%} of {results['questions']} questions")

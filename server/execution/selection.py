@@ -87,6 +87,12 @@ class Bm25:
         return out
 
 
+# The newest user message's score counts this many times beside the whole dialogue's
+# (chosen on BFCL's multi-turn base category: `strictcall-bench tool-selection`, its
+# multi-turn table). A reply naming no tool ("yes") leaves the dialogue's words to choose.
+NEWEST_WEIGHT = 4.0
+
+
 @dataclass(frozen=True)
 class Selection:
     """The tools picked, best first, with their scores, out of how many."""
@@ -103,14 +109,20 @@ class Selection:
 
 
 def select(tools: Mapping[str, str], query: str, *, k: int, reason: str,
-           pinned: Iterable[str] = ()) -> Selection:
+           pinned: Iterable[str] = (), newest: str | None = None,
+           newest_weight: float = NEWEST_WEIGHT) -> Selection:
     """The `k` tools of `tools` (name -> its text, `tool_text`, in offered order) that fit
     `query` best; `pinned` ones (a tool_choice's) are always kept. Ties keep the offered
     order. The query's language stems both sides alike (a German request and German
-    descriptions by the German stemmer)."""
+    descriptions by the German stemmer). `newest`: the user's newest message: in a
+    dialogue, what the user asks now outweighs what they asked before (`newest_weight`
+    times)."""
     language = language_of(query) or "en"
-    scores = Bm25({n: words(t, language=language) for n, t in tools.items()}).scores(
-        words(query, language=language))
+    bm25 = Bm25({n: words(t, language=language) for n, t in tools.items()})
+    scores = bm25.scores(words(query, language=language))
+    if newest and newest != query:
+        now = bm25.scores(words(newest, language=language))
+        scores = {n: score + newest_weight * now[n] for n, score in scores.items()}
     order = {name: i for i, name in enumerate(tools)}
     keep = [n for n in pinned if n in tools]
     ranked = sorted((n for n in tools if n not in keep),

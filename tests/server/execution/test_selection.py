@@ -39,6 +39,17 @@ def test_a_pinned_tool_is_always_kept():
     assert picked.visible == ("convert_currency",)
 
 
+def test_the_newest_request_outweighs_what_the_user_asked_before():
+    said = ("What is the weather in Oslo and in Bergen, and will the weather in Oslo "
+            "hold? Now convert 100 euros into crowns.")
+    assert select(TOOLS, said, k=1, reason="over_budget").visible == ("get_weather",)
+    assert select(TOOLS, said, k=1, reason="over_budget",
+                  newest="Now convert 100 euros into crowns.").visible == ("convert_currency",)
+    # A reply that names no tool ("yes") leaves the dialogue's words to choose.
+    assert select(TOOLS, said, k=1, reason="over_budget", newest="Yes.").visible == (
+        "get_weather",)
+
+
 def test_ties_keep_the_offered_order():
     picked = select(TOOLS, "nothing matches this", k=3, reason="catalog")
     assert picked.visible == tuple(TOOLS)
