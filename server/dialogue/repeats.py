@@ -28,6 +28,7 @@ from typing import Any
 
 from server.dialogue.language import identifier_words, words
 from server.dialogue.replies import meaning
+from server.dialogue.values import leaves
 from server.task import Turn
 
 # Asked again: "again", "once more", "retry", «ещё раз», «снова», "nochmal", "erneut"; and
@@ -60,7 +61,7 @@ def made_before(turns: Sequence[Turn], name: str, arguments: dict[str, Any], *,
     said = turns[newest].text
     if AGAIN.search(said):
         return None
-    if any(_says(said, v) for v in _leaves(values)) \
+    if any(_says(said, v) for v in leaves(values)) \
             and (action is None or action & set(words(said))):
         return None
     return values
@@ -85,13 +86,6 @@ def answered_yes(turns: Sequence[Turn], question: str) -> bool:
 def _canonical(values: dict[str, Any]) -> str:
     return json.dumps(values, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
-
-def _leaves(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        return [leaf for v in value.values() for leaf in _leaves(v)]
-    if isinstance(value, list):
-        return [leaf for v in value for leaf in _leaves(v)]
-    return [value]
 
 
 def _says(text: str, value: Any) -> bool:

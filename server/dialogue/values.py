@@ -88,3 +88,12 @@ def valid_value(schema: dict[str, Any], name: str, value: Any) -> bool:
     earlier version of a contract may no longer be). `schema` has been checked: a
     contract's, or a client's the planner accepted."""
     return bool(validator_for({**schema, "required": []}).is_valid({name: value}))
+
+
+def leaves(value: Any) -> list[Any]:
+    """The scalars inside a JSON value, in order: an object's values, an array's items."""
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in leaves(v)]
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in leaves(v)]
+    return [value]

@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from contracts import Contract
 from grammars import Lookup
+from server.dialogue.values import leaves
 from server.engines.base import GenerationResult
 from server.errors import ServiceError
 from server.execution import Offer
@@ -175,7 +176,7 @@ class Decision:
     def _remember(self, value: Any, hidden: Any) -> None:
         """The values redaction took out, so messages that quote them can be scrubbed."""
         if hidden == REDACTED and value != REDACTED:
-            for leaf in _leaves(value):
+            for leaf in leaves(value):
                 if isinstance(leaf, (str, int, float)) and not isinstance(leaf, bool):
                     self._secrets.add(str(leaf))
         elif isinstance(value, dict) and isinstance(hidden, dict):
@@ -191,10 +192,3 @@ class Decision:
             return text
         return re.sub("|".join(map(re.escape, secrets)), REDACTED, text)
 
-
-def _leaves(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        return [leaf for v in value.values() for leaf in _leaves(v)]
-    if isinstance(value, list):
-        return [leaf for v in value for leaf in _leaves(v)]
-    return [value]
