@@ -126,7 +126,7 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
     # docs") is of another thing.
     naming = thing - others
     described_only = own_stems - thing
-    elsewhere = frozenset(kin(foreign) - kin(thing) - related - own_stems)
+    elsewhere = frozenset(kin(foreign) - kin(thing | related | own_stems))
     by_description: list[str] = []
     own: list[str] = []
     named: list[str] = []
