@@ -23,6 +23,9 @@ class Reading:
     reasoning: str | None = None  # the free reasoning before the answer, if any
     thinking: bool = False  # the decode is still inside the reasoning
     answer_from: int = 0  # where the answer (after the reasoning) starts in the text
+    # What "auto" wrote after its complete calls, while no other call begins there (None:
+    # no call complete, or the format keeps its calls in a list of their own).
+    after_calls: str | None = None
 
     @property
     def no_call(self) -> bool:

@@ -42,17 +42,23 @@ class TagReader:
             return Reading(self._text_content(answer) if self.syntax.text_blocks
                            else answer.strip() if self.mode == "json" else answer, None,
                            reasoning=reasoning, answer_from=start)
-        content, calls, _ = self._calls(answer, complete=complete)
+        content, calls, ends, settled = self._calls(answer, complete=complete)
         if self.mode == "tools":
             content = None
-        return Reading(content, calls, reasoning=reasoning, answer_from=start)
+        after = None
+        if self.mode == "auto" and ends and settled:  # past the last call's end, less a
+            after = answer[ends[-1]:]  # call's opener being written at the end of it
+            after = self._text_content(after[:len(after) - max(
+                (partial_suffix(after, b) for b in self._begins()), default=0)])
+        return Reading(content, calls, reasoning=reasoning, answer_from=start,
+                       after_calls=after)
 
     def cut_after(self, text: str, kept: int) -> str:
         _, start, _ = self._reasoning(text)
         if kept == 0:  # no call kept: the text before the first call
             first = self._find(text[start:], 0, complete=False)
             return text if first is None else text[:start + first.at]
-        _, _, ends = self._calls(text[start:], complete=False)
+        _, _, ends, _ = self._calls(text[start:], complete=False)
         return text[:start + ends[kept - 1]] + self.syntax.calls_end + self.syntax.tail
 
     @property
@@ -122,28 +128,29 @@ class TagReader:
             at += 1  # a begin that no header completes (a tool not offered): not a call
 
     def _calls(self, text: str, *,
-               complete: bool) -> tuple[str | None, str | None, list[int]]:
-        """(content, the calls' JSON text, where each complete call ends)."""
+               complete: bool) -> tuple[str | None, str | None, list[int], bool]:
+        """(content, the calls' JSON text, where each complete call ends, whether no call
+        is being written after those)."""
         found = self._find(text, 0, complete=complete)
         if found is None:
-            return self._text_content(text).strip() if complete else text, None, []
+            return self._text_content(text).strip() if complete else text, None, [], True
         content = self._text_content(text[:found.at]).strip() or None
         parts: list[str] = []
         ends: list[int] = []
         while found is not None:
             if found.call is None:  # a header still being written
-                return content, "[" + ", ".join(parts), ends
+                return content, "[" + ", ".join(parts), ends, False
             part, end = read_arguments(found.call, text, found.args_from)
             parts.append(f'{{"name": {json.dumps(found.call.tool)}, "arguments": {part}')
             if end is None:  # the call is still being written
-                return content, "[" + ", ".join(parts), ends
+                return content, "[" + ", ".join(parts), ends, False
             parts[-1] += "}"
             ends.append(end)
             found = self._find(text, end, complete=complete)
         if complete:
             after = self._text_content(text[ends[-1]:]).strip()
             content = "\n".join(c for c in (content, after) if c) or None
-        return content, "[" + ", ".join(parts) + ("]" if complete else ""), ends
+        return content, "[" + ", ".join(parts) + ("]" if complete else ""), ends, True
 
     def _text_content(self, text: str) -> str:
         """Free text with the format's markers taken out (harmony's final channel kept)."""

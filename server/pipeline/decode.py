@@ -186,6 +186,6 @@ async def _guarded(engine: Engine, request: GenerationRequest,
             for t in guard.release():
                 watcher(t)
         return result
-    complete = trip.kind == "duplicate_call"
+    complete = trip.kind in ("duplicate_call", "after_calls")
     return GenerationResult(tuple(seen), trip.text, "stop" if complete else "length",
                             len(request.prompt_ids), grammar_complete=complete)

@@ -17,6 +17,11 @@ Two patterns account for most cut-off calls from small models (and in other serv
   model's behalf.
 - loops with no identical stretch (items with drifting tails, a key nesting itself, the
   same number again and again): steered by item_loops.py, through `steer` too.
+- text after the calls ("auto", a family whose calls sit in free text): once calls are
+  complete and `AFTER_CALLS_CHARS` of text follow with no other call begun, the answer
+  ends after the calls. What a model writes there, before any tool has run, is its guess
+  at the results (Qwen2.5-Coder-0.5B wrote `<tool_output>` blocks to max_tokens after a
+  complete `ls` call, and the call was lost with the cut-off).
 
 The guard watches tokens on the engine's thread; `decode` (decode.py) stops the engine when
 it trips. It works the same on every engine.
@@ -47,6 +52,9 @@ MIN_REPEATS = 4
 # Steering that keeps having to step in (the model drifts from one near-loop to the next:
 # "deer_population.deer_species.deer_species...") stops the decode after this many steps.
 STEER_LIMIT = 8
+# Text after complete calls, past this many characters (whitespace aside) with no call
+# begun, ends the answer after the calls: room for a separator or a call's opener.
+AFTER_CALLS_CHARS = 32
 # Characters that end a value or belong to JSON's structure: a unit holding one is not
 # inside one value.
 _STRUCTURE = frozenset('"{}[],:')
@@ -58,7 +66,7 @@ _NAME = re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,')
 class Trip:
     """Why a guard stopped a decode, and the text that stands as its output."""
 
-    kind: Literal["duplicate_call", "loop"]
+    kind: Literal["duplicate_call", "after_calls", "loop"]
     text: str
     note: dict[str, Any]
 
@@ -92,6 +100,7 @@ class RunawayGuard:
         self._lock = threading.Lock()
         self._steered = 0            # decode steps at which steering had to avoid a token
         self.trip: Trip | None = None
+        self._reading: tuple[int, Reading] | None = None  # (its text's length, reading)
 
     def see(self, token: int) -> list[int]:
         """Take one decoded token; return the tokens that may be shown now."""
@@ -109,6 +118,8 @@ class RunawayGuard:
                 return []
             if self.options.dedupe_calls and self._duplicate(text):
                 return []
+            if self.mode == "auto" and self._after_calls(text):
+                return []
             if self.options.dedupe_calls and (
                     self._calls.pending or self._calls.may_be(self._answered)
                     or self._calls.may_be(self._repeatable())):
@@ -122,9 +133,27 @@ class RunawayGuard:
             out, self._held = self._held, []
             return out
 
+    # -- text after the calls ----------------------------------------------------------
+    def _read(self, text: str) -> Reading:
+        """The text so far, read once per token (the guards that read it share it)."""
+        if self._reading is None or self._reading[0] != len(text):
+            self._reading = (len(text), self.reader.read(text, complete=False))
+        return self._reading[1]
+
+    def _after_calls(self, text: str) -> bool:
+        reading = self._read(text)
+        after = reading.after_calls
+        if after is None or len("".join(after.split())) < AFTER_CALLS_CHARS:
+            return False
+        kept = len(json.loads(reading.calls + "]")) if reading.calls else 0
+        self.trip = Trip("after_calls", self.reader.cut_after(text, kept),
+                         {"text_after_calls_dropped": len(after.strip()),
+                          "calls_kept": kept})
+        return True
+
     # -- duplicate calls ---------------------------------------------------------------
     def _duplicate(self, text: str) -> bool:
-        reading = self.reader.read(text, complete=False)
+        reading = self._read(text)
         if reading.calls is None:
             return False
         new, self._fed = reading.calls[self._fed:], len(reading.calls)
@@ -194,7 +223,7 @@ class RunawayGuard:
         (free text never loops here)."""
         if self.mode == "text":
             return None
-        reading = self.reader.read(text, complete=False)
+        reading = self._read(text)
         if reading.thinking:
             return None  # the reasoning is free text; its budget bounds it
         return reading if self.mode != "auto" or reading.calls is not None else None

@@ -212,3 +212,32 @@ def test_without_grounded_fields_the_required_ones_say_which_request_a_call_is(c
     reply["text"] = ('[{"name":"area","arguments":{"base":10,"height":5}},'
                      '{"name":"area","arguments":{"base":7,"height":5}}]')
     assert len(chat(client, tools=AREA).json()["choices"][0]["message"]["tool_calls"]) == 2
+
+
+def test_text_after_the_calls_ends_the_answer_after_them(tokenizer):
+    """Seen on Qwen2.5-Coder-0.5B (BFCL multi-turn missing-parameter turns): after a
+    complete `ls` call, `<tool_output>` blocks to max_tokens, and the call lost with the
+    cut-off. The answer ends after the calls; a second call after the first still comes."""
+    from server.formats.syntax import family_syntax
+    from server.formats.tag_reader import TagReader
+
+    schema = {"type": "object", "properties": {"a": {"type": "boolean"}}}
+    reader = TagReader("auto", family_syntax("qwen_3", [("ls", schema)]))
+    call = '<tool_call>\n{"name": "ls", "arguments": {"a": true}}\n</tool_call>'
+
+    def fed(text):
+        guard = RunawayGuard(reader, tokenizer.decode, options=GuardOptions())
+        for token in tokenizer.encode(text):
+            guard.see(token)
+            if guard.trip is not None:
+                break
+        return guard
+    babble = call + '\n<tool_output>\n{\n  "current_working_directory": "project"\n}\n' * 3
+    guard = fed(babble)
+    assert guard.trip is not None and guard.trip.kind == "after_calls"
+    assert json.loads(reader.read(guard.trip.text, complete=True).calls) == [
+        {"name": "ls", "arguments": {"a": True}}]
+    assert guard.trip.note["calls_kept"] == 1
+    other = call.replace("true", "false")
+    assert fed(call + "\n" + other).trip is None  # two calls: no text between them
+    assert fed("I will list them, hidden files too, as you asked.\n" + call).trip is None
