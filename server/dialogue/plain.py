@@ -227,16 +227,21 @@ def _newest(values: list[str], accepts: Callable[[str], bool]) -> tuple[str, ...
 def _of_another(text: str, value: str, elsewhere: frozenset[str]) -> bool:
     """Whether every place `text` says `value` has, right beside it, a word of another
     field's thing (`elsewhere`): "tag 'news'", "the 'Docs' directory"."""
-    if not elsewhere:
+    at = text.find(value) if elsewhere else -1
+    if at < 0:
         return False
-    at, beside = text.find(value), []
-    while at >= 0:
-        before = [t for t in _TOKEN.findall(text[:at].rstrip(_QUOTES + " "))[-1:]
-                  if t[-1:] not in _SENTENCE_END + ",;:"]  # (not across a comma)
-        after = _TOKEN.findall(text[at + len(value):].lstrip(_QUOTES))[:1]
-        beside.append(any(elsewhere & set(words(_trim(t))) for t in [*before, *after]))
+    while at >= 0:  # (each place read within `_BESIDE` characters: linear in the text)
+        before = [t for t in _TOKEN.findall(text[max(0, at - _BESIDE):at].rstrip(
+            _QUOTES + " "))[-1:] if t[-1:] not in _SENTENCE_END + ",;:"]  # (not past a comma)
+        end = at + len(value)
+        after = _TOKEN.findall(text[end:end + _BESIDE].lstrip(_QUOTES))[:1]
+        if not any(elsewhere & set(words(_trim(t))) for t in [*before, *after]):
+            return False
         at = text.find(value, at + 1)
-    return bool(beside) and all(beside)
+    return True
+
+
+_BESIDE = 64  # characters read on each side of a value for the word beside it
 
 
 _QUOTES = "\"'«»“”„‘’`"
