@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from server.dialogue.language import identifier_words, words
@@ -42,11 +42,12 @@ AGAIN = re.compile(
 
 
 def made_before(turns: Sequence[Turn], name: str, arguments: dict[str, Any], *,
-                action: frozenset[str] | None = None) -> dict[str, Any] | None:
+                action: Callable[[], frozenset[str]] | None = None
+                ) -> dict[str, Any] | None:
     """The values of an earlier exchange's call that `name(arguments)` repeats, where the
     user's newest message neither restates one of them (with a word of the tool's
-    `action`, its stems; None: unknown, a restated value is enough) nor asks again (None:
-    not such a repeat)."""
+    `action`, its stems, read only where a value is restated; None: unknown, a restated
+    value is enough) nor asks again (None: not such a repeat)."""
     values = {k: v for k, v in arguments.items() if v is not None}
     if not values:
         return None
@@ -62,7 +63,7 @@ def made_before(turns: Sequence[Turn], name: str, arguments: dict[str, Any], *,
     if AGAIN.search(said):
         return None
     if any(_says(said, v) for v in leaves(values)) \
-            and (action is None or action & set(words(said))):
+            and (action is None or action() & set(words(said))):
         return None
     return values
 

@@ -140,7 +140,7 @@ class DialogueTurn:
         the same values (server/dialogue/repeats.py); None where it may be made."""
         kind = contract.catalog.kind if contract is not None else client_kind(schema)[0]
         values = None if kind == "read" else made_before(
-            self.task.turns, name, arguments, action=self._action(name, contract))
+            self.task.turns, name, arguments, action=lambda: self._action(name, contract))
         if values is None:
             return None
         wording = self.wording(name)

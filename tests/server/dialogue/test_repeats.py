@@ -50,10 +50,10 @@ def test_a_value_restated_for_another_action_is_still_a_repeat():
     assert touch == {"touch", "extens"}  # (the shared words say nothing of this tool)
     turns = _turns("Infuse 'DataSet1.csv' with some preliminary numbers.", args=made,
                    name="touch")
-    assert made_before(turns, "touch", dict(made), action=touch) == made
+    assert made_before(turns, "touch", dict(made), action=lambda: touch) == made
     assert made_before(turns, "touch", dict(made)) is None  # (its action unknown)
     turns = _turns("Touch 'DataSet1.csv', it should be empty.", args=made, name="touch")
-    assert made_before(turns, "touch", dict(made), action=touch) is None
+    assert made_before(turns, "touch", dict(made), action=lambda: touch) is None
 
 
 def test_other_values_another_tool_or_no_values_are_no_repeat():
