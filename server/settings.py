@@ -4,59 +4,30 @@ override STRICTCALL_* environment variables, which override the defaults."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from grammars import POLICY_FLAGS, Budget
+from grammars import Budget
 from server.options import AfterResults, AutoTools, LoopGuard, SchemaPrompt, ToolPrompt
+from server.settings_parts import (
+    ACCESS,
+    ENV_PREFIX,
+    RECORDS,
+    SCHEDULE,
+    STATE,
+    TOOLS,
+    UPSTREAM,
+    VLLM,
+    GrammarPolicies,
+    PolicyEnv,
+    nested_policies,
+    setting,
+)
 
-ENV_PREFIX = "STRICTCALL_"
-
-
-def setting(default: Any, help: str, *, group: str | None = None, flag: str | None = None,
-            metavar: str | None = None, **constraints: Any) -> Any:
-    """A settings field: `help` is its command-line help; `group` the help section;
-    `flag` a name other than --<field-name>."""
-    extra: dict[str, JsonValue] = {
-        k: v for k, v in (("group", group), ("flag", flag), ("metavar", metavar)) if v}
-    return Field(default, description=help, json_schema_extra=extra or None, **constraints)
-
-
-def _policy_help(name: str) -> str:
-    return next(f.help for f in POLICY_FLAGS if f.name == name)
-
-
-class GrammarPolicies(BaseModel):
-    """What the masks generate where a backend and JSON Schema read a keyword differently
-    (grammars/policy.py POLICY_FLAGS holds each policy's reading; a test keeps the two
-    alike). As flags and variables they keep their own names: --strict-objects,
-    STRICTCALL_STRICT_OBJECTS."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    strict_objects: bool = Field(True, description=_policy_help("strict_objects"))
-    unknown_keywords: Literal["rejected", "annotation"] = Field(
-        "rejected", description=_policy_help("unknown_keywords"))
-    patterns: Literal["full", "search"] = Field("full", description=_policy_help("patterns"))
-    implied_types: bool = Field(True, description=_policy_help("implied_types"))
-    number_bounds: Literal["grammar", "validator"] = Field(
-        "grammar", description=_policy_help("number_bounds"))
-    bounded_strings: Literal["grammar", "validator"] = Field(
-        "grammar", description=_policy_help("bounded_strings"))
-
-
-POLICY_NAMES = tuple(GrammarPolicies.model_fields)
-VLLM = "vLLM engine arguments (with --engine vllm)"
-UPSTREAM = "upstream vLLM servers (with --engine upstream)"
-STATE = "shared state (for replicas)"
-ACCESS = "who may call, and how much"
-TOOLS = "the execution layer"
-RECORDS = "records"
-SCHEDULE = "scheduling (torch and llamacpp engines)"
+__all__ = ["ENV_PREFIX", "GrammarPolicies", "Settings", "setting"]
 
 
 class Settings(BaseSettings):
@@ -411,14 +382,7 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _flat_policies(cls, data: Any) -> Any:
-        """The policies may come flat (strict_objects=False, --strict-objects): nested."""
-        if isinstance(data, dict) and any(n in data for n in POLICY_NAMES):
-            flat = {n: data.pop(n) for n in POLICY_NAMES if n in data}
-            nested = data.get("policies") or {}
-            if isinstance(nested, GrammarPolicies):
-                nested = nested.model_dump()
-            data["policies"] = {**nested, **flat}
-        return data
+        return nested_policies(data)
 
     @classmethod
     def settings_customise_sources(
@@ -427,23 +391,10 @@ class Settings(BaseSettings):
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, _PolicyEnv(settings_cls), dotenv_settings, \
+        return init_settings, env_settings, PolicyEnv(settings_cls), dotenv_settings, \
             file_secret_settings
 
     @property
     def budget(self) -> Budget:
         return Budget(self.max_tools, self.max_optional_params, self.max_union_params,
                       self.max_depth, self.max_enum_values, self.max_schema_bytes)
-
-
-class _PolicyEnv(PydanticBaseSettingsSource):
-    """STRICTCALL_STRICT_OBJECTS and its siblings: the policies' variables keep the names
-    their flags have, not pydantic-settings' nested STRICTCALL_POLICIES__..."""
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        found = {n: os.environ[ENV_PREFIX + n.upper()] for n in POLICY_NAMES
-                 if ENV_PREFIX + n.upper() in os.environ}
-        return {"policies": found} if found else {}

@@ -46,6 +46,7 @@ FORBIDDEN = {
     "server/options.py": _SHARED,
     "server/errors.py": _SHARED,
     "server/settings.py": _SHARED,
+    "server/settings_parts.py": _SHARED,
     "server/identity.py": _SHARED,
     "server/metrics.py": _SHARED,
     "server/model_store.py": _SHARED,

@@ -39,7 +39,7 @@ import httpx
 
 from bench.common.progress import Progress
 from bench.common.results_file import add_save_flag, save
-from bench.speed.latency_client import timed_request
+from bench.speed.latency_client import counter_delta, engine_counters, timed_request
 from bench.speed.latency_like import print_like_with_like, prompt_tokens, tools_seen
 from bench.speed.latency_overhead import print_upstream_overhead, upstream_overhead
 from bench.speed.latency_report import build_report, print_ratios, write_report
@@ -276,7 +276,7 @@ async def measure(systems: list[LiveSystem], plan: Plan
     progress = Progress(_planned(systems, plan))
     try:
         await _warm_up(systems, clients)
-        before = {s.name: await _counters(clients[s.name]) for s in systems}
+        before = {s.name: await engine_counters(clients[s.name]) for s in systems}
         for pass_, c, kinds, prompts in plan.passes():
             for w, wave in enumerate(plan_waves(prompts, c)):
                 for kind in kinds:
@@ -287,13 +287,13 @@ async def measure(systems: list[LiveSystem], plan: Plan
                             samples.extend(got[0])
                             timed_waves.append(got[1])
                             progress.update(len(got[0]))
-        after = {s.name: await _counters(clients[s.name]) for s in systems}
+        after = {s.name: await engine_counters(clients[s.name]) for s in systems}
         samples = await _with_prompt_tokens(samples, systems, clients, plan)
     finally:
         progress.close()
         for client in clients.values():
             await client.aclose()
-    return samples, timed_waves, {name: _delta(before[name], after[name])
+    return samples, timed_waves, {name: counter_delta(before[name], after[name])
                                   for name in after}
 
 
@@ -387,22 +387,6 @@ async def _warm_up(systems: list[LiveSystem], clients: dict[str, httpx.AsyncClie
             "messages": [{"role": "user", "content": "Say hello."}]}
     for system in systems:
         await timed_request(clients[system.name], body)
-
-
-async def _counters(client: httpx.AsyncClient) -> dict[str, Any]:
-    """The engine counters a StrictCall server's /health reports; {} for other servers."""
-    try:
-        resp = await client.get("/health")
-        engine = resp.json().get("engine", {}) if resp.status_code == 200 else {}
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return {}
-    return {k: v for k, v in engine.items() if isinstance(v, int | float)} \
-        if isinstance(engine, dict) else {}
-
-
-def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    return {k: v - before.get(k, 0) for k, v in after.items()
-            if k not in ("running", "queued", "draft_cost_pct")}  # gauges, not counters
 
 
 if __name__ == "__main__":

@@ -129,3 +129,19 @@ async def read_events(resp: httpx.Response, stream: Any) -> None:
             continue
         if isinstance(event, dict):
             stream.add(event, time.perf_counter())
+
+
+async def engine_counters(client: httpx.AsyncClient) -> dict[str, Any]:
+    """The engine counters a StrictCall server's /health reports; {} for other servers."""
+    try:
+        resp = await client.get("/health")
+        engine = resp.json().get("engine", {}) if resp.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return {}
+    return {k: v for k, v in engine.items() if isinstance(v, int | float)} \
+        if isinstance(engine, dict) else {}
+
+
+def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    return {k: v - before.get(k, 0) for k, v in after.items()
+            if k not in ("running", "queued", "draft_cost_pct")}  # gauges, not counters

@@ -29,8 +29,9 @@ from server.dialogue.finding import Found, ValueFinder, newest_values, value_rea
 from server.dialogue.language import identifier_words, words
 from server.dialogue.marks import Marked, Path, marked_fields, pointer_of, top_descriptions
 from server.dialogue.naming import NEW_INTENT, OPENS_NEW_INTENT, FieldWords, field_words
-from server.dialogue.plain import Plain, plain_values, thing_stems, vague
+from server.dialogue.plain import Plain, plain_values
 from server.dialogue.shape import plain_string
+from server.dialogue.which import thing_stems, vague
 
 NAME_WORDS = 3  # a description this short is the field's name
 

@@ -37,15 +37,22 @@ from dataclasses import dataclass
 
 from server.dialogue.evidence import Piece
 from server.dialogue.language import STOP_WORDS, identifier_words, words
+from server.dialogue.which import (
+    EDGE,
+    INDEFINITE,
+    SOMEONE,
+    TOKEN,
+    indefinite,
+    kin,
+    thing_stems,
+    trim,
+)
 
 MAX_VALUE_CHARS = 200  # a quoted value past this is a passage, not a name
 MAX_VALUES = 64  # per field and kind: past this, the newest are kept
 MAX_NAME_WORDS = 4  # capitalised words in a row read as one name
 SHORT_REPLY_WORDS = 2  # a reply this short is the value itself ("archives", "Anna Petrova")
-NEAR = 3  # tokens between an indefinite word and the field's word, at most
 
-_TOKEN = re.compile(r"\S+")
-_EDGE = "\"'«»“”„‘’`()[]{}<>,.;:!?"
 _QUOTED = re.compile(
     r"(?<![\w'])'([^'\n]{1,200})'(?![\w'])|\"([^\"\n]{1,200})\"|«([^»\n]{1,200})»"
     r"|“([^”\n]{1,200})”|„([^“”\n]{1,200})[“”]|‘([^’\n]{1,200})’|`([^`\n]{1,200})`")
@@ -63,18 +70,6 @@ _SENTENCE_END = ".!?\n"
 # name is X", "папка называется X").
 _FILLER = frozenset({"is", "was", "be", "should", "must", "will", "name", "named", "called",
                      "=", ":", "-", "—", "это", "будет", "ist", "heißt", "lautet", "est"})
-# Words that speak of a thing without saying which ("a file", "some folder", "one of").
-_INDEFINITE = frozenset({
-    "a", "an", "some", "any", "one", "certain", "specific", "particular", "different",
-    "один", "одну", "одно", "одного", "одном", "одной", "некий", "некую", "некоем",
-    "любой", "любую", "любом", "другой", "другую", "другое", "другом", "ein", "eine",
-    "einen", "einem", "einer", "irgendein", "irgendeine", "irgendeinen", "un", "une", "uno",
-    "una"})
-# «какой-нибудь», «каком-то», «что-либо», «кое-какой»: every case of them.
-_INDEFINITE_RU = re.compile(r"^(?:\w+-(?:нибудь|либо)|(?:как|ч|к)\w*-то|кое-\w+)$")
-_SOMEONE = frozenset({"someone", "somebody", "something", "anyone", "anything",
-                      "кого-нибудь", "кого-то", "что-нибудь", "что-то", "кто-нибудь",
-                      "jemanden", "jemand", "etwas", "quelqu'un", "alguien", "algo"})
 
 
 @dataclass(frozen=True)
@@ -163,56 +158,6 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
                  _newest(context, accepts), wanted=unsaid and not given)
 
 
-# Words that speak of a number of things without saying how many ("the last several
-# lines", "a few days", «несколько ночей»).
-_VAGUE = frozenset({"several", "few", "some", "many", "couple", "multiple", "various",
-                    "несколько", "пару", "пара", "немного", "много", "einige", "mehrere",
-                    "paar", "quelques", "plusieurs", "varios", "varias", "algunos", "algunas"})
-
-
-# Words for one kind of thing: "copy it into a folder" speaks of a destination "directory"
-# without saying which.
-_KINDS = tuple(frozenset(words(" ".join(group))) for group in (
-    ("folder", "directory", "dir", "папка", "папку", "каталог", "директория", "ordner",
-     "verzeichnis", "dossier", "répertoire", "carpeta", "directorio"),))
-
-
-def kin(stems: frozenset[str] | set[str]) -> set[str]:
-    """`stems` with the other words for the same kind of thing."""
-    return set(stems).union(*(group for group in _KINDS if group & stems))
-
-
-def thing_stems(field: str, names: Sequence[str] = ()) -> set[str]:
-    """The stems that say a field's thing: its key's words and what it is called."""
-    return {s for text in [" ".join(identifier_words(field)), *names] for s in words(text)}
-
-
-def vague(text: str, stems: frozenset[str] | set[str]) -> bool:
-    """Whether `text` speaks of how many of the field's thing without a number: a vague
-    quantity word up to two tokens before the field's word ("the last several lines")."""
-    tokens = [_trim(t).casefold() for t in _TOKEN.findall(text)]
-    return any(stems & set(words(token)) and any(t in _VAGUE for t in tokens[max(0, i - 2):i])
-               for i, token in enumerate(tokens))
-
-
-def indefinite(text: str, stems: frozenset[str] | set[str]) -> bool:
-    """Whether `text` speaks of the field (one of its `stems`) without saying which: an
-    indefinite word up to `NEAR` tokens before the field's word ("one of my file", "a
-    specific word"), or "someone", "something" right after it ("mention someone")."""
-    tokens = [_trim(t).casefold() for t in _TOKEN.findall(text)]
-    for i, token in enumerate(tokens):
-        if not stems & set(words(token)):
-            continue
-        before = tokens[max(0, i - NEAR):i]
-        if any(t in _INDEFINITE or _INDEFINITE_RU.match(t) for t in before) \
-                and (before[-1:] not in (["the"], ["that"], ["this"]) or before[-3:-1] in (
-                    ["one", "of"], ["any", "of"], ["some", "of"], ["either", "of"])):
-            return True  # ("a copy of the file" is that file; "one of the files" is none)
-        if any(t in _SOMEONE or _INDEFINITE_RU.match(t) for t in tokens[i + 1:i + 3]):
-            return True
-    return False
-
-
 def _newest(values: list[str], accepts: Callable[[str], bool]) -> tuple[str, ...]:
     out: dict[str, str] = {}
     for value in reversed(values):
@@ -231,11 +176,11 @@ def _of_another(text: str, value: str, elsewhere: frozenset[str]) -> bool:
     if at < 0:
         return False
     while at >= 0:  # (each place read within `_BESIDE` characters: linear in the text)
-        before = [t for t in _TOKEN.findall(text[max(0, at - _BESIDE):at].rstrip(
+        before = [t for t in TOKEN.findall(text[max(0, at - _BESIDE):at].rstrip(
             _QUOTES + " "))[-1:] if t[-1:] not in _SENTENCE_END + ",;:"]  # (not past a comma)
         end = at + len(value)
-        after = _TOKEN.findall(text[end:end + _BESIDE].lstrip(_QUOTES))[:1]
-        if not any(elsewhere & set(words(_trim(t))) for t in [*before, *after]):
+        after = TOKEN.findall(text[end:end + _BESIDE].lstrip(_QUOTES))[:1]
+        if not any(elsewhere & set(words(trim(t))) for t in [*before, *after]):
             return False
         at = text.find(value, at + 1)
     return True
@@ -245,10 +190,6 @@ _BESIDE = 64  # characters read on each side of a value for the word beside it
 
 
 _QUOTES = "\"'«»“”„‘’`"
-
-
-def _trim(token: str) -> str:
-    return token.strip(_EDGE)
 
 
 def _quoted(text: str) -> Iterator[str]:
@@ -276,16 +217,16 @@ def _after_naming(text: str, written: str | None = None) -> Iterator[str]:
 def _run(text: str, *, capitalised_only: bool) -> Iterator[str]:
     """The first word of `text` (trimmed of punctuation), with the capitalised words that
     follow it in the same sentence ("Anna Petrova")."""
-    tokens = _TOKEN.findall(text)
+    tokens = TOKEN.findall(text)
     if not tokens:
         return
-    first = _trim(tokens[0])
+    first = trim(tokens[0])
     if not first or (capitalised_only and not first[:1].isupper()):
         return
     taken = [first]
     if tokens[0][-1:] not in _SENTENCE_END + ",;:":
         for token in tokens[1:MAX_NAME_WORDS]:
-            word = _trim(token)
+            word = trim(token)
             if not word[:1].isupper() or not word.replace("-", "").isalpha():
                 break
             taken.append(word)
@@ -297,12 +238,12 @@ def _run(text: str, *, capitalised_only: bool) -> Iterator[str]:
 def _shaped_or_capitalised(text: str) -> Iterator[str]:
     """Words shaped like names (report.pdf, USR005, final_report, @anna), and runs of
     capitalised words that do not open a sentence ("Kelly", "Anna Petrova", "Казани")."""
-    matches = list(_TOKEN.finditer(text))
+    matches = list(TOKEN.finditer(text))
     opens = True  # the next word opens a sentence
     i = 0
     while i < len(matches):
         raw = matches[i].group()
-        word = _trim(raw)
+        word = trim(raw)
         taken = 1
         if word and _is_shaped(word):
             yield word
@@ -312,7 +253,7 @@ def _shaped_or_capitalised(text: str) -> Iterator[str]:
             while (len(run) < MAX_NAME_WORDS and i + taken < len(matches)
                    and raw[-1:] not in _SENTENCE_END + ",;:"):
                 raw = matches[i + taken].group()
-                nxt = _trim(raw)
+                nxt = trim(raw)
                 if not (len(nxt) > 1 and nxt[:1].isupper() and nxt.replace("-", "").isalpha()):
                     break
                 run.append(nxt)
@@ -335,10 +276,10 @@ def _is_shaped(word: str) -> bool:
 
 
 def _short_reply(text: str) -> Iterator[str]:
-    tokens = _TOKEN.findall(text)
+    tokens = TOKEN.findall(text)
     if 0 < len(tokens) <= SHORT_REPLY_WORDS and "?" not in text:  # (a question is none)
-        reply = _trim(" ".join(tokens))
-        if reply and not all(t.casefold().strip(_EDGE) in STOP_WORDS | _YES_NO for t in tokens):
+        reply = trim(" ".join(tokens))
+        if reply and not all(t.casefold().strip(EDGE) in STOP_WORDS | _YES_NO for t in tokens):
             yield reply
 
 
@@ -353,23 +294,23 @@ def _after_field_words(text: str, stems: frozenset[str] | set[str], *,
     a name (after a word only the field's description has)."""
     if not stems:
         return
-    matches = list(_TOKEN.finditer(text))
+    matches = list(TOKEN.finditer(text))
     for i, match in enumerate(matches):
         token = match.group()
-        if token[-1:] in _SENTENCE_END + ",;" or not stems & set(words(_trim(token))):
+        if token[-1:] in _SENTENCE_END + ",;" or not stems & set(words(trim(token))):
             continue
         said = False  # a word that names a value came between ("is", "called")
         for later in matches[i + 1:i + 4]:
             raw = later.group()
-            word = _trim(raw)
+            word = trim(raw)
             folded = word.casefold()
             if folded in _FILLER or stems & set(words(word)):
                 said = said or folded in _FILLER
                 if raw[-1:] in _SENTENCE_END + ",;":
                     break  # ("its file name, ensuring": no name follows)
                 continue
-            if not word or folded in STOP_WORDS or folded in _INDEFINITE \
-                    or folded in _SOMEONE or raw[:1] in "'\"«“„‘`":
+            if not word or folded in STOP_WORDS or folded in INDEFINITE \
+                    or folded in SOMEONE or raw[:1] in "'\"«“„‘`":
                 break  # ("the file 'a.txt'": quoted, `_quoted` has it)
             # A plain word right after the field's word may be any word ("file contain"):
             # only after "is", "called", or where it looks like a name.
@@ -384,16 +325,16 @@ def _before_field_words(text: str, stems: frozenset[str] | set[str]) -> Iterator
     if not stems:
         return
     for match in _QUOTED.finditer(text):
-        after = _TOKEN.match(text, match.end() + 1) if text[match.end():match.end() + 1] \
+        after = TOKEN.match(text, match.end() + 1) if text[match.end():match.end() + 1] \
             == " " else None
-        if after is not None and stems & set(words(_trim(after.group()))):
+        if after is not None and stems & set(words(trim(after.group()))):
             yield _inside(match)
-    matches = list(_TOKEN.finditer(text))
+    matches = list(TOKEN.finditer(text))
     for raw, after in zip(matches, matches[1:], strict=False):
-        word = _trim(raw.group())
+        word = trim(raw.group())
         if raw.group()[-1:] not in _SENTENCE_END + ",;:" and _is_shaped(word) \
                 and raw.group()[:1] not in "'\"«“„‘`" \
-                and stems & set(words(_trim(after.group()))):
+                and stems & set(words(trim(after.group()))):
             yield word
 
 
@@ -409,4 +350,4 @@ def _keyed(text: str, stems: frozenset[str] | set[str], *, head: bool = False
             key_words = key_words[-1:]
         if key_words and value.strip() \
                 and stems & {s for w in key_words for s in words(w)}:
-            yield _trim(value.strip()) if value.strip()[:1] in "'\"«“" else value.strip()
+            yield trim(value.strip()) if value.strip()[:1] in "'\"«“" else value.strip()

@@ -22,11 +22,11 @@ from server.dialogue.earlier import EarlierValues
 from server.dialogue.evidence import Bounds, Evidence, evidence_of
 from server.dialogue.grounding import Grounding, ground
 from server.dialogue.marks import marked_fields
-from server.dialogue.plain import thing_stems
 from server.dialogue.questions import NeedsInput, Wording
 from server.dialogue.repeats import action_words, answered_yes, made_before
 from server.dialogue.slots import SlotTurn
 from server.dialogue.values import client_kind
+from server.dialogue.which import thing_stems
 from server.identity import Caller
 from server.sessions import SessionStore, scope_of
 from server.task import Task, ToolDef
