@@ -3,7 +3,10 @@
 First as a JSON value: no lone UTF-16 surrogate (no encoder can write it), no NaN or
 Infinity (Python's parser accepts them, JSON has neither), nested at most `MAX_NESTING`
 deep (every reader after this one recurses). Then against its draft's metaschema: 2020-12,
-unless `$schema` names another draft that jsonschema knows. Budgets, the keyword analysis
+unless `$schema` names another draft that jsonschema knows. jsonschema (Python) is the
+authority on that check and words its errors; jsonschema-rs answers first whether there is
+any (1.6 against 150 ms on a 156 kB Kubernetes schema), with Python's own checkers for the
+formats the metaschemas name, so that the two give one verdict. Budgets, the keyword analysis
 and the compilers may then trust the schema's shape (`required` a list of strings, `type`
 a name or a list of names, ...) instead of each guarding against every odd value.
 
@@ -20,6 +23,7 @@ from collections import OrderedDict
 from typing import Any, Literal, TypeGuard
 
 import jsonschema
+import jsonschema_rs
 from jsonschema.exceptions import best_match
 
 from grammars.dialect import bfcl_to_json_schema
@@ -228,6 +232,8 @@ def escape_pointer(token: str) -> str:
 def _metaschema_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
     """(pointer, message) of the most relevant metaschema error, or None."""
     cls = draft_for(schema)
+    if _FAST.valid(cls, schema):
+        return None
     meta = cls.META_SCHEMA
     checker = jsonschema.validators.validator_for(meta, default=cls)(
         meta, format_checker=cls.FORMAT_CHECKER)
@@ -239,6 +245,49 @@ def _metaschema_problem(schema: dict[str, Any]) -> tuple[str, str] | None:
     if len(message) > _MESSAGE_CHARS:
         message = message[:_MESSAGE_CHARS] + "..."
     return pointer, message
+
+
+# The formats the drafts' metaschemas name (pattern: regex; $id, $ref: uri-reference;
+# $schema: uri). The fast check asks Python's own checkers about them, never its own.
+_META_FORMATS = ("regex", "uri", "uri-reference")
+
+
+class _FastCheck:
+    """Whether a schema is valid against its draft's metaschema, by jsonschema-rs: its
+    structure in Rust, the metaschema's formats by the Python checkers jsonschema would use
+    (where one is installed; else any string, as there). Only a "valid" is taken from it;
+    an invalid schema, or any surprise here, goes to jsonschema for the verdict and the
+    error's words. One validator per draft, built on first use (about 1 ms), offline."""
+
+    def __init__(self) -> None:
+        self._validators: dict[type[Any], Any] = {}
+        self._lock = threading.Lock()
+
+    def valid(self, cls: type[jsonschema.protocols.Validator], schema: dict[str, Any]
+              ) -> bool:
+        try:
+            return bool(self._validator(cls).is_valid(schema))
+        except Exception:  # noqa: BLE001 - e.g. an integer past 64 bits: jsonschema decides
+            return False
+
+    def _validator(self, cls: type[jsonschema.protocols.Validator]) -> Any:
+        with self._lock:
+            found = self._validators.get(cls)
+            if found is None:
+                checker = cls.FORMAT_CHECKER
+                formats = {name: _conforms(checker, name) for name in _META_FORMATS}
+                found = self._validators[cls] = jsonschema_rs.validator_for(
+                    cls.META_SCHEMA, formats=formats, validate_formats=True, offline=True)
+            return found
+
+
+def _conforms(checker: jsonschema.FormatChecker, name: str) -> Any:
+    if name not in checker.checkers:
+        return lambda _value: True
+    return lambda value: checker.conforms(value, name)
+
+
+_FAST = _FastCheck()
 
 
 class _ProblemCache:

@@ -49,8 +49,10 @@ ABOUT = {
         "the raw backend on the raw schema; valid instances refused only by a generation "
         "policy count as *by policy*."),
     "cold-compile": (
-        "A schema nobody sent before: *wait* is xgrammar's compile, *bridge* the time until a "
-        "request can decode under llguidance's mask meanwhile (`--cold-compile bridge`). The "
+        "A schema nobody sent before: *check* is the keyword layer's (its metaschema and "
+        "keyword analysis), *wait* is xgrammar's compile, *bridge* the time until a "
+        "request can decode under llguidance's mask meanwhile (`--cold-compile bridge`), "
+        "*from the schema* check and bridge together. The "
         "last columns compare each bridged mask's verdict on the schema's test instances "
         "with xgrammar's: *valid refused* is harm, *invalid let through* is left to the "
         "post-decode validator."),
