@@ -4,6 +4,7 @@ ride along in schemas. Facts about the specifications, not about any backend."""
 from __future__ import annotations
 
 import difflib
+import functools
 
 from jsonschema import FormatChecker
 
@@ -69,11 +70,16 @@ JSON_SCHEMA_KEYWORDS = frozenset({
 VALIDATOR_FORMATS = frozenset(FormatChecker().checkers)
 
 
+@functools.lru_cache(maxsize=4096)
 def instead(key: str) -> str:
-    """A hint for an unknown keyword that looks like a rule: what to write instead."""
+    """A hint for an unknown keyword that looks like a rule: what to write instead. Kept
+    by keyword: a schema repeats its own (JsonSchemaStore's service-schema holds 4,674
+    unknown keywords; matching each occurrence anew was most of its check's time)."""
     if key in INSTEAD:
         return f" ({INSTEAD[key]})"
-    known = sorted(JSON_SCHEMA_KEYWORDS | ANNOTATIONS)
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.8) \
-        or [k for k in known if k.lower() == key.lower()]
+    close = difflib.get_close_matches(key, _KNOWN, n=1, cutoff=0.8) \
+        or [k for k in _KNOWN if k.lower() == key.lower()]
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_KNOWN = sorted(JSON_SCHEMA_KEYWORDS | ANNOTATIONS)
