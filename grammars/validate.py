@@ -13,6 +13,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
+from grammars.formats import OPENAPI_FORMATS
 from grammars.patterns import PatternTimeout, client_regex, matches
 
 
@@ -22,7 +23,8 @@ def validator_for(schema: dict[str, Any] | bool, *, registry: Any = None) -> Val
     draft 2020-12's default, where format is an annotation). Every format the enforcement
     report calls checked is checked, whatever the draft: the schema's own draft decides what a
     format means where it defines it (draft-03's `time` has no zone), and 2020-12's checker
-    covers the rest (draft-04's checker knows no `date`: "2022-01-32" would pass)."""
+    covers the rest (draft-04's checker knows no `date`: "2022-01-32" would pass); OpenAPI 3's
+    data type formats (`int32`, `byte`, ...) are checked too (grammars/formats.py)."""
     cls = _linear(jsonschema.validators.validator_for(
         schema, default=jsonschema.Draft202012Validator))
     checker = _format_checker(cls)
@@ -36,6 +38,8 @@ def _format_checker(cls: Any) -> jsonschema.FormatChecker:
     checker = jsonschema.FormatChecker(formats=())
     checker.checkers = {**jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers,
                         **cls.FORMAT_CHECKER.checkers}
+    for name, check in OPENAPI_FORMATS.items():
+        checker.checks(name)(check)
     return checker
 
 

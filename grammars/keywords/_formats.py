@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from grammars.formats import OPENAPI_ANNOTATION_FORMATS, OPENAPI_FORMATS
 from grammars.keywords import _annotations
 from grammars.keywords._report import Tier, Verdicts
 from grammars.keywords._table import KeywordTable
@@ -24,14 +25,20 @@ def classify(value: Any, node: dict[str, Any], table: KeywordTable) -> Verdicts:
         if never:
             note += f"{'; ' if note else ''}the mask never writes {never}"
         return [("grammar", note)]
+    if value in OPENAPI_FORMATS:
+        return [("validator", f"OpenAPI format {value!r}: checked after decoding")]
     if value in VALIDATOR_FORMATS:
         return [("validator", f"format {value!r}: checked after decoding")]
+    if value in OPENAPI_ANNOTATION_FORMATS:
+        return [("annotation", f"OpenAPI format {value!r}: restricts nothing")]
     return _annotations.unknown(f"format {value!r} is checked by nothing here; use a "
                                 "'pattern' instead", table)
 
 
 def rewrite(node: dict[str, Any], target: dict[str, Any], table: KeywordTable,
             tiers: dict[str, set[Tier]]) -> None:
+    if node.get("format") in OPENAPI_ANNOTATION_FORMATS:  # no backend need read it
+        target.pop("format", None)
     formats = _union_of(node.get("format"), node, table)
     if formats and "grammar" in tiers.get("format", ()):
         target.pop("format")

@@ -8,6 +8,8 @@ import functools
 
 from jsonschema import FormatChecker
 
+from grammars.formats import OPENAPI_FORMATS
+
 ANNOTATIONS = frozenset({
     "title", "description", "examples", "default", "$comment", "$schema", "$id", "id",
     "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding",
@@ -33,6 +35,14 @@ VOCABULARY_ANNOTATIONS: dict[str, frozenset[str]] = {
     # version) in the Iglu registry; no validator enforces it (JsonSchemaStore's Snowplow
     # family was refused whole for it).
     "Iglu (Snowplow)": frozenset({"self"}),
+    # VS Code's JSON language service (its jsonSchema.ts, "VS Code extensions"): hover text,
+    # completion and editor hints, written into the schemas JSON Schema Store serves for
+    # VS Code. (Its errorMessage is listed under Ajv, above.)
+    "VS Code": frozenset({
+        "markdownDescription", "deprecationMessage", "markdownDeprecationMessage",
+        "enumDescriptions", "markdownEnumDescriptions", "defaultSnippets",
+        "patternErrorMessage", "doNotSuggest", "suggestSortText", "allowComments",
+        "allowTrailingCommas"}),
 }
 VOCABULARY_OF = {key: name for name, keys in VOCABULARY_ANNOTATIONS.items() for key in keys}
 # Prefixes that mark a key as no rule: OpenAPI's extensions (`x-`), keys commented out or
@@ -66,8 +76,9 @@ JSON_SCHEMA_KEYWORDS = frozenset({
     "unevaluatedProperties", "$ref", "$defs", "definitions", "format", "additionalItems",
     "dependencies"})
 
-# Formats the validator really checks with what is installed (some need optional packages).
-VALIDATOR_FORMATS = frozenset(FormatChecker().checkers)
+# Formats the validator really checks with what is installed (some need optional packages),
+# and OpenAPI 3's data type formats (grammars/formats.py).
+VALIDATOR_FORMATS = frozenset(FormatChecker().checkers) | frozenset(OPENAPI_FORMATS)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -153,6 +153,19 @@ VALIDATOR = [
     # ...and reads a $ref outside '#/...' (an embedded $id's) as any value.
     ({"$defs": {"n": {"$id": "https://example.com/n", "type": "integer"}},
       "$ref": "https://example.com/n"}, "$ref", "/$ref", '"x"', "1"),
+    # OpenAPI 3's data type formats (Kubernetes' schemas carry them): each value of the
+    # format's own type held to it after decoding.
+    ({"type": "integer", "format": "int32"}, "format", "/format", "2147483648", "2147483647"),
+    ({"type": "integer", "format": "int32"}, "format", "/format", "-2147483649",
+     "-2147483648"),
+    ({"type": "integer", "format": "int64"}, "format", "/format", "9223372036854775808",
+     "-9223372036854775808"),
+    ({"type": "number", "format": "float"}, "format", "/format",
+     "340282366920938463463374607431768211456", "-3.4e+38"),
+    ({"type": "number", "format": "double"}, "format", "/format",
+     "1" + "0" * 400, "1.7e+308"),
+    ({"type": "string", "format": "byte"}, "format", "/format", '"aGVsbG8"', '"aGVsbG8="'),
+    ({"type": "string", "format": "byte"}, "format", "/format", '"a b="', '""'),
 ]
 
 
@@ -205,6 +218,8 @@ def test_annotations_change_nothing(schema):
     ("example", "OpenAPI 3"), ("links", "JSON Hyper-Schema"), ("readonly", "JSON Hyper-Schema"),
     ("javaType", "jsonschema2pojo"), ("propertyOrder", "json-editor"),
     ("faker", "json-schema-faker"), ("errorMessage", "Ajv"), ("self", "Iglu (Snowplow)"),
+    ("markdownDescription", "VS Code"), ("deprecationMessage", "VS Code"),
+    ("defaultSnippets", "VS Code"), ("markdownEnumDescriptions", "VS Code"),
     ("x-vendor", "prefix"), ("_uniqueItems", "prefix"), ("@context", "prefix"),
     ("ui:widget", "prefix")])
 def test_other_vocabularies_annotations_are_known(key, vocabulary, backend):
@@ -294,6 +309,36 @@ def test_uri_reference_mask_takes_absolute_and_relative_references(backend, type
         assert mask_accepts(backend, analysis.grammar_schema, good), good
     assert not mask_accepts(backend, analysis.grammar_schema, '"a b"')
     assert mask_accepts(backend, analysis.grammar_schema, "null") == (types != "string")
+
+
+@pytest.mark.parametrize("name", ["binary", "password"])
+def test_openapi_formats_that_restrict_nothing_are_annotations(backend, name):
+    schema = {"type": "string", "format": name}
+    analysis = check_schema(schema, table=XGRAMMAR_KEYWORDS)
+    use = next(u for u in analysis.report.uses if u.keyword == "format")
+    assert use.tier == "annotation" and "OpenAPI" in use.note
+    assert "format" not in analysis.grammar_schema  # no backend reads it
+    assert mask_accepts(backend, schema, '"any text at all"')
+    assert validator_accepts(schema, "any text at all")
+
+
+def test_an_openapi_shaped_schema_is_served_with_its_formats_left_to_the_validator():
+    """The shape of Kubernetes' generated schemas: 71 of them were refused whole, one
+    `format: int32` each, before these formats were known."""
+    schema = {"type": "object", "properties": {
+        "replicas": {"type": "integer", "format": "int32"},
+        "generation": {"type": "integer", "format": "int64"},
+        "caBundle": {"type": "string", "format": "byte"},
+        "binaryData": {"type": "object", "additionalProperties": {
+            "type": "string", "format": "byte"}}}}
+    analysis = check_schema(schema, table=XGRAMMAR_KEYWORDS)
+    formats = [u for u in analysis.report.uses if u.keyword == "format"]
+    assert [u.tier for u in formats] == ["validator"] * 4
+    assert "format" not in json.dumps(analysis.grammar_schema)
+    assert validator_accepts(schema, {"replicas": 3, "caBundle": "Zm9v",
+                                      "binaryData": {"k": "YmFy"}})
+    assert not validator_accepts(schema, {"replicas": 2 ** 31})
+    assert not validator_accepts(schema, {"binaryData": {"k": "not base64!"}})
 
 
 def test_formats_are_checked_whatever_the_draft():
