@@ -28,6 +28,7 @@ from jsonschema.exceptions import best_match
 
 from grammars.dialect import bfcl_to_json_schema
 from grammars.errors import InvalidSchemaError
+from grammars.json_value import has_surrogate, plain_json
 
 # Containers inside containers. Generous next to the max_depth budget (10 subschemas, about
 # 20-30 containers); jsonschema's own check recurses ~10 frames a level and meets Python's
@@ -55,7 +56,11 @@ def checked_client_schema(schema: Any, *, where: str,
 def check_json_value(value: Any, *, where: str) -> None:
     """Refuse what parsed but is no JSON text: lone surrogates, NaN and infinities (also a
     number too large for a float), and nesting deeper than MAX_NESTING. Iterative: a deep
-    value must not exhaust the stack of the check meant to refuse it."""
+    value must not exhaust the stack of the check meant to refuse it. A value with none of
+    these passes on a fast walk (grammars/json_value.py); only the others are walked here,
+    to name the place."""
+    if plain_json(value, MAX_NESTING):
+        return
     stack: list[tuple[Any, str, int]] = [(value, "", 1)]
     while stack:
         node, pointer, depth = stack.pop()
@@ -66,12 +71,12 @@ def check_json_value(value: Any, *, where: str) -> None:
         if isinstance(node, dict):
             for key, sub in node.items():
                 child = f"{pointer}/{escape_pointer(key)}"
-                if _has_surrogate(key):
+                if has_surrogate(key):
                     raise _surrogate(where, child, "a key")
                 stack.append((sub, child, depth + 1))
         elif isinstance(node, list):
             stack.extend((sub, f"{pointer}/{i}", depth + 1) for i, sub in enumerate(node))
-        elif isinstance(node, str) and _has_surrogate(node):
+        elif isinstance(node, str) and has_surrogate(node):
             raise _surrogate(where, pointer, "a string")
         elif isinstance(node, float) and not math.isfinite(node):
             raise InvalidSchemaError(
@@ -316,10 +321,6 @@ class _ProblemCache:
 
 
 _PROBLEMS = _ProblemCache(max_entries=4096)
-
-
-def _has_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
 def _surrogate(where: str, pointer: str, what: str) -> InvalidSchemaError:

@@ -54,7 +54,7 @@ def _checked(text: str, where: str, table: KeywordTable) -> Analysis:
     check_json_value(schema, where=where)
     check_metaschema(schema, where=where)
     _check_patterns(schema, where)
-    analysis = analyze(schema, table)
+    analysis = analyze(schema, table, copy_of=json.loads(text))  # (a parse, not a deep copy)
     rejected = analysis.report.of("rejected")
     if rejected:
         first = rejected[0]

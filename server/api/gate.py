@@ -25,6 +25,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from grammars.json_value import has_surrogate, plain_json
 from server.api.errors import render, speaks_anthropic
 from server.errors import (
     BodyTimeout,
@@ -256,7 +257,7 @@ def _refuse_what_json_cannot_hold(body: bytes) -> None:
                              "deep; flatten it", code="too_deep") from None
     except ValueError:
         return  # not JSON: the route says so
-    found = _unwritable(parsed)
+    found = None if plain_json(parsed, MAX_NESTING) else _unwritable(parsed)
     if found is None:
         return
     path, why, value = found
@@ -285,14 +286,14 @@ def _unwritable(value: Any) -> tuple[str, str, Any] | None:
         if isinstance(item, (dict, list)) and depth >= MAX_NESTING:
             return where, "deep", None
         if isinstance(item, str):
-            if _has_surrogate(item):
+            if has_surrogate(item):
                 return where, "surrogate", item
         elif isinstance(item, float):
             if not math.isfinite(item):
                 return where, "number", item
         elif isinstance(item, dict):
             for key, sub in reversed(list(item.items())):
-                if _has_surrogate(key):
+                if has_surrogate(key):
                     return where or key.encode("utf-8", "backslashreplace").decode(), \
                         "surrogate", key
                 stack.append((f"{where}.{key}" if where else key, sub, depth + 1))
@@ -300,7 +301,3 @@ def _unwritable(value: Any) -> tuple[str, str, Any] | None:
             stack.extend((f"{where}[{i}]", sub, depth + 1)
                          for i, sub in reversed(list(enumerate(item))))
     return None
-
-
-def _has_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)

@@ -197,3 +197,23 @@ def test_request_id_is_echoed_or_generated_on_every_response(make_client):
     odd = client.get("/health", headers={"X-Request-Id": "has spaces\tand tabs"})
     assert odd.headers["x-request-id"] != "has spaces\tand tabs"
     assert client.get("/no/such/route").headers["x-request-id"]
+
+
+def test_a_surrogate_deep_in_a_large_body_is_still_named(make_client):
+    """A body with more containers than the quick byte scan clears (a tool schema with 200
+    properties) is parsed and walked: plain, it passes the fast walk; with one lone
+    surrogate in its last description, the slow walk names the place."""
+    client = make_client()
+    properties = {f"p{i}": {"type": "string", "description": "@" if i == 199 else "ok"}
+                  for i in range(200)}
+    body = {**CHAT, "tool_choice": "none", "tools": [{"type": "function", "function": {
+        "name": "f", "parameters": {"type": "object", "properties": properties,
+                                     "required": list(properties)}}}]}
+    plain = json.dumps(body).replace("@", "fine").encode()
+    headers = {"content-type": "application/json"}
+    ok = client.post("/v1/chat/completions", content=plain, headers=headers)
+    assert ok.status_code == 200, ok.text
+    raw = json.dumps(body).replace("@", "a\\udc00b").encode()
+    resp = client.post("/v1/chat/completions", content=raw, headers=headers)
+    assert resp.status_code == 400, resp.text
+    assert "tools[0].function.parameters.properties.p199.description" in resp.json()["detail"]
