@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,7 +23,7 @@ from contracts import ContractRegistry
 from grammars import DiskStore, GrammarCache, GrammarPolicy
 from server.background import Background, reload_on_hangup, replay_journal, sweep_forever
 from server.engines.base import Engine
-from server.engines.memory import release_free_heap
+from server.engines.memory import freeze_startup_heap, release_free_heap
 from server.execution import (
     OwnerClients,
     RecordStore,
@@ -147,6 +148,7 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
         # --state-url, before the model loads: an unreachable database fails fast.
         state = open_state(settings)
         stack.callback(state.close)
+        stack.callback(gc.unfreeze)  # last: what start-up froze (_warm_dialogue) collectable
         if inputs.rate_limits is not None:
             stack.push_async_callback(inputs.rate_limits.aclose)
         if inputs.audit is not None:
@@ -201,6 +203,7 @@ async def assembled(inputs: Inputs) -> AsyncIterator[Services]:
 def _warm_dialogue(pipeline: ChatPipeline) -> None:
     pipeline.dialogue.warm()
     release_free_heap()
+    freeze_startup_heap()
 
 
 def _tracing(settings: Settings, given: TracerProvider | None,
