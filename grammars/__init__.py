@@ -25,6 +25,7 @@ from grammars.grounded import (
     required_at,
     schema_pointer,
 )
+from grammars.json_value import has_surrogate, plain_json
 from grammars.keywords import (
     JSON_SCHEMA_READING,
     TIERS,
@@ -127,7 +128,7 @@ __all__ = [
     "get_model_structural_tag",
     "bfcl_to_json_schema", "canonical_json", "tokenizer_fingerprint",
     "check_schema", "import_backends", "make_backend",
-    "MAX_NESTING", "check_json_value", "checked_client_schema",
+    "MAX_NESTING", "check_json_value", "checked_client_schema", "has_surrogate", "plain_json",
     "GROUNDED", "NOT_GIVEN", "Narrowing", "grounding_uses", "narrowed_schema", "optional_at",
     "required_at", "schema_pointer",
     "ClientRegex", "Match", "PatternError", "PatternTimeout", "client_regex",

@@ -25,7 +25,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from grammars.json_value import has_surrogate, plain_json
+from grammars import has_surrogate, plain_json
 from server.api.errors import render, speaks_anthropic
 from server.errors import (
     BodyTimeout,
