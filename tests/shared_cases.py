@@ -64,3 +64,31 @@ WANTED_CASES = {
                            "/mentions", "en"),
     "ru-mention-someone": ("post_tweet", "Опубликуй «Привет всем» и упомяни кого-нибудь.",
                            "/mentions", "ru")}
+
+
+def file_tools(language: str) -> list[dict]:
+    """BFCL's `ls` (needs nothing the user must give) and `find` (a name to search for,
+    grounded, described in the client's language)."""
+    return [{"type": "function", "function": {
+        "name": "ls", "description": "List the files of the current folder.", "parameters": {
+            "type": "object", "properties": {"a": {"type": "boolean",
+                                                   "description": "Show hidden files"}}}}},
+            {"type": "function", "function": {
+                "name": "find", "description": "Find files whose name contains a word.",
+                "parameters": {"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string", "x-strictcall-grounded": True,
+                             "description": "Слово в имени файла" if language == "ru"
+                             else "The word to search for in file names"}}}}}]
+
+
+# BFCL's "a specific word" turns (miss_param_7), in English and Russian: (what the user
+# said, the language, the word a call must search for, or None where the answer must ask
+# which word, in the user's words).
+MEANT_CASES = {
+    "en-specific-word": ("List every file here that has a specific word in its name.", "en",
+                         None),
+    "ru-specific-word": ("Покажи все файлы здесь, в имени которых есть определённое слово.",
+                         "ru", None),
+    "en-word-given": ("List every file here that has the word 'goal' in its name.", "en",
+                      "goal"),
+}

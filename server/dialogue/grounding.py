@@ -210,7 +210,7 @@ def ground(schema: dict[str, Any], contract: Contract | None, evidence: Evidence
             found = _attributed(found, evidence.pieces, marked.path)
         wanted = False
         if one and finders[marked.path].shape.numbers and newest >= 0 and vague(
-                evidence.pieces[newest].text, thing_stems(marked.path[-1], _names(marked))):
+                evidence.pieces[newest].text, thing_stems(marked.path[-1], field_names(marked))):
             # "The last several lines": no count is given, whatever numbers came before.
             found = [f for f in found if f.piece == newest]
             wanted = not found
@@ -249,7 +249,7 @@ def _opened_anew(evidence: Evidence) -> int:
     return users[-1].turn - 1
 
 
-def _names(marked: Marked) -> tuple[str, ...]:
+def field_names(marked: Marked) -> tuple[str, ...]:
     """What the field is called: its `About` texts, and a description short enough to be
     its name ("Имя файла"; "City of the hotel" is a sentence: "a hotel" is no city)."""
     return (*marked.about.values(), *(d for d in (marked.description,)
@@ -271,7 +271,7 @@ def _plain_field(schema: dict[str, Any], marked: Marked, contract: Contract | No
         ok, value = value_of(raw)
         return ok and value == raw and raw not in others
     own = words.by_field.get(marked.path, frozenset())
-    names = _names(marked)
+    names = field_names(marked)
     keys = (schema.get("properties") or {}) if len(marked.path) == 1 else {}
     other_keys = frozenset(s for k in keys if k != marked.path[0] for s in thing_stems(k))
     key = next((k for k in reversed(marked.path) if k != "*"), marked.path[-1])

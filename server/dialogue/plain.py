@@ -40,6 +40,7 @@ from server.dialogue.language import STOP_WORDS, identifier_words, words
 from server.dialogue.which import (
     EDGE,
     INDEFINITE,
+    QUOTED,
     SOMEONE,
     TOKEN,
     indefinite,
@@ -53,9 +54,6 @@ MAX_VALUES = 64  # per field and kind: past this, the newest are kept
 MAX_NAME_WORDS = 4  # capitalised words in a row read as one name
 SHORT_REPLY_WORDS = 2  # a reply this short is the value itself ("archives", "Anna Petrova")
 
-_QUOTED = re.compile(
-    r"(?<![\w'])'([^'\n]{1,200})'(?![\w'])|\"([^\"\n]{1,200})\"|«([^»\n]{1,200})»"
-    r"|“([^”\n]{1,200})”|„([^“”\n]{1,200})[“”]|‘([^’\n]{1,200})’|`([^`\n]{1,200})`")
 # The words after which a name follows: "named X", "called X", "saying X", «под названием».
 _NAMING = re.compile(
     r"(?i)(?<!\w)(?:named|called|titled|label(?:l)?ed|saying|says|with the (?:text|message|"
@@ -141,7 +139,7 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
                            if len(v.split()) <= MAX_NAME_WORDS]
         if piece.source == "tool":
             continue
-        unquoted = _QUOTED.sub(lambda m: " " * len(m.group()), piece.text)
+        unquoted = QUOTED.sub(lambda m: " " * len(m.group()), piece.text)
         found = [*_quoted(piece.text), *_after_naming(unquoted, piece.text),
                  *_shaped_or_capitalised(unquoted)]
         if piece.source == "system":
@@ -193,12 +191,12 @@ _QUOTES = "\"'«»“”„‘’`"
 
 
 def _quoted(text: str) -> Iterator[str]:
-    for match in _QUOTED.finditer(text):
+    for match in QUOTED.finditer(text):
         yield _inside(match)
 
 
 def _inside(match: re.Match[str]) -> str:
-    """What a `_QUOTED` match holds, without its quotes."""
+    """What a `QUOTED` match holds, without its quotes."""
     return next(g for g in match.groups() if g is not None)
 
 
@@ -324,7 +322,7 @@ def _before_field_words(text: str, stems: frozenset[str] | set[str]) -> Iterator
     'report.csv' file", "the log.txt files"): said of the field's thing."""
     if not stems:
         return
-    for match in _QUOTED.finditer(text):
+    for match in QUOTED.finditer(text):
         after = TOKEN.match(text, match.end() + 1) if text[match.end():match.end() + 1] \
             == " " else None
         if after is not None and stems & set(words(trim(after.group()))):

@@ -87,6 +87,11 @@ class Wording:
             asked = self._say("Please tell me: {about}.", about=self.about(path))
         return Question(at or pointer_of(path), asked)
 
+    def meant(self, at: str, phrase: str) -> Question:
+        """One thing the user means and has not said ("a specific word"): which, in their
+        own words (`at`: the field it is for, where one is; else empty)."""
+        return Question(at, self._say("Which {phrase} do you mean?", phrase=phrase))
+
     def _either(self, named: list[str]) -> str:
         out = named[0]
         for other in named[1:]:

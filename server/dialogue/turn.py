@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from server.dialogue.marks import marked_fields
 from server.dialogue.questions import NeedsInput, Wording
 from server.dialogue.repeats import action_words, answered_yes, made_before
 from server.dialogue.slots import SlotTurn
+from server.dialogue.unsaid import unsaid
 from server.dialogue.values import client_kind
 from server.dialogue.which import thing_stems
 from server.identity import Caller
@@ -148,6 +150,15 @@ class DialogueTurn:
         if answered_yes(self.task.turns, question.question):
             return None
         return NeedsInput(name, (question,), values, wording.language)
+
+    def unsaid(self, calls: list[tuple[str, dict[str, Any]]],
+               schemas: Mapping[str, dict[str, Any]], groundings: Mapping[str, Grounding]
+               ) -> NeedsInput | None:
+        """The question where the user's newest message means what it does not say and the
+        `calls` (name, arguments) pass over it (server/dialogue/unsaid.py); None where they
+        stand."""
+        newest = next((t.text for t in reversed(self.task.turns) if t.role == "user"), "")
+        return unsaid(newest, calls, schemas, groundings, self.wording)
 
     async def settle(self, schemas: dict[str, dict[str, Any]], calls: Any,
                      needs: dict[str, Any] | None) -> dict[str, Any] | None:

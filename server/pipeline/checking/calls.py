@@ -1,9 +1,10 @@
 """A decoded call list, checked: each call validated against its schema, contract calls
 enforced and repaired, a call that needs what nobody gave (or that repeats, unasked, one an
-earlier exchange made) turned into a question, and each call annotated for the execution
-layer: a write call's idempotency key (server-generated, one per call, never decoded) and
-the approval marker of a tool the policy puts under `approval_required`, naming the exact
-fields to approve."""
+earlier exchange made) turned into a question, and so are calls that pass over what the
+user's newest message means without saying it (server/dialogue/unsaid.py); each call
+annotated for the execution layer: a write call's idempotency key (server-generated, one
+per call, never decoded) and the approval marker of a tool the policy puts under
+`approval_required`, naming the exact fields to approve."""
 
 from __future__ import annotations
 
@@ -105,6 +106,12 @@ class CallChecks:
                 notes.append(note)
             calls.append(Call(call_id, name, json.dumps(arguments, ensure_ascii=False,
                                                         separators=(",", ":"))))
+        if context.dialogue is not None:  # what the user left unsaid, passed over: asked
+            unsaid = context.dialogue.unsaid(
+                [(c.name, json.loads(c.arguments)) for c in calls], plan.schemas,
+                plan.groundings)
+            if unsaid is not None:
+                return Asking(unsaid, spent)
         return CheckedCalls(tuple(calls), _extension(reports, notes, audit), spent)
 
     def _client(self, plan: Plan, name: str, arguments: dict[str, Any], grounding: Grounding,

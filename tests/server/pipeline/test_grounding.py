@@ -207,3 +207,35 @@ def test_an_earlier_exchanges_call_made_again_unasked_is_asked_about(client, scr
         **GREP["function"]["parameters"], "x-strictcall-kind": "read"}}}
     polled = _grep(client, {"role": "user", "content": "Any news?"}, tools=[read])
     assert polled.json()["choices"][0]["message"]["tool_calls"]
+
+
+LS = {"type": "function", "function": {"name": "ls", "description": "List the files.",
+                                       "parameters": {"type": "object", "properties": {
+                                           "a": {"type": "boolean"}}}}}
+FIND = {"type": "function", "function": {"name": "find", "parameters": {
+    "type": "object", "properties": {
+        "name": {"type": "string", "x-strictcall-grounded": True,
+                 "description": "The name of the file or directory to search for"}}}}}
+
+
+def test_a_call_that_passes_over_a_specific_thing_the_user_did_not_say_is_a_question(
+        client, script):
+    """BFCL miss_param_7: "every project that has a specific word in its file name", and
+    the model listed the folder (a call whose fields are all given). The answer asks which
+    word, in the user's words; with grounding off, the call stands."""
+    said = "List every project that has a specific word in its file name."
+    script.reply = '[{"name":"ls","arguments":{"a":true}}]'
+    def ask(**extra):
+        return client.post("/v1/chat/completions", json={
+            "model": "scripted", "tools": [LS, FIND], "tool_choice": "required",
+            "messages": [{"role": "user", "content": said}], **extra})
+    body = ask().json()
+    message = body["choices"][0]["message"]
+    assert not message.get("tool_calls") and body["choices"][0]["finish_reason"] == "stop"
+    assert message["content"] == "Which specific word do you mean?"
+    assert body["strictcall"]["needs_input"] == {
+        "tool": "ls", "collected": {}, "language": "en",
+        "missing": [{"field": "", "question": "Which specific word do you mean?"}]}
+    (call,) = ask(strictcall={"grounding": False}).json()["choices"][0]["message"][
+        "tool_calls"]
+    assert call["function"]["name"] == "ls"

@@ -1,0 +1,122 @@
+"""What the user's newest message means and does not say, where the answer's calls pass over
+it: a question, not the calls.
+
+A model that meets a request it cannot fill ("list every project that has a specific word
+in its file name") often calls a tool that needs nothing the user must give (`ls`), and
+every field of that call is grounded; what the user asked for is neither done nor asked
+about. So, with grounding on (some offered tool has a field whose value must come from
+someone), the decoded calls stand only where they take up what the newest message leaves
+open:
+
+- one thing the user means without saying it, whatever its field ("a specific word", "a
+  certain file", «определённую операцию»; which.py `meant_unsaid`): asked, in the user's
+  words ("Which specific word do you mean?"), unless the message gives it after (right
+  after, or as a value of the calls said later in the message);
+- where the calls carry nothing the message says: a field of another offered tool that
+  the newest message asks for without saying which ("a directory" for `cd`'s folder, "the
+  last several lines" for `tail`'s count: that tool's grounding marks it `wanted`), where
+  no called tool has a field of that thing and the message gives no field of it a value:
+  that field's question, in its tool's words.
+
+A call that takes the thing up (the tool whose field it is) is left to its own grounding,
+which asks for a wanted field it leaves unfilled (server/pipeline/checking/calls.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from server.dialogue.grounding import NAME_WORDS, Grounding, field_names
+from server.dialogue.language import words
+from server.dialogue.marks import pointer_of
+from server.dialogue.questions import NeedsInput, Wording
+from server.dialogue.which import kin, meant_unsaid, thing_stems
+
+
+def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
+           schemas: Mapping[str, dict[str, Any]], groundings: Mapping[str, Grounding],
+           wording: Callable[[str], Wording]) -> NeedsInput | None:
+    """The question the answer asks instead of its `calls` (name, arguments; their tools'
+    arguments' schemas in `schemas`), where the user's `newest` message leaves open what
+    they pass over; None where the calls may stand. `groundings`: every offered tool's
+    that has grounded or asked fields."""
+    if not calls or not groundings:
+        return None
+    called = list(dict.fromkeys(name for name, _ in calls))
+    said = [_said_at(newest, v) for _, arguments in calls for v in _leaves(arguments)]
+    meant = meant_unsaid(newest)
+    if meant is not None and not any(at >= meant[1] for at in said if at is not None):
+        # (A value the message gives after it is the thing: "a specific company ... the
+        # stock symbol 'AAPL'".)
+        phrase, thing = meant[0], set(words(meant[0].split(maxsplit=1)[-1]))
+        tool, field = next(((n, p) for n in called for p, stems in _fields(
+            schemas.get(n) or {}, groundings.get(n)) if thing & kin(stems)), (called[0], ""))
+        asked = wording(tool)
+        return NeedsInput(tool, (asked.meant(field, phrase),), {}, asked.language)
+    if any(at is not None for at in said):
+        return None  # the calls act on what this message says
+    takes = set().union(*(_things(schemas.get(n) or {}, groundings.get(n)) for n in called))
+    # Things the message does say, for some field ("a folder called temp" gives `cd`'s
+    # folder, so `mkdir`'s directory name, the same kind of thing, is not left open).
+    given = [kin(_thing(f.path, g)) for g in groundings.values() for f in g.fields
+             if f.candidates or f.choices]
+    for name, grounding in groundings.items():
+        if name in called:
+            continue
+        open_ = [f.path for f in grounding.fields if f.wanted and len(f.path) == 1
+                 and not (thing := kin(_thing(f.path, grounding))) & kin(takes)
+                 and not any(thing & other for other in given)]
+        if open_:
+            asked = wording(name)
+            return NeedsInput(name, tuple(asked.missing(p) for p in open_), {},
+                              asked.language)
+    return None
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    """A call's values that a user could have written: texts and numbers, at any depth."""
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, str) and len(value.strip()) > 1:
+        yield value.strip()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _said_at(text: str, value: str) -> int | None:
+    """Where `text` says `value` (a number not inside a longer one), else None."""
+    pattern = rf"(?<![\w.]){re.escape(value)}(?![\w])" if value[:1].isdigit() \
+        or value[:1] == "-" else re.escape(value)
+    match = re.search(pattern, text, re.IGNORECASE)
+    return match.start() if match else None
+
+
+def _thing(path: tuple[str, ...], grounding: Grounding) -> set[str]:
+    marked = grounding.mark(path)
+    return thing_stems(path[-1], field_names(marked) if marked is not None else ())
+
+
+def _fields(schema: dict[str, Any], grounding: Grounding | None
+            ) -> list[tuple[str, set[str]]]:
+    """A tool's top-level fields (their JSON Pointers) and the stems that say each one's
+    thing: its key's words and what it is called (a marked field's About, a description
+    short enough to be a name)."""
+    out = []
+    for key, node in (schema.get("properties") or {}).items():
+        marked = grounding.mark((key,)) if grounding is not None else None
+        names: tuple[str, ...] = field_names(marked) if marked is not None else ()
+        description = node.get("description") if isinstance(node, dict) else None
+        if not names and isinstance(description, str) \
+                and len(description.split()) <= NAME_WORDS:
+            names = (description,)
+        out.append((pointer_of((key,)), thing_stems(key, names)))
+    return out
+
+
+def _things(schema: dict[str, Any], grounding: Grounding | None) -> set[str]:
+    return set().union(*(thing for _, thing in _fields(schema, grounding)))
