@@ -277,8 +277,12 @@ class Preparer:
         if plan.spec is None:
             return None
         names = task.names  # a refusal names the schema the client sent
+        # A seeded request waits for the backend's own grammar: the bridge's mask may allow
+        # other tokens (whitespace, a bound left to the validator), so the same seed gave
+        # another answer on a cold schema than on a warm one.
+        bridge_wait_s = None if task.seed is not None else self.settings.bridge_wait_s
         return await compiled(self.cache, plan.spec, timeout_s=self.settings.compile_timeout_s,
-                              bridge_wait_s=self.settings.bridge_wait_s,
+                              bridge_wait_s=bridge_wait_s,
                               param=names.answer_schema if plan.mode == "json" else names.tools,
                               persist=not plan.conversational)
 

@@ -328,3 +328,28 @@ def test_a_bridged_request_over_http_says_so_and_is_validated(model_dir):
             slow.release.set()
     finally:
         slow.release.set()
+
+
+def test_a_seeded_request_waits_for_xgrammar_so_its_seed_gives_one_answer(model_dir):
+    """The bridge's mask may allow other tokens than xgrammar's (a bound left to the
+    validator), so a seeded sample on a cold schema differed from the same request warm (the
+    live test of the llama.cpp server saw it under load). A request with a seed waits for
+    xgrammar; one without is bridged."""
+    engine = ScriptedEngine(model_dir, lambda prompt: '{"a":1}', grammar_backend=BRIDGE)
+    slow = _Slow(engine.grammar_backend)
+    def body(name: str, **extra):
+        return {"model": "scripted", "messages": [{"role": "user", "content": "a?"}],
+                "response_format": {"type": "json_schema", "json_schema": {
+                    "name": name, "schema": {**SIZED, "title": name}}}, **extra}
+    try:
+        with TestClient(create_app(Settings(served_model_name="scripted"),
+                                   lambda s: engine)) as client:
+            unseeded = client.post("/v1/chat/completions", json=body("unseeded"))
+            assert unseeded.headers["X-StrictCall-Grammar-Cache"] == "bridged"
+            threading.Timer(0.3, slow.release.set).start()
+            seeded = client.post("/v1/chat/completions",
+                                 json=body("seeded", seed=7, temperature=1.0))
+            assert seeded.status_code == 200, seeded.text
+            assert seeded.headers["X-StrictCall-Grammar-Cache"] == "miss"
+    finally:
+        slow.release.set()
