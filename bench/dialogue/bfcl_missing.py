@@ -3,7 +3,8 @@ on the same real model: the turn where the user leaves out a value the call need
 right answer is no call (BFCL's ground truth for it is empty: ask the user).
 
     strictcall-bench bfcl-missing [--data ~/.cache/strictcall/bfcl] [--model
-        qwen2.5-coder-0.5b] [--limit 20] [--systems strictcall-llamacpp,llama-server]
+        qwen2.5-coder-0.5b] [--limit 20] [--offset 0] [--systems
+        strictcall-llamacpp,llama-server]
         [--grounding on,off,values] [--max-tokens 256] [--threads 1] [--save
         [--save-variant smollm2]]
 
@@ -61,13 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="qwen2.5-coder-0.5b",
                    help="a GGUF file, or a name `strictcall fetch-model` knows")
     p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--offset", type=int, default=0,
+                   help="skip this many dialogues first (turns beyond the first 20 ones)")
     p.add_argument("--systems", default=",".join(SYSTEMS))
     p.add_argument("--grounding", default="on,off")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--threads", type=int, default=1)
     add_save_flag(p, variants=True)
     args = p.parse_args(argv)
-    dialogues = load(args.data.expanduser(), args.limit)
+    dialogues = load(args.data.expanduser(), args.limit, args.offset)
     gguf = _gguf(args.model)
     answers: list[dict[str, Any]] = []
     for system in args.systems.split(","):
@@ -85,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def load(data: Path, limit: int) -> list[tuple[dict[str, Any], list[list[str]], int]]:
-    """(dialogue, ground truth per turn, the missing turn's index), at most `limit`."""
+def load(data: Path, limit: int, offset: int = 0
+         ) -> list[tuple[dict[str, Any], list[list[str]], int]]:
+    """(dialogue, ground truth per turn, the missing turn's index), at most `limit`, after
+    the first `offset`."""
     question, truth = data / CATEGORY, data / f"possible_answer_{CATEGORY}"
     if not question.is_file() or not truth.is_file():
         raise SystemExit(f"no {question} or {truth}: get them from the gorilla repository "
@@ -98,7 +103,7 @@ def load(data: Path, limit: int) -> list[tuple[dict[str, Any], list[list[str]], 
         missing = next((i for i, calls in enumerate(turns or []) if not calls), None)
         if turns is not None and missing is not None:
             out.append((entry, turns, missing))
-    return out[:limit]
+    return out[offset:offset + limit]
 
 
 def history(entry: dict[str, Any], truth: list[list[str]], missing: int
