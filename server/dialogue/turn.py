@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts import Contract, ContractRegistry, clock
-from grammars import narrowed_schema
+from grammars import GrammarError, checked_client_schema, narrowed_schema
 from server.dialogue import language, reading
 from server.dialogue.earlier import EarlierValues
 from server.dialogue.evidence import Bounds, Evidence, evidence_of
@@ -84,6 +84,7 @@ class DialogueTurn:
         # Per tool, the fields that tell one event from another (its grounded ones, else
         # its required ones): a new call sharing one with a filed call corrects it.
         self.identifying: dict[str, tuple[str, ...]] = {}
+        self.grounded = False  # the request's tools were grounded (`strictcall.grounding`)
 
     @property
     def language(self) -> str:
@@ -94,6 +95,7 @@ class DialogueTurn:
         """What the model writes for tool `name` (`schema`: its arguments' schema; a
         contract's, or a client's the planner checked) in this turn."""
         if grounded:
+            self.grounded = True
             grounding = ground(schema, contract, self.evidence, since=self._last_call(name),
                                ask_between=self._user_chooses(schema, contract),
                                earlier=self._earlier, foreign=self._field_stems)
@@ -157,8 +159,33 @@ class DialogueTurn:
         """The question where the user's newest message means what it does not say and the
         `calls` (name, arguments) pass over it (server/dialogue/unsaid.py); None where they
         stand."""
+        if not self.grounded:
+            return None
         newest = next((t.text for t in reversed(self.task.turns) if t.role == "user"), "")
-        return unsaid(newest, calls, schemas, groundings, self.wording)
+        return unsaid(newest, calls, schemas, groundings, self.wording,
+                      left_out=lambda: self._left_out_groundings)
+
+    @functools.cached_property
+    def _left_out_groundings(self) -> dict[str, Grounding]:
+        """The groundings of the tools selection left out of the prompt (a client's schema
+        that fails its check is skipped: it was never offered), their wordings kept."""
+        out: dict[str, Grounding] = {}
+        for tool in self.task.left_out:
+            contract = self.registry.get(tool.name)
+            try:
+                schema = contract.schema() if contract is not None else checked_client_schema(
+                    tool.parameters or {"type": "object"}, where=f"tool {tool.name!r}",
+                    dialect="bfcl")
+            except GrammarError:
+                continue
+            grounding = ground(schema, contract, self.evidence,
+                               since=self._last_call(tool.name),
+                               ask_between=self._user_chooses(schema, contract),
+                               earlier=self._earlier, foreign=self._field_stems)
+            if grounding:
+                self.wordings.setdefault(tool.name, wording_of(grounding, schema))
+                out[tool.name] = grounding
+        return out
 
     async def settle(self, schemas: dict[str, dict[str, Any]], calls: Any,
                      needs: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -36,17 +36,20 @@ from server.dialogue.which import kin, meant_unsaid, thing_stems
 
 def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
            schemas: Mapping[str, dict[str, Any]], groundings: Mapping[str, Grounding],
-           wording: Callable[[str], Wording]) -> NeedsInput | None:
+           wording: Callable[[str], Wording],
+           left_out: Callable[[], Mapping[str, Grounding]] = dict) -> NeedsInput | None:
     """The question the answer asks instead of its `calls` (name, arguments; their tools'
     arguments' schemas in `schemas`), where the user's `newest` message leaves open what
-    they pass over; None where the calls may stand. `groundings`: every offered tool's
-    that has grounded or asked fields."""
-    if not calls or not groundings:
+    they pass over; None where the calls may stand. `groundings`: every shown tool's that
+    has grounded or asked fields; `left_out`: those of the tools selection left out of the
+    prompt (read only where needed: "a directory" is `cd`'s though `cd` was not shown)."""
+    if not calls:
         return None
     called = list(dict.fromkeys(name for name, _ in calls))
     said = [_said_at(newest, v) for _, arguments in calls for v in _leaves(arguments)]
     meant = meant_unsaid(newest)
-    if meant is not None and not any(at >= meant[1] for at in said if at is not None):
+    if meant is not None and not any(at >= meant[1] for at in said if at is not None) \
+            and (groundings or left_out()):  # (some value must come from someone)
         # (A value the message gives after it is the thing: "a specific company ... the
         # stock symbol 'AAPL'".)
         phrase, thing = meant[0], set(words(meant[0].split(maxsplit=1)[-1]))
@@ -57,11 +60,12 @@ def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
     if any(at is not None for at in said):
         return None  # the calls act on what this message says
     takes = set().union(*(_things(schemas.get(n) or {}, groundings.get(n)) for n in called))
+    every = {**left_out(), **groundings}
     # Things the message does say, for some field ("a folder called temp" gives `cd`'s
     # folder, so `mkdir`'s directory name, the same kind of thing, is not left open).
-    given = [kin(_thing(f.path, g)) for g in groundings.values() for f in g.fields
+    given = [kin(_thing(f.path, g)) for g in every.values() for f in g.fields
              if f.candidates or f.choices]
-    for name, grounding in groundings.items():
+    for name, grounding in every.items():
         if name in called:
             continue
         open_ = [f.path for f in grounding.fields if f.wanted and len(f.path) == 1

@@ -149,6 +149,27 @@ def test_another_tools_field_asked_for_without_a_value_is_its_question():
         ["/lines"]
 
 
+def test_a_tool_selection_left_out_still_says_what_is_left_open():
+    """BFCL miss_param_11 again, with more tools than fit: selection showed `ls` and left
+    `cd` out of the prompt. Its folder, asked for without saying which, is still asked."""
+    said = "Display all the files located within a directory, the hidden ones too."
+    evidence = evidence_of([Turn("user", said)], today=TODAY)
+    shown = {"ls": TOOLS["ls"]}
+    hidden = ground(TOOLS["cd"], None, evidence)
+    read = []
+    def left_out():
+        read.append(1)
+        return {"cd": hidden}
+    asked = unsaid(said, [("ls", {"a": True})], shown, {"ls": Grounding(marks=hidden.marks)},
+                   lambda n: wording_of(hidden, TOOLS[n]), left_out)
+    assert asked is not None and asked.tool == "cd" and read == [1]
+    # Read only where needed: a call acting on the message's words never reads them.
+    assert unsaid("List 'docs' with a specific word", [("ls", {"path": "docs"})], shown,
+                  {"ls": hidden}, lambda n: wording_of(hidden, TOOLS[n]), left_out) \
+        is not None  # (the specific word: asked without them)
+    assert read == [1]
+
+
 @pytest.mark.parametrize("said", [
     "Go into the folder temp and list all the files.",  # the folder is said
     "Look in a folder called temp and show what is there.",

@@ -239,3 +239,29 @@ def test_a_call_that_passes_over_a_specific_thing_the_user_did_not_say_is_a_ques
     (call,) = ask(strictcall={"grounding": False}).json()["choices"][0]["message"][
         "tool_calls"]
     assert call["function"]["name"] == "ls"
+
+
+CD = {"type": "function", "function": {"name": "cd", "description": "Change directory.",
+                                       "parameters": {"type": "object", "properties": {
+                                           "folder": {"type": "string",
+                                                      "x-strictcall-grounded": True}}}}}
+
+
+def test_a_field_of_a_tool_selection_left_out_is_still_asked_for(client, script):
+    """More tools than fit (21 here): selection shows five, `cd` not among them; "within a
+    directory" with a listing that carries nothing the user said asks for `cd`'s folder."""
+    fillers = [{"type": "function", "function": {
+        "name": f"weather_{i}", "description": f"Weather forecast for region {i}.",
+        "parameters": {"type": "object", "properties": {}}}} for i in range(19)]
+    script.reply = '[{"name":"ls","arguments":{"a":true}}]'
+    resp = client.post("/v1/chat/completions", json={
+        "model": "scripted", "tools": [LS, CD, *fillers], "tool_choice": "required",
+        "messages": [{"role": "user", "content": "Show all the files within a directory, "
+                                                 "hidden ones too, and list them."}],
+        "strictcall": {"select_k": 1}})
+    body = resp.json()
+    assert resp.status_code == 200, resp.text
+    assert body["strictcall"]["tools"]["visible"] == ["ls"]
+    assert not body["choices"][0]["message"].get("tool_calls")
+    assert body["strictcall"]["needs_input"]["tool"] == "cd"
+    assert [m["field"] for m in body["strictcall"]["needs_input"]["missing"]] == ["/folder"]
