@@ -38,10 +38,10 @@ def test_gold_calls_of_base_turns_are_almost_never_held_for_a_question():
                 evidence = evidence_of(turns, today=dt.date(2026, 12, 7))
                 groundings = {n: g for n, s in offered.items()
                               if (g := ground(s, None, evidence))}
-                def wording(name: str):
-                    return wording_of(groundings.get(name) or Grounding(), offered[name])
+                wordings = {n: wording_of(groundings.get(n) or Grounding(), s)
+                            for n, s in offered.items()}
                 question = unsaid(turns[-1].text, [parsed(c, docs) for c in truth[index]],
-                                  offered, groundings, wording)
+                                  offered, groundings, wordings.__getitem__)
                 if question is not None:
                     asked.append(f"{entry['id']} turn {index}: {question.text()!r}")
             turns.append(Turn("assistant", ""))
