@@ -18,8 +18,9 @@ Each dialogue is replayed up to its first turn with an empty ground truth: the t
 it as the user said them, each answered by its ground-truth calls (run on BFCL's own
 classes, their results as tool messages), so every system meets the missing turn in the
 same state. That turn is sent with the involved classes' functions as tools, tool_choice
-"auto", greedy; `--grounding values` marks every integer and number parameter grounded
-too (BFCL's missing value is often a count: "the last several lines"). Per system and
+"auto", greedy; `--grounding values` marks every integer and number parameter (and each
+item of an array of them) grounded too (BFCL's missing value is often a count: "the last
+several lines"). Per system and
 setting, each answer is one of: asked (a text with a
 question mark, or StrictCall's `needs_input`), called (acting on what the user did not
 give; of those calls, the ones carrying a string nobody wrote in the conversation are

@@ -65,12 +65,15 @@ def tools(docs: list[dict[str, Any]], *, grounded: bool,
 
 def marked_grounded(parameters: dict[str, Any], *, numbers: bool = False) -> dict[str, Any]:
     """Every free string parameter grounded, each item of an array of free strings too
-    (mentions, tags); with `numbers`, integer and number parameters."""
+    (mentions, tags); with `numbers`, integer and number parameters and their arrays' items
+    (the numbers a mean is taken of)."""
+    def value(prop: dict[str, Any]) -> bool:
+        return _free_string(prop) or numbers and prop.get("type") in ("integer", "number")
     def marked(prop: dict[str, Any]) -> dict[str, Any]:
-        if _free_string(prop) or numbers and prop.get("type") in ("integer", "number"):
+        if value(prop):
             return {**prop, GROUNDED: True}
         items = prop.get("items")
-        if prop.get("type") == "array" and isinstance(items, dict) and _free_string(items):
+        if prop.get("type") == "array" and isinstance(items, dict) and value(items):
             return {**prop, "items": {**items, GROUNDED: True}}
         return prop
     properties = {name: marked(prop) if isinstance(prop, dict) else prop

@@ -12,11 +12,12 @@ open:
   certain file", «определённую операцию»; which.py `meant_unsaid`): asked, in the user's
   words ("Which specific word do you mean?"), unless the message gives it after (right
   after, or as a value of the calls said later in the message);
-- where the calls carry nothing the message says: a field of another offered tool that
-  the newest message asks for without saying which ("a directory" for `cd`'s folder, "the
-  last several lines" for `tail`'s count: that tool's grounding marks it `wanted`), where
-  no called tool has a field of that thing and the message gives no field of it a value:
-  that field's question, in its tool's words.
+- a field of another offered tool (shown, or left out by selection) that the newest
+  message asks for without saying which ("a directory" for `cd`'s folder, "the last
+  several lines" for `tail`'s count: that tool's grounding marks it `wanted`), where no
+  called tool has a field of that thing, the message gives no field of it a value, and the
+  calls carry nothing the message says from that phrase on ("a travel budget of $5,000":
+  a budget of 5000 takes the phrase up): that field's question, in its tool's words.
 
 A call that takes the thing up (the tool whose field it is) is left to its own grounding,
 which asks for a wanted field it leaves unfilled (server/pipeline/checking/calls.py)."""
@@ -31,7 +32,7 @@ from server.dialogue.grounding import NAME_WORDS, Grounding, field_names
 from server.dialogue.language import words
 from server.dialogue.marks import pointer_of
 from server.dialogue.questions import NeedsInput, Wording
-from server.dialogue.which import kin, meant_unsaid, thing_stems
+from server.dialogue.which import indefinite_at, kin, meant_unsaid, thing_stems
 
 
 def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
@@ -57,8 +58,6 @@ def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
             schemas.get(n) or {}, groundings.get(n)) if thing & kin(stems)), (called[0], ""))
         asked = wording(tool)
         return NeedsInput(tool, (asked.meant(field, phrase),), {}, asked.language)
-    if any(at is not None for at in said):
-        return None  # the calls act on what this message says
     takes = set().union(*(_things(schemas.get(n) or {}, groundings.get(n)) for n in called))
     every = {**left_out(), **groundings}
     # Things the message does say, for some field ("a folder called temp" gives `cd`'s
@@ -70,12 +69,21 @@ def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
             continue
         open_ = [f.path for f in grounding.fields if f.wanted and len(f.path) == 1
                  and not (thing := kin(_thing(f.path, grounding))) & kin(takes)
-                 and not any(thing & other for other in given)]
+                 and not any(thing & other for other in given)
+                 and not _acted_on(newest, thing, said)]
         if open_:
             asked = wording(name)
             return NeedsInput(name, tuple(asked.missing(p) for p in open_), {},
                               asked.language)
     return None
+
+
+def _acted_on(newest: str, thing: set[str], said: list[int | None]) -> bool:
+    """Whether the calls carry a value the message says from where it speaks of `thing`
+    without saying which on ("a budget of $5000" after "a travel budget"): that phrase is
+    theirs. (A count asked for vaguely, "the last several lines", from anywhere.)"""
+    start = indefinite_at(newest, thing)
+    return any(at is not None and at >= (start or 0) for at in said)
 
 
 def _leaves(value: Any) -> Iterator[str]:
@@ -93,11 +101,19 @@ def _leaves(value: Any) -> Iterator[str]:
 
 
 def _said_at(text: str, value: str) -> int | None:
-    """Where `text` says `value` (a number not inside a longer one), else None."""
-    pattern = rf"(?<![\w.]){re.escape(value)}(?![\w])" if value[:1].isdigit() \
-        or value[:1] == "-" else re.escape(value)
-    match = re.search(pattern, text, re.IGNORECASE)
+    """Where `text` says `value` (a number not inside a longer one, its thousands
+    grouped or not: "20,000" says 20000), else None."""
+    if value[:1].isdigit() or value[:1] == "-":
+        marked = _GROUPED.sub("\0", text)  # (same length: offsets stay put)
+        match = re.search(r"(?<![\w.])" + "\0?".join(map(re.escape, value)) + r"(?![\w])",
+                          marked)
+    else:
+        match = re.search(re.escape(value), text, re.IGNORECASE)
     return match.start() if match else None
+
+
+# A thousands separator inside a number (marked with a NUL, which a value may skip).
+_GROUPED = re.compile(r"(?<=\d)[,\u00a0\u202f ](?=\d{3}(?!\d))")
 
 
 def _thing(path: tuple[str, ...], grounding: Grounding) -> set[str]:

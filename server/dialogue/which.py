@@ -82,20 +82,27 @@ def indefinite(text: str, stems: frozenset[str] | set[str]) -> bool:
     indefinite word up to `NEAR` tokens before the field's word ("one of my file", "a
     specific word"), or "someone", "something" right after it ("mention someone"). Not:
     the head of another noun's phrase ("a list of files"), a definite one ("that specific
-    message"), some of a plural ("some stocks", "any recent messages"), or a name given
-    ("a folder named backup")."""
-    tokens = [trim(t).casefold() for t in TOKEN.findall(text)]
+    message"), some of a plural ("some stocks", "any recent messages"), a name given ("a
+    folder named backup"), or a word inside another ("a last-minute trip" is no "last")."""
+    return indefinite_at(text, stems) is not None
+
+
+def indefinite_at(text: str, stems: frozenset[str] | set[str]) -> int | None:
+    """Where in `text` the first such phrase starts (`indefinite`), else None."""
+    found = list(TOKEN.finditer(text))
+    tokens = [trim(m.group()).casefold() for m in found]
     for i, token in enumerate(tokens):
-        if token in _NAMING or not stems & set(words(token)):
+        if token in _NAMING or not stems & set(said := words(token)) \
+                or ("-" in token and not set(said) <= stems):
             continue  # ("a folder named backup" says which: no "name" without saying it)
         start = max(0, i - NEAR)
         at = next((j for j in range(i - 1, start - 1, -1)
                    if tokens[j] in INDEFINITE or _INDEFINITE_RU.match(tokens[j])), None)
         if at is not None and _unsaid(tokens, at, i):
-            return True
+            return found[at].start()
         if any(t in SOMEONE or _INDEFINITE_RU.match(t) for t in tokens[i + 1:i + 3]):
-            return True
-    return False
+            return found[i].start()
+    return None
 
 
 def _unsaid(tokens: Sequence[str], at: int, i: int) -> bool:

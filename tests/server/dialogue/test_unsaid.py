@@ -180,14 +180,24 @@ def test_what_the_message_says_or_does_not_ask_for_is_no_question(said):
     assert _asked(said, ("ls", {"a": True})) is None
 
 
-def test_calls_acting_on_the_messages_own_words_stand():
-    """The calls carry what the message says ('a.txt'): the request is being acted on in
-    the user's words; a folder left open there is the called tool's own grounding's to ask
-    (where it has such a field)."""
-    tools = {**TOOLS, **dict([_tool("cp", source=_grounded("The file to copy"),
-                                    destination=_grounded("The destination to copy to"))])}
-    assert _asked("Copy 'a.txt' to a directory.", ("cp", {"source": "a.txt"}),
-                  tools=tools) is None
+def test_calls_acting_on_what_the_phrase_says_stand_and_on_other_words_do_not():
+    """A value of the calls said where the message speaks of the thing, or after ("a
+    travel budget of $5,000"), is that phrase taken up; one said before it ('a.txt', then
+    "to a directory") is not: the directory is still asked for."""
+    tools = {**TOOLS, **dict([
+        _tool("cp", source=_grounded("The file to copy"),
+              destination=_grounded("The destination to copy to")),
+        _tool("get_flight_cost", travel_from=_grounded("The location the travel is from")),
+        _tool("set_budget_limit", budget_limit=_grounded("The budget limit", "number"))])}
+    assert _asked("Set up a travel budget of $5,000 for me.",
+                  ("set_budget_limit", {"budget_limit": 5000}), tools=tools) is None
+    other = _asked("Set up a travel budget of $5,000 for me.",
+                   ("set_budget_limit", {"budget_limit": 7000}), tools=tools)
+    assert other is not None and other.tool == "get_flight_cost"  # (7000: nobody said it)
+    asked = _asked("Copy 'a.txt' to a directory.", ("cp", {"source": "a.txt"}), tools=tools)
+    assert asked is not None and asked.tool == "cd"
+    # "A last-minute trip" speaks of no "last" anything.
+    assert not indefinite("Book a last-minute trip", {"last", "modifi", "after"})
 
 
 def test_no_grounded_field_no_question():
