@@ -22,6 +22,7 @@ from server.dialogue import language, reading
 from server.dialogue.earlier import EarlierValues
 from server.dialogue.evidence import Bounds, Evidence, evidence_of
 from server.dialogue.grounding import Grounding, ground
+from server.dialogue.language import identifier_words
 from server.dialogue.marks import marked_fields
 from server.dialogue.questions import NeedsInput, Wording
 from server.dialogue.repeats import action_words, answered_yes, made_before
@@ -163,7 +164,15 @@ class DialogueTurn:
             return None
         newest = next((t.text for t in reversed(self.task.turns) if t.role == "user"), "")
         return unsaid(newest, calls, schemas, groundings, self.wording,
-                      left_out=lambda: self._left_out_groundings)
+                      left_out=lambda: self._left_out_groundings, described=self._described)
+
+    def _described(self, name: str) -> str:
+        """A tool's name and description (a contract's, else the client's)."""
+        known = self.registry.get(name)
+        tool = next((t for t in (*self.task.tools, *self.task.left_out) if t.name == name),
+                    ToolDef(name))
+        return " ".join(identifier_words(name)) + " " + (
+            (known.description if known is not None else tool.description) or "")
 
     @functools.cached_property
     def _left_out_groundings(self) -> dict[str, Grounding]:

@@ -38,52 +38,77 @@ from server.dialogue.which import indefinite_at, kin, meant_unsaid, thing_stems
 def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
            schemas: Mapping[str, dict[str, Any]], groundings: Mapping[str, Grounding],
            wording: Callable[[str], Wording],
-           left_out: Callable[[], Mapping[str, Grounding]] = dict) -> NeedsInput | None:
+           left_out: Callable[[], Mapping[str, Grounding]] = dict,
+           described: Callable[[str], str] = str) -> NeedsInput | None:
     """The question the answer asks instead of its `calls` (name, arguments; their tools'
     arguments' schemas in `schemas`), where the user's `newest` message leaves open what
     they pass over; None where the calls may stand. `groundings`: every shown tool's that
     has grounded or asked fields; `left_out`: those of the tools selection left out of the
-    prompt (read only where needed: "a directory" is `cd`'s though `cd` was not shown)."""
+    prompt (read only where needed: "a directory" is `cd`'s though `cd` was not shown);
+    `described`: a tool's name and description, which say whose question it is where
+    several tools' fields are left open ("set up a new file": `touch`'s, not `cat`'s)."""
     if not calls:
         return None
     called = list(dict.fromkeys(name for name, _ in calls))
-    said = [_said_at(newest, v) for _, arguments in calls for v in _leaves(arguments)]
+    values = [v for _, arguments in calls for v in _leaves(arguments)]
     meant = meant_unsaid(newest)
-    if meant is not None and not any(at >= meant[1] for at in said if at is not None) \
+    # (A value the message gives after the phrase is the thing: "a specific company ...
+    # the stock symbol 'AAPL'".)
+    if meant is not None and not _said_from(newest, meant[1], values) \
             and (groundings or left_out()):  # (some value must come from someone)
-        # (A value the message gives after it is the thing: "a specific company ... the
-        # stock symbol 'AAPL'".)
         phrase, thing = meant[0], set(words(meant[0].split(maxsplit=1)[-1]))
         tool, field = next(((n, p) for n in called for p, stems in _fields(
             schemas.get(n) or {}, groundings.get(n)) if thing & kin(stems)), (called[0], ""))
         asked = wording(tool)
         return NeedsInput(tool, (asked.meant(field, phrase),), {}, asked.language)
-    takes = set().union(*(_things(schemas.get(n) or {}, groundings.get(n)) for n in called))
+    takes = [stems for n in called
+             for _, stems in _fields(schemas.get(n) or {}, groundings.get(n))]
     every = {**left_out(), **groundings}
     # Things the message does say, for some field ("a folder called temp" gives `cd`'s
     # folder, so `mkdir`'s directory name, the same kind of thing, is not left open).
-    given = [kin(_thing(f.path, g)) for g in every.values() for f in g.fields
+    given = [_thing(f.path, g) for g in every.values() for f in g.fields
              if f.candidates or f.choices]
+    left: list[tuple[str, list[tuple[str, ...]]]] = []
     for name, grounding in every.items():
         if name in called:
             continue
-        open_ = [f.path for f in grounding.fields if f.wanted and len(f.path) == 1
-                 and not (thing := kin(_thing(f.path, grounding))) & kin(takes)
-                 and not any(thing & other for other in given)
-                 and not _acted_on(newest, thing, said)]
+        open_: list[tuple[str, ...]] = [
+            f.path for f in grounding.fields if f.wanted and len(f.path) == 1
+            and not any(_same_kind(thing := _thing(f.path, grounding), other)
+                        for other in (*takes, *given))
+            and not _said_from(newest, indefinite_at(newest, kin(thing)), values)]
         if open_:
-            asked = wording(name)
-            return NeedsInput(name, tuple(asked.missing(p) for p in open_), {},
-                              asked.language)
-    return None
+            left.append((name, open_))
+    if not left:
+        return None
+    request = set(words(newest))
+    name, paths = max(left, key=lambda tool: len(request & set(words(described(tool[0])))))
+    asked = wording(name)
+    return NeedsInput(name, tuple(asked.missing(p) for p in paths), {}, asked.language)
 
 
-def _acted_on(newest: str, thing: set[str], said: list[int | None]) -> bool:
-    """Whether the calls carry a value the message says from where it speaks of `thing`
-    without saying which on ("a budget of $5000" after "a travel budget"): that phrase is
-    theirs. (A count asked for vaguely, "the last several lines", from anywhere.)"""
-    start = indefinite_at(newest, thing)
-    return any(at is not None and at >= (start or 0) for at in said)
+def _said_from(newest: str, start: int | None, values: Sequence[str]) -> bool:
+    """Whether `newest` says one of the calls' `values` from `start` on (where it speaks
+    of the thing without saying which: "a travel budget of $5,000" is taken up by a budget
+    of 5000, not "'a.txt', then "to a directory""); from anywhere where it is not known (a
+    count asked for vaguely, "the last several lines")."""
+    rest = newest[start or 0:]
+    return any(_said_at(rest, v) is not None for v in values)
+
+
+# Words of a field's key that say nothing of what kind of thing it is: `dir_name` and
+# `file_name` are a directory and a file, not both "a name".
+_GENERIC = frozenset(words("name names id ids number value type kind"))
+
+
+def _same_kind(one: set[str], other: set[str]) -> bool:
+    """Whether another field's thing (`other`) is of the kind of `one`: their words past
+    the generic ones (a folder and a directory; not a file name and a directory name, nor
+    a search's bare "name"), or all of them where `one` has only generic words (a name)."""
+    mine = one - _GENERIC
+    if mine:
+        return bool(kin(mine) & kin(other - _GENERIC))
+    return bool(kin(one) & kin(other))
 
 
 def _leaves(value: Any) -> Iterator[str]:
@@ -136,7 +161,3 @@ def _fields(schema: dict[str, Any], grounding: Grounding | None
             names = (description,)
         out.append((pointer_of((key,)), thing_stems(key, names)))
     return out
-
-
-def _things(schema: dict[str, Any], grounding: Grounding | None) -> set[str]:
-    return set().union(*(thing for _, thing in _fields(schema, grounding)))

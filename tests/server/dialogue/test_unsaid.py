@@ -91,7 +91,10 @@ TOOLS = dict([
     _tool("tail", file_name=_grounded("The name of the file to display"),
           lines=_grounded("The number of lines to display", "integer")),
     _tool("cat", file_name=_grounded("The name of the file to display")),
+    _tool("touch", file_name=_grounded("The name of the new file in the current directory")),
 ])
+DESCRIBED = {"cat": "cat Display the contents of a file.",
+             "touch": "touch Create a new file of any extension in the current directory."}
 
 
 def _asked(said: str, *calls: tuple[str, dict[str, Any]], tools=TOOLS,
@@ -101,7 +104,8 @@ def _asked(said: str, *calls: tuple[str, dict[str, Any]], tools=TOOLS,
     def wording(name: str):
         return wording_of(groundings.get(name) or Grounding(language=evidence.language),
                           tools[name])
-    return unsaid(said, list(calls), tools, groundings, wording)
+    return unsaid(said, list(calls), tools, groundings, wording,
+                  described=lambda name: DESCRIBED.get(name, name))
 
 
 def test_a_specific_thing_the_calls_pass_over_is_asked_in_the_users_words():
@@ -168,6 +172,17 @@ def test_a_tool_selection_left_out_still_says_what_is_left_open():
                   {"ls": hidden}, lambda n: wording_of(hidden, TOOLS[n]), left_out) \
         is not None  # (the specific word: asked without them)
     assert read == [1]
+
+
+def test_of_several_tools_left_open_the_one_the_request_describes_asks():
+    """BFCL miss_param_42: "in my existing folder called 'Lectures', I'd like to set up a
+    new file", and the model only changed into the folder. Every file tool's file name is
+    left open; the question is the one of the tool the request's words describe (`touch`:
+    "create a new file"), not the first offered (`cat`)."""
+    asked = _asked("In my existing folder called 'Lectures', I'd like to set up a new file.",
+                   ("cd", {"folder": "Lectures"}))
+    assert asked is not None and asked.tool == "touch"
+    assert asked.text() == "Please tell me: the name of the new file in the current directory."
 
 
 @pytest.mark.parametrize("said", [
