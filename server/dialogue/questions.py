@@ -151,7 +151,8 @@ class Wording:
     def about(self, path: Path) -> str:
         """What the field is, in words: its About text in the user's language, else its
         description's first sentence up to a clause or an example (the field's name
-        spelled as words where it has none)."""
+        spelled as words where it has none, or where the description is in another
+        language than the user's and the catalog has words for the name)."""
         own = self.abouts.get(path, {})
         if self.language in own:
             return own[self.language]
@@ -160,6 +161,12 @@ class Wording:
             description = own.get("en") or description
         if not description:
             return readable(path[-1], self.language)
+        if self.language != "en" and language_of(description) not in (None, self.language):
+            # An English description in a Russian question: the catalog's words for the
+            # field where it has them ("folder": «папка»), so the sentence is the user's.
+            local = readable(path[-1], self.language)
+            if local != readable(path[-1]):
+                return local
         first = re.split(r"[;(:]| e\.g\.|[.!?](?:\s|$)", description,
                          maxsplit=1)[0].strip().rstrip(".,")
         if not first:

@@ -131,6 +131,11 @@ def test_a_specific_thing_in_russian_and_german_is_asked_in_that_language():
     assert asked is not None and asked.language == "ru"
     assert asked.text() == \
         "Уточните, пожалуйста: «определённое слово» — что именно вы имеете в виду?"
+    # Another tool's folder, asked for in Russian: the catalog's word for it, not the
+    # client's English description inside a Russian sentence.
+    folder = _asked("Покажи все файлы в какой-нибудь папке, скрытые тоже.", ("ls", {"a": True}))
+    assert folder is not None and folder.tool == "cd"
+    assert folder.text() == "Уточните, пожалуйста: папка."
     german = _asked("Zeig mir den Inhalt einer bestimmten Datei.", ("ls", {"a": True}))
     assert german is not None and german.text() == \
         "Was genau meinen Sie mit „bestimmten Datei“?"
