@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import json
+
 
 def words_tool(described: str | None) -> dict:
     """A client's tool whose file name is a plain string; `described`: the field's
@@ -92,3 +94,25 @@ MEANT_CASES = {
     "en-word-given": ("List every file here that has the word 'goal' in its name.", "en",
                       "goal"),
 }
+
+
+def judge_meant(text: str, language: str, word: str | None) -> None:
+    """A MEANT_CASES answer (the response's JSON `text`), judged: where the word is not
+    said, StrictCall's question in the user's language, in the user's words or as the
+    search's field (the model chose `find` and could write no word nobody said), never a
+    call; where it is said, a call and no question, and a search carries that word."""
+    body = json.loads(text)
+    message = body["choices"][0]["message"]
+    needs = (body.get("strictcall") or {}).get("needs_input")
+    if word is None:
+        assert not message.get("tool_calls"), f"passed over: {message['tool_calls']}"
+        assert needs is not None and needs["language"] == language, body
+        phrase = "определённое слово" if language == "ru" else "specific word"
+        (asked,) = needs["missing"]
+        assert (asked["field"], phrase in message["content"]) in (("", True),
+                                                                  ("/name", False)), needs
+        return
+    assert needs is None and message.get("tool_calls"), body  # said: a call, no question
+    for call in message["tool_calls"]:
+        if call["function"]["name"] == "find":
+            assert json.loads(call["function"]["arguments"]) == {"name": word}

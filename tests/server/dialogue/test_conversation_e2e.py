@@ -22,6 +22,7 @@ from tests.shared_cases import (
     PLAIN_STRING_CASES,
     WANTED_CASES,
     file_tools,
+    judge_meant,
     tail_tool,
     tweet_tool,
     words_tool,
@@ -348,23 +349,7 @@ def test_a_specific_thing_the_user_did_not_say_is_asked_not_passed_over(live_cli
     word is not said, the answer is StrictCall's question in the user's words and language,
     never a call (the question may be `find`'s own, where the model chose it); where it is
     said, no such question, and a search carries that word."""
-    raw = live_client.chat.completions.with_raw_response.create(
+    judge_meant(live_client.chat.completions.with_raw_response.create(
         model=MODEL, messages=[{"role": "user", "content": said}],
-        tools=file_tools(language), tool_choice="required", max_tokens=200, temperature=0)
-    body = json.loads(raw.text)
-    message = body["choices"][0]["message"]
-    needs = (body.get("strictcall") or {}).get("needs_input")
-    if word is None:
-        assert not message.get("tool_calls"), f"passed over: {message['tool_calls']}"
-        assert needs is not None and needs["language"] == language, body
-        # Which word: in the user's words, or as the search's field (the model chose
-        # `find` and could write no word nobody said).
-        phrase = "определённое слово" if language == "ru" else "specific word"
-        (asked,) = needs["missing"]
-        assert (asked["field"], phrase in message["content"]) in (("", True),
-                                                                  ("/name", False)), needs
-        return
-    assert needs is None and message.get("tool_calls"), body  # said: a call, no question
-    for call in message["tool_calls"]:
-        if call["function"]["name"] == "find":
-            assert json.loads(call["function"]["arguments"]) == {"name": word}
+        tools=file_tools(language), tool_choice="required", max_tokens=200, temperature=0
+    ).text, language, word)
