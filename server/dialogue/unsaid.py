@@ -72,11 +72,8 @@ def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
     for name, grounding in every.items():
         if name in called:
             continue
-        open_: list[tuple[str, ...]] = [
-            f.path for f in grounding.fields if f.wanted and len(f.path) == 1
-            and not any(_same_kind(thing := _thing(f.path, grounding), other)
-                        for other in (*takes, *given))
-            and not _said_from(newest, indefinite_at(newest, kin(thing)), values)]
+        open_ = [f.path for f in grounding.fields if f.wanted and len(f.path) == 1
+                 and _left_open(_thing(f.path, grounding), (*takes, *given), newest, values)]
         if open_:
             left.append((name, open_))
     if not left:
@@ -85,6 +82,14 @@ def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
     name, paths = max(left, key=lambda tool: len(request & set(words(described(tool[0])))))
     asked = wording(name)
     return NeedsInput(name, tuple(asked.missing(p) for p in paths), {}, asked.language)
+
+
+def _left_open(thing: set[str], others: Sequence[set[str]], newest: str,
+               values: Sequence[str]) -> bool:
+    """Whether a wanted field's `thing` is left open: no called tool's field and no field
+    given a value is of its kind, and the calls carry nothing the message says of it."""
+    return not any(_same_kind(thing, other) for other in others) \
+        and not _said_from(newest, indefinite_at(newest, kin(thing)), values)
 
 
 def _said_from(newest: str, start: int | None, values: Sequence[str]) -> bool:

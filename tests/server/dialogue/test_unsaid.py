@@ -11,6 +11,8 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grammars import GROUNDED
 from server.dialogue import Grounding, ground
@@ -190,6 +192,19 @@ def test_of_several_tools_left_open_the_one_the_request_describes_asks():
     assert asked.text() == "Please tell me: the name of the new file in the current directory."
 
 
+def test_calls_with_no_fields_and_nothing_given_still_ask():
+    """A call to a tool with no fields, where the message gives no field a value: nothing
+    to compare the open thing with (a NameError there was a 500, BFCL miss_param_54)."""
+    tools = {**TOOLS, **dict([_tool("start_engine")])}
+    asked = _asked("Convert some liters into gallons, then start the engine.",
+                   ("start_engine", {}), tools={"start_engine": tools["start_engine"],
+                                                "tail": TOOLS["tail"]})
+    assert asked is None or asked.tool == "tail"
+    lines = _asked("Show the last several lines of the log.", ("start_engine", {}),
+                   tools={"start_engine": tools["start_engine"], "tail": TOOLS["tail"]})
+    assert lines is not None and lines.tool == "tail"
+
+
 @pytest.mark.parametrize("said", [
     "Go into the folder temp and list all the files.",  # the folder is said
     "Look in a folder called temp and show what is there.",
@@ -229,3 +244,31 @@ def test_no_grounded_field_no_question():
 
 def test_a_field_thing_is_its_keys_words_and_what_it_is_called():
     assert thing_stems("dir_name") == {"dir", "name"}
+
+
+WORDS = ["a", "an", "some", "any", "the", "specific", "certain", "several", "file", "folder",
+         "directory", "name", "lines", "named", "'x.txt'", "5", "20,000", "of", "list",
+         "какой-нибудь", "папке", "определённое", "слово", "last-minute", "something", ","]
+
+
+ARGUMENTS = st.dictionaries(
+    st.sampled_from(["a", "folder", "file_name", "lines", "name"]),
+    st.one_of(st.booleans(), st.integers(-3, 30000), st.floats(allow_nan=False),
+              st.sampled_from(["x.txt", "", "5", "temp"]), st.lists(st.integers())),
+    max_size=3)
+
+
+@given(said=st.lists(st.sampled_from(WORDS), max_size=14).map(" ".join),
+       offered=st.lists(st.sampled_from(sorted(TOOLS)), max_size=4, unique=True),
+       called=st.lists(st.tuples(st.sampled_from([*TOOLS, "start_engine"]), ARGUMENTS),
+                       max_size=3))
+@settings(max_examples=300, deadline=None)
+def test_what_the_calls_pass_over_is_read_without_raising(said, offered, called):
+    """Any message, any offered and called tools, any argument values: a question or None,
+    never an exception (one was a 500)."""
+    tools = {n: TOOLS[n] for n in offered}
+    evidence = evidence_of([Turn("user", said)], today=TODAY)
+    groundings = {n: g for n, s in tools.items() if (g := ground(s, None, evidence))}
+    asked = unsaid(said, called, tools, groundings,
+                   lambda n: wording_of(groundings.get(n) or Grounding(), tools.get(n, {})))
+    assert asked is None or asked.questions
