@@ -72,8 +72,9 @@ def unsaid(newest: str, calls: Sequence[tuple[str, dict[str, Any]]],
     for name, grounding in every.items():
         if name in called:
             continue
-        open_ = [f.path for f in grounding.fields if f.wanted and len(f.path) == 1
-                 and _left_open(_thing(f.path, grounding), (*takes, *given), newest, values)]
+        open_: list[tuple[str, ...]] = [
+            f.path for f in grounding.fields if f.wanted and len(f.path) == 1
+            and _left_open(_thing(f.path, grounding), (*takes, *given), newest, values)]
         if open_:
             left.append((name, open_))
     if not left:
