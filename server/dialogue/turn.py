@@ -97,9 +97,7 @@ class DialogueTurn:
         contract's, or a client's the planner checked) in this turn."""
         if grounded:
             self.grounded = True
-            grounding = ground(schema, contract, self.evidence, since=self._last_call(name),
-                               ask_between=self._user_chooses(schema, contract),
-                               earlier=self._earlier, foreign=self._field_stems)
+            grounding = self._ground(name, schema, contract)
         else:
             grounding = Grounding(language=self.language)
         self.wordings[name] = wording_of(grounding, schema)
@@ -114,6 +112,12 @@ class DialogueTurn:
             return ToolTurn(schema, grounding)
         return ToolTurn(narrowed_schema(schema, [*narrowings, *pins], nullable=nullable,
                                         required=grounding.wanted_arrays), grounding)
+
+    def _ground(self, name: str, schema: dict[str, Any], contract: Contract | None) -> Grounding:
+        """Tool `name`'s fields read against this conversation (`grounding.ground`)."""
+        return ground(schema, contract, self.evidence, since=self._last_call(name),
+                      ask_between=self._user_chooses(schema, contract),
+                      earlier=self._earlier, foreign=self._field_stems)
 
     def _user_chooses(self, schema: dict[str, Any], contract: Contract | None) -> bool:
         """Whether the user, not the model, chooses where the conversation gives a field
@@ -187,10 +191,7 @@ class DialogueTurn:
                     dialect="bfcl")
             except GrammarError:
                 continue
-            grounding = ground(schema, contract, self.evidence,
-                               since=self._last_call(tool.name),
-                               ask_between=self._user_chooses(schema, contract),
-                               earlier=self._earlier, foreign=self._field_stems)
+            grounding = self._ground(tool.name, schema, contract)
             if grounding:
                 self.wordings.setdefault(tool.name, wording_of(grounding, schema))
                 out[tool.name] = grounding
