@@ -66,6 +66,8 @@ _NUMBER = re.compile(r"^[-+]?[\d\s.,]+$")
 _SENTENCE_END = ".!?\n"
 # Words that say a value is to be given, between a field's word and its value ("the file
 # name is X", "папка называется X").
+_QUANTIFIERS = frozenset({"any", "every", "each", "no", "all", "some", "любой", "любая",
+                          "любое", "каждый", "каждая", "каждое", "jede", "jeder", "jedes"})
 _FILLER = frozenset({"is", "was", "be", "should", "must", "will", "name", "named", "called",
                      "=", ":", "-", "—", "это", "будет", "ist", "heißt", "lautet", "est"})
 
@@ -298,6 +300,9 @@ def _after_field_words(text: str, stems: frozenset[str] | set[str], *,
         if token[-1:] in _SENTENCE_END + ",;" or not stems & set(words(trim(token))):
             continue
         said = False  # a word that names a value came between ("is", "called")
+        # "any file is greater": of a quantified thing, "is" says what it is like, not
+        # its name; only a word shaped like a name is one there
+        quantified = i > 0 and trim(matches[i - 1].group()).casefold() in _QUANTIFIERS
         for later in matches[i + 1:i + 4]:
             raw = later.group()
             word = trim(raw)
@@ -312,7 +317,8 @@ def _after_field_words(text: str, stems: frozenset[str] | set[str], *,
                 break  # ("the file 'a.txt'": quoted, `_quoted` has it)
             # A plain word right after the field's word may be any word ("file contain"):
             # only after "is", "called", or where it looks like a name.
-            if _is_shaped(word) or not shaped_only and (said or word[:1].isupper()):
+            if _is_shaped(word) or not shaped_only and not quantified \
+                    and (said or word[:1].isupper()):
                 yield word
             break
 

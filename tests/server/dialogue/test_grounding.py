@@ -155,6 +155,11 @@ def test_a_plain_string_takes_what_the_words_make_a_name_not_any_run_of_words():
         ("file_name",): (), ("folder",): ()}  # nothing names one: the model can only ask
     said = _plain(("user", "The file name is summary.txt"))
     assert said[("file_name",)] == ("summary.txt",)
+    # Of a quantified thing, "is" says what it is like, not its name (BFCL base multi-turn).
+    ticket = "If the character count of any file is greater than 20, set the priority to 3."
+    assert "greater" not in _plain(("user", ticket))[("file_name",)]
+    assert _plain(("user", "Each file is notes.txt or a copy"))[("file_name",)] == (
+        "notes.txt",)  # (a word shaped like a name still is one)
     # The word after a quoted name is no name ("with the name 'x' nestled": BFCL).
     nestled = _plain(("user", "Find every file with the name 'test_document.txt' nestled "
                               "within the current directory."))
