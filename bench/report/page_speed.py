@@ -49,6 +49,11 @@ def decode_speed(results: dict[str, Any]) -> Rendered:
     rows = [{"backend": name, "unconstrained tok/s": b["unconstrained_tok_s_median"],
              "constrained tok/s": b["constrained_tok_s_median"],
              "ratio": b["ratio_constrained_over_unconstrained"],
+             "ratio of medians": (b.get("per_step") or {}).get("ratio_of_medians"),
+             "served output tok/s": b.get("served_tok_s_median"),
+             "served per output token": (b.get("served_per_output_token") or {}).get(
+                 "median_ratio"),
+             "served per step": (b.get("served_per_step") or {}).get("median_ratio"),
              "cache hit ms (median)": b.get("hit_lookup_ms_median"),
              "mask ms per token (median)": b.get("mask_ms_per_token_median"),
              "mask share of a step": b.get("mask_share_of_step"),
@@ -72,13 +77,19 @@ def decode_speed(results: dict[str, Any]) -> Rendered:
 
     first = rows[0]
     return Rendered(
-        sections=["Median tokens per second over paired runs, and the mask's cost:", "",
+        sections=["Median steps per second over runs taken back to back: unconstrained, "
+                  "constrained one token a step (the ratio), and constrained as served "
+                  "(jump-forward feeds forced tokens several a step: fewer, dearer steps, "
+                  "per output token beside per step); and the mask's cost:", "",
                   table(rows), "", "![tokens per second](decode-speed-tokens.png)", "",
                   "The mask's cost per token by vocabulary (one JSON answer replayed):", "",
                   table(vocab) if vocab else "-", ""],
         images={"decode-speed-tokens.png": png(draw, size=(5.5, 3.5))},
         headline=f"{first['backend']}: constrained decoding at {first['ratio']:.2f}x the "
-                 "unconstrained tokens/s")
+                 "unconstrained steps/s, one token a step on both sides"
+                 + (f" (as served, with jump-forward: {first['served per output token']:.2f}x "
+                    f"per output token, {first['served per step']:.2f}x per step)"
+                    if first["served per output token"] is not None else ""))
 
 
 def cpu_variants(results: dict[str, Any]) -> Rendered:

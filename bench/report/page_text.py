@@ -58,7 +58,9 @@ ABOUT = {
         "post-decode validator."),
     "decode-speed": (
         "Constrained against unconstrained decoding on one engine (the torch engine, "
-        "embedded model), runs paired by length and taken back to back; grammar-cache "
+        "embedded model), runs of one length taken back to back: the ratio is per step "
+        "with one token a step on both sides (jump-forward off), and the served "
+        "configuration is shown per output token and per step beside it; grammar-cache "
         "lookups over BFCL's tool-call grammars; and the mask's cost per token by vocabulary "
         "size (SmolLM2's 49k beside Gemma 3's 262k)."),
     "contract-repair": (

@@ -1,6 +1,9 @@
 """Constrained vs unconstrained decode speed, grammar-cache lookup time and the per-token mask
 time (fill + apply), per grammar backend, in one run (this machine is shared and noisy:
-compare the ratios, not the absolute numbers).
+compare the ratios, not the absolute numbers). The ratio is per decode step, one token a step
+on both sides (jump-forward off), so that the grammar's cost is all that differs; the
+served configuration (jump-forward on: forced tokens fed several a step) is reported beside
+it, per output token and per step.
 
     .venv/bin/python -m bench.speed.decode_speed [--model DIR] [--rounds 5] [--tokens 64] \
         [--backend xgrammar,llguidance] [--no-bfcl]
@@ -76,20 +79,28 @@ def main(argv: list[str] | None = None) -> int:
 def _measure(backend_name: str, args: argparse.Namespace) -> dict[str, Any]:
     from server.engines.torch_engine import TorchEngine
 
-    engine = TorchEngine(resolve_model(args.model), device=args.device, threads=args.threads,
-                         grammar_backend=backend_name)
+    def load(*, jump_forward: bool) -> TorchEngine:
+        return TorchEngine(resolve_model(args.model), device=args.device,
+                           threads=args.threads, grammar_backend=backend_name,
+                           jump_forward=jump_forward)
+
+    # As served (jump-forward on), and step by step: one token a step on both sides, so the
+    # grammar's mask and bookkeeping are all that differ.
+    engine, stepwise = load(jump_forward=True), load(jump_forward=False)
     try:
         backend = engine.grammar_backend
         cache = GrammarCache(backend)
         spec = JsonSchemaSpec.from_schema(STORY, table=backend.keywords)
         ids = engine.encode(engine.render_chat([{"role": "user", "content": PROMPT}]))
-        free, constrained, tokens = asyncio.run(_decode_rounds(engine, ids,
-                                                               cache.get(spec).grammar, args))
+        rounds, tokens = asyncio.run(_decode_rounds(
+            engine, stepwise, ids, cache.get(spec).grammar,
+            GrammarCache(stepwise.grammar_backend).get(spec).grammar, args))
         lookups = _lookup_times(cache, backend.keywords, bfcl=not args.no_bfcl)
         masks = _mask_times(backend, spec, tokens)
     finally:
         engine.close()
-    return _result(free, constrained, lookups, masks, args)
+        stepwise.close()
+    return _result(rounds, lookups, masks, args)
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -110,32 +121,46 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-async def _decode_rounds(engine: Engine, ids: tuple[int, ...], grammar: CompiledGrammar,
-                         args: argparse.Namespace) -> tuple[list[float], list[float], list[int]]:
-    """Alternate constrained and unconstrained runs of the same prompt, the free run capped at
-    the length the constrained one produced (per-step cost grows with the KV length), so that
-    load changes on the machine hit both alike. Returns decode tokens/s per run, and the
+async def _decode_rounds(engine: Engine, stepwise: Engine, ids: tuple[int, ...],
+                         grammar: CompiledGrammar, step_grammar: CompiledGrammar,
+                         args: argparse.Namespace) -> tuple[list[dict[str, float]], list[int]]:
+    """Per round, back to back on the same prompt: a constrained run as served (jump-forward
+    on: what the grammar forces is fed with the next sampled token, several tokens a step),
+    the same constrained run one token a step (`stepwise`), and a free run capped at the
+    constrained run's length (per-step cost grows with the KV length), so that load changes
+    on the machine hit all three alike. Returns per round the decode rates (below) and the
     tokens of the longest constrained run."""
-    free: list[float] = []
-    constrained: list[float] = []
+    rounds: list[dict[str, float]] = []
     tokens: list[int] = []
-    lengths: list[int] = []
-    await engine.generate(GenerationRequest(ids, SamplingParams(max_tokens=8)))  # warm-up
+    for warm in (engine, stepwise):
+        await warm.generate(GenerationRequest(ids, SamplingParams(max_tokens=8)))
     for _ in range(args.rounds):
         c = await engine.generate(GenerationRequest(ids, SamplingParams(args.tokens), grammar))
+        s = await stepwise.generate(GenerationRequest(ids, SamplingParams(args.tokens),
+                                                      step_grammar))
         f = await engine.generate(GenerationRequest(ids, SamplingParams(c.completion_tokens)))
-        if c.completion_tokens < 3 or f.completion_tokens != c.completion_tokens:
-            continue  # the free run ended early: lengths differ, the pair says nothing
-        lengths.append(c.completion_tokens)
+        if c.completion_tokens < 3 or not (
+                f.completion_tokens == s.completion_tokens == c.completion_tokens):
+            continue  # a run ended early: lengths differ, the round says nothing
         tokens = max(tokens, list(c.token_ids), key=len)
-        for r, sink in ((c, constrained), (f, free)):
-            # Decode steps per second: every sampled token after the prefill's first one,
-            # the closing EOS included (it costs a forward pass like any other token).
-            sink.append((r.timings["sampled"] - 1) / r.timings["decode_s"])
-    if not lengths:
-        raise SystemExit("no comparable pair of runs: try another --tokens")
-    args.lengths = lengths
-    return free, constrained, tokens
+        rounds.append({
+            "tokens": c.completion_tokens,
+            "forced": c.timings.get("forced", 0),
+            # Steps per second: every sampled token after the prefill's first one, the
+            # closing EOS included (it costs a forward pass like any other token).
+            "free_steps_s": _rate(f.timings["sampled"], f),
+            "stepwise_steps_s": _rate(s.timings["sampled"], s),
+            "served_steps_s": _rate(c.timings["sampled"], c),
+            # Output tokens per second after the first: what a client sees.
+            "free_tok_s": _rate(f.completion_tokens, f),
+            "served_tok_s": _rate(c.completion_tokens, c)})
+    if not rounds:
+        raise SystemExit("no comparable round of runs: try another --tokens")
+    return rounds, tokens
+
+
+def _rate(count: float, result: Any) -> float:
+    return float((count - 1) / result.timings["decode_s"])
 
 
 def _mask_times(backend: MaskingBackend, spec: JsonSchemaSpec,
@@ -195,23 +220,39 @@ def _lookup_times(cache: GrammarCache, table: KeywordTable, *, bfcl: bool) -> di
             "hit_request_path_ms_median": statistics.median(path)}
 
 
-def _result(free: list[float], constrained: list[float], lookups: dict[str, Any],
-            masks: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
-    # Median of per-pair ratios: each pair ran back to back under the same machine load.
-    ratio = statistics.median(c / f for c, f in zip(constrained, free, strict=False))
-    step_ms = 1000 / statistics.median(constrained)
-    return {"unconstrained_tok_s_median": round(statistics.median(free), 2),
-            "constrained_tok_s_median": round(statistics.median(constrained), 2),
-            "ratio_constrained_over_unconstrained": round(ratio, 3), "ratio_goal": 0.95,
+def _result(rounds: list[dict[str, float]], lookups: dict[str, Any], masks: dict[str, float],
+            args: argparse.Namespace) -> dict[str, Any]:
+    def median(key: str) -> float:
+        return statistics.median(r[key] for r in rounds)
+
+    def ratios(over: str, under: str) -> dict[str, float]:
+        # The median of per-round ratios (each round ran back to back under the same load)
+        # beside the ratio of the medians.
+        return {"median_ratio": round(statistics.median(r[over] / r[under] for r in rounds), 3),
+                "ratio_of_medians": round(median(over) / median(under), 3)}
+
+    step_ms = 1000 / median("stepwise_steps_s")
+    per_step = ratios("stepwise_steps_s", "free_steps_s")
+    return {"unconstrained_tok_s_median": round(median("free_steps_s"), 2),
+            "constrained_tok_s_median": round(median("stepwise_steps_s"), 2),
+            # the headline: one token a step on both sides, the grammar's cost alone
+            "ratio_constrained_over_unconstrained": per_step["median_ratio"],
+            "ratio_goal": 0.95, "per_step": per_step,
+            # as served: jump-forward feeds forced tokens several a step, so a served step
+            # costs more and the answer needs fewer of them
+            "served_per_step": ratios("served_steps_s", "free_steps_s"),
+            "served_per_output_token": ratios("served_tok_s", "free_tok_s"),
+            "served_tok_s_median": round(median("served_tok_s"), 2),
+            "forced_tokens_median": median("forced"),
             "rounds": args.rounds, "max_tokens": args.tokens, "threads": args.threads,
-            "pairs": len(args.lengths), "tokens_per_run_median": statistics.median(args.lengths),
+            "pairs": len(rounds), "tokens_per_run_median": median("tokens"),
             **{k: round(v, 4) if isinstance(v, float) else v for k, v in lookups.items()},
             "hit_lookup_goal_ms": 1.0,
             "decode_step_ms_median": round(step_ms, 2),
             **{k: round(v, 4) for k, v in masks.items()},
             "mask_share_of_step": round(masks["mask_ms_per_token_median"] / step_ms, 4),
-            "mask_share_goal": 0.05}
-
+            "mask_share_goal": 0.05,
+            "per_round": [{k: round(v, 3) for k, v in r.items()} for r in rounds]}
 
 if __name__ == "__main__":
     raise SystemExit(main())
