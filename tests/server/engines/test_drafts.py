@@ -78,3 +78,43 @@ def test_vllm_ngram_drafts_are_configured_from_the_setting():
     assert speculative_config(VllmOptions(speculate_tokens=4)) == {
         "method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 3,
         "prompt_lookup_max": 5}
+
+
+def _rows(tokenizer, cost):
+    """A row decoder drafting at `cost` steps a token, and a greedy row that has written
+    "What is the weather in" (the prompt goes on: a draft is there to propose)."""
+    import concurrent.futures
+    from collections import Counter
+
+    from server.engines.base import GenerationRequest, SamplingParams
+    from server.engines.decoding import DecodeRow, RowDecoder
+
+    class _Masks:
+        def allocate_bitmask(self, rows):
+            return None
+
+    encode = lambda s: tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+    decoder = RowDecoder(backend=_Masks(), eos=frozenset(), decode=tokenizer.decode,
+                         encode=encode, max_context=4096, jump_forward=False,
+                         speculation=Speculation(max_tokens=8, token_cost=cost), max_feed=16,
+                         counts=Counter())
+    row = DecodeRow(GenerationRequest(tuple(encode(PROMPT)), SamplingParams(64)),
+                    concurrent.futures.Future(), None, None,
+                    out=list(encode("What is the weather in")))
+    return decoder, row
+
+
+def test_a_row_whose_odds_do_not_pay_tries_one_token_seldom(tokenizer):
+    # Measured on the embedded model: a drafted token cost 0.92 steps, so the prior odds
+    # (0.8) pay for none; trying one token every step that allowed it cost 6% of free text.
+    decoder, row = _rows(tokenizer, 0.92)
+    tried = []
+    for _ in range(300):
+        decoder.propose(row, room=8)
+        tried.append(len(row.drafts))
+        row.drafts = []
+    assert set(tried) == {0, 1} and sum(tried) == 3  # one token once in 92 steps: 1% at most
+    # Where the odds pay, the row drafts at once, as far as they pay.
+    decoder, row = _rows(tokenizer, 0.3)
+    decoder.propose(row, room=8)
+    assert len(row.drafts) == draft_length(0.8, 0.3, 8) == 5
