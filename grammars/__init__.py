@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 # What the server and the bench use; nothing outside this package imports its modules.
 from grammars._walk import iter_schema_nodes
 from grammars.backend_types import CompiledGrammar, GrammarBackend, GrammarMatcher, MaskingBackend
-from grammars.bridge import BridgedBackend, bridge_demoted, is_bridged, reported
+from grammars.bridge import BridgedBackend, bridge_demoted, bridge_first, is_bridged, reported
 from grammars.budgets import Budget, BudgetExceeded
 from grammars.cache import CacheKey, CacheStats, GrammarCache, Lookup
 from grammars.dialect import bfcl_to_json_schema
@@ -119,7 +119,7 @@ __all__ = [
     "DEFAULT_POLICIES", "JSON_SCHEMA_READING", "POLICY_FLAGS", "TIERS", "VLLM_XGRAMMAR_KEYWORDS",
     "Analysis", "DiskStore", "EnforcementReport", "GrammarPolicy", "KeywordTable", "PolicyFlag",
     "departures", "iter_schema_nodes", "validator_for", "with_policies",
-    "BRIDGE", "BridgedBackend", "bridge_demoted", "is_bridged", "reported",
+    "BRIDGE", "BridgedBackend", "bridge_demoted", "bridge_first", "is_bridged", "reported",
     "Budget", "BudgetExceeded", "CacheKey", "CacheStats", "CompiledGrammar", "GrammarBackend",
     "GrammarCache", "GrammarError", "GrammarMatcher", "GrammarSpec", "InvalidSchemaError",
     "JsonSchemaSpec", "Lookup", "MaskingBackend", "StructuralTagSpec", "TaggedSpec",

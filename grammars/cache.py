@@ -61,6 +61,11 @@ class CacheStats:
 MAX_DISK_GRAMMAR_BYTES = 8 * 2**20
 
 
+# The longest a compile waits for the event it was submitted `after` (a bridge that did not
+# end: the compile goes on without it).
+AFTER_WAIT_S = 5.0
+
+
 class GrammarCache:
     def __init__(self, backend: GrammarBackend, *, max_entries: int = 512,
                  max_bytes: int = 512 * 2**20, ttl_s: float | None = None,
@@ -100,12 +105,14 @@ class GrammarCache:
         """Blocking lookup (startup warm-up, benchmarks)."""
         return self.submit(spec).result()
 
-    def submit(self, spec: GrammarSpec, *, persist: bool = True
-               ) -> concurrent.futures.Future[Lookup]:
+    def submit(self, spec: GrammarSpec, *, persist: bool = True,
+               after: threading.Event | None = None) -> concurrent.futures.Future[Lookup]:
         """A future of the lookup: done at once on a hit; on a miss, the one load or
         compilation of this key, shared by every caller until it finishes. A failed compile
         is not cached. `persist=False`: a grammar of one conversation (its grounded values
-        and spans): kept in memory only, never read from or written to the disk store."""
+        and spans): kept in memory only, never read from or written to the disk store.
+        `after`: on a miss this call starts, the compile (not the disk load) waits for it
+        to be set, at most `AFTER_WAIT_S` (a bridge that runs first, alone on the CPU)."""
         start = time.perf_counter()
         key = self.key_for(spec)
         with self._lock:
@@ -124,14 +131,16 @@ class GrammarCache:
             if running is not None:
                 self._joined += 1
                 return running
-            future = self._pool.submit(self._fill, key, spec, start, persist)
+            future = self._pool.submit(self._fill, key, spec, start, persist, after)
             self._inflight[key] = future
             return future
 
     def _fill(self, key: CacheKey, spec: GrammarSpec, start: float,
-              persist: bool = True) -> Lookup:
+              persist: bool = True, after: threading.Event | None = None) -> Lookup:
         try:
             compiled = self._from_disk(key, spec) if persist else None
+            if compiled is None and after is not None:
+                after.wait(AFTER_WAIT_S)
             if compiled is None:
                 with self._lock:
                     self._compiles += 1

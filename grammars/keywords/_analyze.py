@@ -30,11 +30,16 @@ def analyze(schema: dict[str, Any], table: KeywordTable, *,
             found = [KeywordUse(u.pointer, u.keyword, "validator", "inside a validator-only "
                                 "keyword") if u.tier == "grammar" else u
                      for u in found if not u.implicit]
+            tiers = _tiers(found)
         else:
-            found += _rewrite_node(node, pointer, target, table, found)
+            tiers = _tiers(found)
+            more = _rewrite_node(node, pointer, target, table, tiers)
+            if more:
+                found += more
+                tiers = _tiers(found)
             targets[pointer] = target
-        removed.update(f"{pointer}/{key}" for key, tiers in _tiers(found).items()
-                       if tiers == {"validator"})
+        removed.update(f"{pointer}/{key}" for key, kinds in tiers.items()
+                       if kinds == {"validator"})
         uses.extend(found)
     uses = _unions.oneof_approximations(uses, targets, table)
     return Analysis(EnforcementReport(table.backend, tuple(uses)), grammar_schema)
@@ -55,19 +60,24 @@ def _under(pointer: str, removed: set[str]) -> bool:
 
 
 def _classify_node(node: dict[str, Any], pointer: str, table: KeywordTable) -> list[KeywordUse]:
+    # Whether a `$ref` or a union stands in the node: read once, not once per keyword.
+    ref = isinstance(node.get("$ref"), str)
+    union = not node.keys().isdisjoint(_unions.UNIONS)
     uses = [KeywordUse(f"{pointer}/{key}", key, tier, note)
             for key, value in node.items()
-            for tier, note in _classify(key, value, node, table)]
+            for tier, note in _classify(key, value, node, table, ref=ref, union=union)]
     return uses + _shapes.absent(node, pointer, table)
 
 
-def _classify(key: str, value: Any, node: dict[str, Any], table: KeywordTable) -> Verdicts:
+def _classify(key: str, value: Any, node: dict[str, Any], table: KeywordTable, *,
+              ref: bool, union: bool) -> Verdicts:
     """The first family with an opinion decides: annotations, then what stands beside a
-    union (it overrides the keyword's own family), then the keyword's family."""
+    union (it overrides the keyword's own family), then the keyword's family. (`ref`,
+    `union`: whether the node holds a `$ref` string, a union.)"""
     found = _annotations.classify(key, value)
-    if found is None:
+    if found is None and ref:
         found = _shapes.beside_ref(key, node, table)
-    if found is None:
+    if found is None and union:
         found = _unions.beside(key, node, table)
     if found is None and key == "format":
         found = _formats.classify(value, node, table)
@@ -92,11 +102,11 @@ _FAMILIES = {
 
 
 def _rewrite_node(node: dict[str, Any], pointer: str, target: dict[str, Any],
-                  table: KeywordTable, uses: list[KeywordUse]) -> list[KeywordUse]:
+                  table: KeywordTable, tiers: dict[str, set[Tier]]) -> list[KeywordUse]:
     """Edit the node's copy to what the mask should enforce: a keyword the mask does none
     of is left out (which only relaxes the grammar); the families rewrite forms the backend
-    reads differently. Returns what the copy says where a keyword is absent."""
-    tiers = _tiers(uses)
+    reads differently (`tiers`: the node's keywords' tiers). Returns what the copy says
+    where a keyword is absent."""
     for key, found in tiers.items():
         if found == {"validator"}:
             target.pop(key, None)

@@ -62,7 +62,7 @@ def beside_ref(key: str, node: dict[str, Any], table: KeywordTable) -> Verdicts 
 def absent(node: dict[str, Any], pointer: str, table: KeywordTable) -> list[KeywordUse]:
     """What the mask does where additionalProperties is absent, under strict objects."""
     if isinstance(node.get("properties"), dict) and "additionalProperties" not in node \
-            and not any(k in node for k in _OPENS_OBJECT) and table.strict_objects:
+            and node.keys().isdisjoint(_OPENS_OBJECT) and table.strict_objects:
         return [KeywordUse(f"{pointer}/additionalProperties", "additionalProperties",
                            "grammar", "absent: keys not in 'properties' are not generated "
                                       "(strict objects)", implicit=True)]
@@ -81,7 +81,7 @@ def rewrite(node: dict[str, Any], target: dict[str, Any], tiers: dict[str, set[T
         if extra is not None:
             target["items"] = extra
     if isinstance(node.get("properties"), dict) and "additionalProperties" not in node \
-            and any(k in node for k in _OPENS_OBJECT):
+            and not node.keys().isdisjoint(_OPENS_OBJECT):
         target["additionalProperties"] = True
     if "patternProperties" in node and node.get("additionalProperties") is not True:
         target["additionalProperties"] = True
@@ -106,10 +106,11 @@ def implied_type(node: dict[str, Any], pointer: str, target: dict[str, Any],
     as the absent `type` it is."""
     if "type" in node or "enum" in node or "const" in node:
         return []
-    implied = [kind for kind, keys in _TYPE_KEYWORDS.items() if any(k in target for k in keys)]
+    implied = [kind for kind, keys in _TYPE_KEYWORDS.items()
+               if not target.keys().isdisjoint(keys)]
     if not implied:
         return []
-    if not table.implied_types or any(k in node for k in (*UNIONS, "$ref")):
+    if not table.implied_types or not node.keys().isdisjoint((*UNIONS, "$ref")):
         target["type"] = list(ALL_TYPES)
         return []
     target["type"] = implied[0] if len(implied) == 1 else implied
@@ -139,4 +140,4 @@ def odd_names(node: dict[str, Any], pointer: str, target: dict[str, Any],
 def _may_be(node: dict[str, Any], kind: str, keywords: tuple[str, ...]) -> bool:
     types = node.get("type")
     named = types == kind or (isinstance(types, list) and kind in types)
-    return named or any(k in node for k in keywords)
+    return named or not node.keys().isdisjoint(keywords)

@@ -22,8 +22,8 @@ def beside(key: str, node: dict[str, Any], table: KeywordTable) -> Verdicts | No
     were not enforced; `properties` beside allOf refused valid values). One side goes to the
     validator: the union where `properties`, `enum` or `const` stand beside it (they carry
     the shape; see `classify`), else the assertions beside it."""
-    if table.unions_beside_properties or not any(k in node for k in UNIONS) \
-            or any(k in node for k in _SHAPES):
+    if table.unions_beside_properties or node.keys().isdisjoint(UNIONS) \
+            or not node.keys().isdisjoint(_SHAPES):
         return None
     if key in table.grammar and key not in _BESIDE_UNIONS:
         return [("validator", "beside anyOf/oneOf/allOf the mask takes the branches only: "
@@ -35,7 +35,7 @@ def classify(key: str, value: Any, node: dict[str, Any],
              table: KeywordTable) -> Verdicts | None:
     if key == "allOf" and isinstance(value, list) and len(value) > 1 and not table.multi_allof:
         return [("validator", "allOf with several branches: checked after decoding")]
-    if any(k in node for k in _SHAPES) and not table.unions_beside_properties:
+    if not node.keys().isdisjoint(_SHAPES) and not table.unions_beside_properties:
         return [("validator", f"{key} beside 'properties', 'enum' or 'const': checked "
                               "after decoding")]
     return None
