@@ -52,6 +52,9 @@ MIN_REPEATS = 4
 # Steering that keeps having to step in (the model drifts from one near-loop to the next:
 # "deer_population.deer_species.deer_species...") stops the decode after this many steps.
 STEER_LIMIT = 8
+# The most tokens `repeated_unit` needs to find a loop: its longest period times the repeats
+# that period needs (steering reads only this tail, not the whole output, at every step).
+_LOOP_WINDOW = max(p * max(MIN_REPEATS, -(-LOOP_TOKENS // p)) for p in range(1, MAX_PERIOD + 1))
 # Text after complete calls, past this many characters (whitespace aside) with no call
 # begun, ends the answer after the calls: room for a separator or a call's opener.
 AFTER_CALLS_CHARS = 32
@@ -197,11 +200,12 @@ class RunawayGuard:
             if reading is None:
                 return set()
             banned = set()
+            tail = list(ids[-(_LOOP_WINDOW - 1):])  # all a loop's finding reads (below)
             for period in range(1, min(MAX_PERIOD, len(ids)) + 1):
                 candidate = ids[-period]
                 if candidate in banned:
                     continue
-                found = repeated_unit([*ids, candidate])
+                found = repeated_unit([*tail, candidate])
                 if found is not None and self._loop_kind(found[0], [*ids, candidate]):
                     banned.add(candidate)
             self._steered += bool(banned)

@@ -147,6 +147,28 @@ def test_repeated_unit(ids, found):
     assert repeated_unit(ids) == found
 
 
+def test_a_loop_is_found_in_the_last_window_of_tokens_as_in_the_whole_output():
+    # Steering reads only the tail `repeated_unit` needs, at every step: the period found
+    # there is the one found in the whole output (the repeats may be fewer past the need).
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from server.pipeline.guards.runaway import _LOOP_WINDOW
+
+    units = st.lists(st.integers(0, 3), min_size=1, max_size=17)
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.integers(0, 3), max_size=120), units, st.integers(0, 12),
+           st.lists(st.integers(0, 3), max_size=3))
+    def check(head, unit, times, after):
+        ids = head + unit * times + after
+        whole, tail = repeated_unit(ids), repeated_unit(ids[-_LOOP_WINDOW:])
+        assert (whole is None) == (tail is None)
+        assert whole is None or whole[0] == tail[0]
+
+    check()
+
+
 def test_steering_avoids_the_token_that_completes_a_loop(tokenizer):
     from server.pipeline.guards.runaway import LOOP_TOKENS, MIN_REPEATS
 
