@@ -17,7 +17,14 @@ from typing import Any
 
 from grammars._walk import iter_schema_nodes
 from grammars.errors import InvalidSchemaError, UnsupportedSchemaError
-from grammars.keywords import Analysis, KeywordTable, analyze
+from grammars.keywords import (
+    Analysis,
+    EnforcementReport,
+    KeywordTable,
+    KeywordUse,
+    Tier,
+    analyze,
+)
 from grammars.metaschema import check_json_value, check_metaschema
 from grammars.patterns import PatternError, client_regex
 
@@ -45,11 +52,27 @@ def check_schema(schema: Any, *, table: KeywordTable, where: str = "schema") -> 
     if not isinstance(schema, dict):
         raise InvalidSchemaError(f"{where} must be a JSON object, got {type(schema).__name__}",
                                  hint="Send a JSON Schema object such as {\"type\": \"object\"}.")
-    return _checked(json.dumps(schema, sort_keys=False, ensure_ascii=False), where, table)
+    rows, grammar_schema = _checked(json.dumps(schema, sort_keys=False, ensure_ascii=False),
+                                    where, table)
+    return Analysis(EnforcementReport(table.backend, tuple(KeywordUse(*r) for r in rows)),
+                    grammar_schema)
+
+
+# What a check keeps: the report's uses as plain tuples of strings (and a flag), which the
+# cyclic collector stops tracking, and the grammar schema. Kept as objects, the uses were
+# most of what a full collection walked: 57,000 of 71,000 objects after 300 Kubernetes
+# schemas, a 19 ms pause, every request and the decode loop held meanwhile.
+_Checked = tuple[tuple[tuple[str, str, Tier, str, bool], ...], dict[str, Any]]
 
 
 @functools.lru_cache(maxsize=1024)
-def _checked(text: str, where: str, table: KeywordTable) -> Analysis:
+def _checked(text: str, where: str, table: KeywordTable) -> _Checked:
+    analysis = _analysis(text, where, table)
+    return (tuple((u.pointer, u.keyword, u.tier, u.note, u.implicit)
+                  for u in analysis.report.uses), analysis.grammar_schema)
+
+
+def _analysis(text: str, where: str, table: KeywordTable) -> Analysis:
     schema = json.loads(text)
     check_json_value(schema, where=where)
     check_metaschema(schema, where=where)

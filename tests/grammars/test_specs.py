@@ -74,3 +74,26 @@ def test_spec_keys_differ_by_kind_and_content():
     tool = ToolSpec.from_parameters("f", {"type": "object"}, table=XGRAMMAR_KEYWORDS)
     assert len({a.key, b.key, ToolCallsSpec((tool,)).key,
                 ToolCallsSpec((tool,), max_calls=1).key}) == 4
+
+
+def test_a_remembered_check_keeps_nothing_the_cyclic_collector_walks():
+    # Kept as objects, a check's keyword uses were most of what a full collection walked
+    # (57,000 of 71,000 objects after 300 Kubernetes schemas: a 19 ms pause). Kept as plain
+    # tuples of strings, the collector stops tracking them at its first pass.
+    import gc
+
+    from grammars.keywords import KeywordUse
+    from grammars.specs import _checked, check_schema
+
+    schema = {"type": "object", "properties": {
+        f"p{i}": {"type": "string", "description": f"field {i}", "maxLength": 9}
+        for i in range(50)}, "required": ["p0"]}
+    analysis = check_schema(schema, table=XGRAMMAR_KEYWORDS)
+    assert all(isinstance(u, KeywordUse) for u in analysis.report.uses)
+    rows, _ = _checked(json.dumps(schema, ensure_ascii=False), "schema", XGRAMMAR_KEYWORDS)
+    assert [KeywordUse(*r) for r in rows] == list(analysis.report.uses)
+    gc.collect()
+    assert not gc.is_tracked(rows) and not any(gc.is_tracked(r) for r in rows)
+    # A hit gives the same report, as objects of its own.
+    again = check_schema(schema, table=XGRAMMAR_KEYWORDS)
+    assert again.report == analysis.report and again.report is not analysis.report
