@@ -23,9 +23,11 @@ item of an array of them) grounded too (BFCL's missing value is often a count: "
 several lines"). Per system and
 setting, each answer is one of: asked (a text with a
 question mark, or StrictCall's `needs_input`), called (acting on what the user did not
-give; of those calls, the ones carrying a string nobody wrote in the conversation are
-invented), a call written as text (an offered function's name in JSON or call syntax in
-the text: no call a client can run, no question either), other text, empty, cut off
+give; of those calls, the ones carrying a value nobody gave are invented: a string not
+written in the conversation, a number written there neither in digits nor in words and not
+its parameter's default, an array's items alike), a call written as text (an offered
+function's name in JSON or call syntax in the text: no call a client can run, no question
+either), other text, empty, cut off
 (finish_reason "length"), error (a non-200 answer, counted against). With grounding on,
 every free string parameter (and each item of an array of them) is marked
 `x-strictcall-grounded` (bench/bfcl_multi_turn_data `marked_grounded`); the peer takes no
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from text_to_num import alpha2digit
 
 from bench.accuracy.bfcl_peer import _gguf, served
 from bench.common.results_file import add_save_flag, save
@@ -84,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     if args.save:
         save("bfcl-missing", {"model": args.model, "gguf": gguf.name, "threads": args.threads,
-                              "max_tokens": args.max_tokens, "rows": rows,
+                              "max_tokens": args.max_tokens,
+                              "invented_judge": "strings and numbers", "rows": rows,
                               "answers": answers}, argv, variant=args.save_variant)
     return 0
 
@@ -182,9 +186,10 @@ def ask(client: httpx.Client, entry: dict[str, Any], messages: list[dict[str, An
     answer = response.json()
     choice = answer["choices"][0]
     calls = choice["message"].get("tool_calls") or []
-    said = json.dumps(messages, ensure_ascii=False).casefold()
-    invented = [v for c in calls for v in _strings(c["function"]["arguments"])
-                if v.casefold() not in said]
+    offered = {t["function"]["name"]: t["function"].get("parameters") or {}
+               for t in body["tools"]}
+    invented = [v for c in calls for v in invented_values(
+        c["function"]["arguments"], messages, offered.get(c["function"]["name"], {}))]
     text = choice["message"].get("content") or ""
     question = "needs_input" in (answer.get("strictcall") or {})
     verdict = "cut_off" if choice["finish_reason"] == "length" else "called" if calls \
@@ -212,13 +217,38 @@ def text_kind(text: str, names: set[str]) -> str:
     return "question" if "?" in stripped else "text"
 
 
-def _strings(arguments: str) -> list[str]:
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def invented_values(arguments: str, messages: list[dict[str, Any]],
+                    parameters: dict[str, Any]) -> list[Any]:
+    """The values of one call's `arguments` that nobody gave: a string the conversation
+    (`messages`, tool results included) does not hold; a number it writes neither in
+    digits nor in English words ("five", "twenty") that is not its parameter's default
+    (omitting it gives the same); each item of an array alike. Booleans are a choice the
+    tool offers, not a value the user must give: never counted."""
     try:
         values = json.loads(arguments or "{}")
     except json.JSONDecodeError:
         return [arguments]
-    return [v for v in (values.values() if isinstance(values, dict) else [])
-            if isinstance(v, str) and v.strip()]
+    if not isinstance(values, dict):
+        return []
+    said = json.dumps(messages, ensure_ascii=False).casefold()
+    texts = "\n".join(m["content"] for m in messages if isinstance(m.get("content"), str))
+    numbers = {float(n) for n in _NUMBER.findall(alpha2digit(texts, "en"))}
+    properties = parameters.get("properties") or {}
+    out: list[Any] = []
+    for name, value in values.items():
+        default = (properties.get(name) or {}).get("default")
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, bool):
+                continue
+            unsaid = item.strip() != "" and item.casefold() not in said \
+                if isinstance(item, str) else isinstance(item, int | float) \
+                and float(item) not in numbers and item != default
+            if unsaid:
+                out.append(item)
+    return out
 
 
 KINDS = ("question", "called", "call_as_text", "text", "empty", "cut_off", "error")
@@ -233,7 +263,7 @@ def summary(system: str, setting: str, answers: list[dict[str, Any]]) -> dict[st
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| system | grounding | n | asked (a question) | of them StrictCall's | called | "
-             "calls with an invented string | a call written as text | other text | empty | "
+             "calls with an invented value | a call written as text | other text | empty | "
              "cut off | errors |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['system']} | {r['grounding']} | {r['n']} | {r['question']} | "
               f"{r['strictcall_questions']} | {r['called']} | {r['invented']} | "

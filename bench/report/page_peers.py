@@ -27,12 +27,15 @@ def bfcl_peer(results: dict[str, Any]) -> Rendered:
 
 def bfcl_missing(results: dict[str, Any]) -> Rendered:
     rows = results["rows"]
+    # Runs before the judge read numbers counted only strings nobody wrote.
+    judged = "value" if results.get("invented_judge") == "strings and numbers" else "string"
+
     def side(r: dict[str, Any]) -> str:
         grounded = {"on": "strings", "values": "strings+numbers", "off": "nothing"}
         who = r["system"] if r["system"] == "llama-server" else \
             f"{grounded.get(r['grounding'], r['grounding'])} grounded"
         rest = "".join(f", {r[k]} {label}" for k, label in (
-            ("invented", "with a string nobody gave"), ("call_as_text", "as text"),
+            ("invented", f"with a {judged} nobody gave"), ("call_as_text", "as text"),
             ("cut_off", "cut off")) if r[k])
         return f"{who} {r['question']}/{r['n']} ({r['called']} called{rest})"
     return Rendered(sections=[table(rows), ""], headline=(

@@ -260,6 +260,12 @@ def test_the_bfcl_missing_headline_counts_the_questions_and_names_only_what_went
         "qwen, asked where a value is missing (the right answer): StrictCall strings+numbers "
         "grounded 14/20 (6 called); nothing grounded 0/20 (20 called, 7 with a string nobody "
         "gave); llama-server 0/20 (0 called, 9 as text, 6 cut off)")
+    # A run whose judge reads numbers too says "value": a count nobody gave is invented.
+    judged = bfcl_missing({"model": "qwen", "invented_judge": "strings and numbers",
+                           "rows": [row("strictcall-llamacpp", "on", question=17, called=3,
+                                        invented=2)]})
+    assert judged.headline.endswith("strings grounded 17/20 (3 called, 2 with a value nobody "
+                                    "gave)")
 
 
 def test_the_grounding_headline_counts_invented_over_what_could_be_and_asked_again() -> None:
