@@ -85,10 +85,10 @@ def decode_speed(results: dict[str, Any]) -> Rendered:
                   "The mask's cost per token by vocabulary (one JSON answer replayed):", "",
                   table(vocab) if vocab else "-", ""],
         images={"decode-speed-tokens.png": png(draw, size=(5.5, 3.5))},
-        headline=f"{first['backend']}: constrained decoding at {first['ratio']:.2f}x the "
-                 "unconstrained steps/s, one token a step on both sides"
-                 + (f" (as served, with jump-forward: {first['served per output token']:.2f}x "
-                    f"per output token, {first['served per step']:.2f}x per step)"
+        headline=f"{first['backend']}: constrained at {first['ratio']:.2f}x unconstrained "
+                 "steps/s, one token a step each"
+                 + (f"; as served (jump-forward) {first['served per output token']:.2f}x per "
+                    f"output token, {first['served per step']:.2f}x per step"
                     if first["served per output token"] is not None else ""))
 
 
