@@ -233,8 +233,8 @@ class BridgedBackend(MaskingBackend):
             lost += tuple(u for u in analysis.report.uses if u.tier == "grammar"
                           and any(u.pointer == p or u.pointer.startswith(p + "/")
                                   for p in dropped))
-        demoted = tuple(dataclasses.replace(u, pointer=prefix + u.pointer, tier="validator",
-                                            note=DEMOTED_NOTE)
+        demoted = tuple(u._replace(pointer=prefix + u.pointer, tier="validator",
+                                   note=DEMOTED_NOTE)
                         for u in (*analysis.report.of("validator"), *lost))
         return grammar_schema, demoted
 

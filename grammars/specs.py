@@ -52,24 +52,26 @@ def check_schema(schema: Any, *, table: KeywordTable, where: str = "schema") -> 
     if not isinstance(schema, dict):
         raise InvalidSchemaError(f"{where} must be a JSON object, got {type(schema).__name__}",
                                  hint="Send a JSON Schema object such as {\"type\": \"object\"}.")
-    rows, grammar_schema = _checked(json.dumps(schema, sort_keys=False, ensure_ascii=False),
-                                    where, table)
-    return Analysis(EnforcementReport(table.backend, tuple(KeywordUse(*r) for r in rows)),
-                    grammar_schema)
+    rows, grammar_schema, grammar_json = _checked(
+        json.dumps(schema, sort_keys=False, ensure_ascii=False), where, table)
+    return Analysis(EnforcementReport(table.backend, tuple(map(KeywordUse._make, rows))),
+                    grammar_schema, grammar_json)
 
 
-# What a check keeps: the report's uses as plain tuples of strings (and a flag), which the
-# cyclic collector stops tracking, and the grammar schema. Kept as objects, the uses were
-# most of what a full collection walked: 57,000 of 71,000 objects after 300 Kubernetes
-# schemas, a 19 ms pause, every request and the decode loop held meanwhile.
-_Checked = tuple[tuple[tuple[str, str, Tier, str, bool], ...], dict[str, Any]]
+# What a check keeps: the report's uses as plain tuples of strings and a flag, which the
+# cyclic collector stops tracking (kept as objects, the uses were most of what a full
+# collection walked: 57,000 of 71,000 objects after 300 Kubernetes schemas, a 19 ms pause;
+# a tuple subclass such as `KeywordUse` stays tracked), the grammar schema and its canonical
+# text, which a spec is keyed by and a hit need not write again.
+_Checked = tuple[tuple[tuple[str, str, Tier, str, bool], ...], dict[str, Any], str]
 
 
 @functools.lru_cache(maxsize=1024)
 def _checked(text: str, where: str, table: KeywordTable) -> _Checked:
     analysis = _analysis(text, where, table)
     return (tuple((u.pointer, u.keyword, u.tier, u.note, u.implicit)
-                  for u in analysis.report.uses), analysis.grammar_schema)
+                  for u in analysis.report.uses), analysis.grammar_schema,
+            canonical_json(analysis.grammar_schema))
 
 
 def _analysis(text: str, where: str, table: KeywordTable) -> Analysis:
@@ -134,7 +136,7 @@ class JsonSchemaSpec:
 
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> JsonSchemaSpec:
-        return cls(canonical_json(analysis.grammar_schema))
+        return cls(analysis.grammar_json or canonical_json(analysis.grammar_schema))
 
     @cached_property
     def key(self) -> str:
@@ -158,7 +160,7 @@ class ToolSpec:
 
     @classmethod
     def from_analysis(cls, name: str, analysis: Analysis) -> ToolSpec:
-        return cls(name, canonical_json(analysis.grammar_schema))
+        return cls(name, analysis.grammar_json or canonical_json(analysis.grammar_schema))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ oneOf's "exactly one"."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from grammars.keywords._report import KeywordUse, Verdicts
@@ -56,7 +55,7 @@ def oneof_approximations(uses: list[KeywordUse], targets: dict[str, dict[str, An
         branches = targets[use.pointer[:-len("/oneOf")]].get("oneOf")
         if not isinstance(branches, list) or exactly_one(branches):
             continue
-        out[-1] = dataclasses.replace(use, note="the mask takes any branch: its branches are "
+        out[-1] = use._replace(note="the mask takes any branch: its branches are "
                                                 "not provably disjoint")
         out.append(KeywordUse(use.pointer, use.keyword, "validator",
                               "exactly one branch: checked after decoding"))

@@ -90,7 +90,9 @@ def test_a_remembered_check_keeps_nothing_the_cyclic_collector_walks():
         for i in range(50)}, "required": ["p0"]}
     analysis = check_schema(schema, table=XGRAMMAR_KEYWORDS)
     assert all(isinstance(u, KeywordUse) for u in analysis.report.uses)
-    rows, _ = _checked(json.dumps(schema, ensure_ascii=False), "schema", XGRAMMAR_KEYWORDS)
+    rows, _, text = _checked(json.dumps(schema, ensure_ascii=False), "schema",
+                             XGRAMMAR_KEYWORDS)
+    assert text == canonical_json(analysis.grammar_schema)  # a hit writes it no more
     assert [KeywordUse(*r) for r in rows] == list(analysis.report.uses)
     # Plain tuples of strings and flags all the way down: what the collector stops tracking
     # (shown on a copy made here: the cached one may sit in a heap another test froze).
