@@ -52,7 +52,9 @@ ABOUT = {
         "A schema nobody sent before: *check* is the keyword layer's (its metaschema and "
         "keyword analysis), *wait* is xgrammar's compile, *bridge* the time until a "
         "request can decode under llguidance's mask meanwhile (`--cold-compile bridge`), "
-        "*from the schema* check and bridge together. The "
+        "*from the schema* check and bridge together, and again over the schemas within "
+        "the server's default budgets (the rest it refuses with a 400 naming the limit, "
+        "unless the operator raises it). The "
         "last columns compare each bridged mask's verdict on the schema's test instances "
         "with xgrammar's: *valid refused* is harm, *invalid let through* is left to the "
         "post-decode validator."),

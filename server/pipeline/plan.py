@@ -254,7 +254,7 @@ def _checked_late(report: EnforcementReport, late: dict[str, str]) -> Enforcemen
     if not late:
         return report
     return EnforcementReport(report.backend, tuple(
-        replace(u, tier="validator", note=late[u.pointer])
+        u._replace(tier="validator", note=late[u.pointer])
         if u.pointer in late and u.tier == "grammar" else u for u in report.uses))
 
 

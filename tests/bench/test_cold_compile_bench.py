@@ -50,15 +50,32 @@ def test_each_served_schema_has_its_check_timed_and_counted_from_the_schema(resu
 def test_the_headline_names_the_time_from_the_client_schema(results):
     page = cold_compile(results)
     [cat] = results["categories"]
-    assert f"(Tiny), {cat['from_schema_p99']:.0f} ms with the schema's check, against" \
+    assert f"(Tiny), {cat['from_schema_p99']:.0f} ms with the schema's check;" \
         in page.headline
+
+
+def test_a_schema_over_the_servers_default_budgets_is_counted_and_timed_apart(results):
+    # b_wide's 60 optional top-level properties exceed max_optional_params (24): a server
+    # with its default budgets refuses it before any check, so its time is not in the
+    # within-budgets p99, which is a_small's alone.
+    [cat] = results["categories"]
+    rows = {r["over_budget"]: r for r in cat["rows"]}
+    assert set(rows) == {None, "max_optional_params"}
+    assert cat["over_budget"] == {"max_optional_params": 1}
+    small = rows[None]
+    assert cat["from_schema_p99_within_budgets"] == small["check_ms"] + small["first_ms"]
+    page = cold_compile(results)
+    assert (f"; {cat['from_schema_p99_within_budgets']:.0f} ms (Tiny) within the server's "
+            "default budgets, which refuse 1 of 2 schemas, against") in page.headline
+    assert "max_optional_params 1" in page.sections[0]
 
 
 def test_a_file_from_before_the_check_was_timed_renders_without_it(results):
     old = json.loads(json.dumps(results))
     for cat in old["categories"]:
-        for key in ("check_p50", "check_p99", "from_schema_p99"):
+        for key in ("check_p50", "check_p99", "from_schema_p99", "over_budget",
+                    "from_schema_p99_within_budgets"):
             del cat[key]
     page = cold_compile(old)
-    assert "the schema's check" not in page.headline
+    assert "the schema's check" not in page.headline and "budgets" not in page.headline
     assert page.headline.startswith("cold p99 with the bridge at most")
