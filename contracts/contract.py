@@ -227,7 +227,7 @@ def _violations(exc: ValidationError, schema: dict[str, Any],
         if isinstance(raised, Violated):
             pointer = f"/{raised.field}" if raised.field else _pointer(err["loc"], schema)
             found = Violation(pointer, raised.code, _at(arguments, pointer), raised.allowed,
-                              raised.message)
+                              raised.message, raised.grammar)
         else:
             pointer = _pointer(err["loc"], schema)
             node = _node(schema, pointer)

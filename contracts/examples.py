@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from contracts import clock
 from contracts.catalog import ToolContext, ToolFailed
 from contracts.contract import tool
+from contracts.date_ranges import on_or_after, on_or_before
 from contracts.markers import About, Ask, Confirm, FromHeader, Generated, Grounded, Redact
 from contracts.violations import Violated
 
@@ -187,7 +188,8 @@ class OpenDispute(_Contract):
         if day > today:
             raise Violated(f"the operation date {day.isoformat()} is in the future",
                            field="operation_date", code="semantic_mismatch",
-                           allowed=f"a date on or before {today.isoformat()}")
+                           allowed=f"a date on or before {today.isoformat()}",
+                           grammar={"type": "string", "pattern": on_or_before(today)})
         return day
 
     @model_validator(mode="after")
@@ -215,6 +217,19 @@ class BookHotel(_Contract):
     guests: Annotated[int, Grounded(), About(
         "number of guests", ru="количество гостей", de="Anzahl der Gäste"), Field(
         ge=1, le=8, description="Number of guests")]
+
+    @field_validator("check_in", mode="after")
+    @classmethod
+    def _not_past(cls, value: dt.date, info: ValidationInfo) -> dt.date:
+        # (Grounding reads "14.01" said in December as the next 14 January by this rule:
+        # of a date's readings, the first the field takes.)
+        today = (info.context or {}).get("today") or clock.today()
+        if value < today:
+            raise Violated(f"the check-in date {value.isoformat()} is in the past",
+                           field="check_in", code="semantic_mismatch",
+                           allowed=f"a date on or after {today.isoformat()}",
+                           grammar={"type": "string", "pattern": on_or_after(today)})
+        return value
 
 
 class Passenger(_Contract):

@@ -6,7 +6,7 @@ lists the allowed values is what makes a repair succeed."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 ViolationCode = Literal["missing_required", "wrong_type", "out_of_range", "invalid_enum",
@@ -17,12 +17,16 @@ class Violated(ValueError):
     """Raise inside a contract's validator: `field` names the property to fix."""
 
     def __init__(self, message: str, *, field: str | None = None,
-                 code: ViolationCode = "cross_field", allowed: Any = None) -> None:
+                 code: ViolationCode = "cross_field", allowed: Any = None,
+                 grammar: dict[str, Any] | None = None) -> None:
+        """`grammar`: a JSON Schema of the values the rule allows, where one can say it
+        (`allowed` in words): a repair decodes the field under it."""
         super().__init__(message)
         self.message = message
         self.field = field
         self.code = code
         self.allowed = allowed
+        self.grammar = grammar
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class Violation:
     observed: Any
     allowed: Any
     message: str
+    # A JSON Schema of the allowed values, for a repair's grammar (`Violated`): not shown.
+    grammar: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def field(self) -> str | None:
@@ -40,7 +46,9 @@ class Violation:
         return parts[1].replace("~1", "/").replace("~0", "~") if len(parts) > 1 else None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["grammar"]
+        return out
 
     def feedback(self) -> str:
         where = self.pointer or "the call"

@@ -39,6 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import openai
 import yaml
 
 from bench.common.results_file import add_save_flag, save
@@ -166,14 +167,17 @@ def _dialogue(client: Any, model: str, d: dict[str, Any], setting: str, on: bool
     for n, step in enumerate(d["steps"], start=1):
         messages += step["messages"]
         started = time.perf_counter()
-        raw = client.chat.completions.with_raw_response.create(
-            model=model, messages=messages, max_tokens=200, temperature=temperature,
-            seed=seed, tools=[{"type": "function", "function": {"name": d["tool"]}}],
-            tool_choice={"type": "function", "function": {"name": d["tool"]}},
-            extra_body={"strictcall": {"grounding": on, "session": session}})
+        try:
+            raw = client.chat.completions.with_raw_response.create(
+                model=model, messages=messages, max_tokens=200, temperature=temperature,
+                seed=seed, tools=[{"type": "function", "function": {"name": d["tool"]}}],
+                tool_choice={"type": "function", "function": {"name": d["tool"]}},
+                extra_body={"strictcall": {"grounding": on, "session": session}})
+            status, text = raw.http_response.status_code, raw.text
+        except openai.APIStatusError as exc:  # (the client raises on a 4xx or 5xx: an
+            status, text = exc.status_code, exc.response.text  # error, counted against)
         seconds = time.perf_counter() - started
-        status = raw.http_response.status_code
-        body = json.loads(raw.text) if status == 200 else None
+        body = json.loads(text) if status == 200 else None
         shown, asked, confirming = outcome(body) if body else ({}, set(), set())
         if body is not None:
             message = body["choices"][0]["message"]

@@ -114,9 +114,10 @@ class ValueFinder:
         number it spells, if it spells one)."""
         seen: list[Any] = []
         ok, value = self.value_of(raw)
-        if ok and (_only_decoration_removed(raw, value) or self.shape.dates
-                   and _is_iso_date(value)) and (number is None or number % 1 == 0
-                                                 or _same_number(number, value)):
+        if ok and not _cents_dropped(raw, value) and (
+                _only_decoration_removed(raw, value) or self.shape.dates
+                and _is_iso_date(value)) and (number is None or number % 1 == 0
+                                              or _same_number(number, value)):
             seen.append(value)  # (the digits of "89,90" are no card 8990: it is 89.90)
         if number is not None and self.shape.numeric_text:
             ok, value = self.value_of(str(number))  # a string of digits: the same number
@@ -216,6 +217,18 @@ def _same_number(number: Decimal, value: Any) -> bool:
 def _is_iso_date(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 10 and value[4] == "-" and value[7] == "-"
 
+
+
+# A number written with one or two decimals ("75.00", "89,90 €"): an amount's cents.
+_CENTS = re.compile(r"\d[.,](\d{1,2})[^\w]*$")
+
+
+def _cents_dropped(raw: str, value: Any) -> bool:
+    """Whether reading `raw` as `value` made its cents digits of a string: "75.00" is no
+    card ending 7500 (the amount it is takes it)."""
+    cents = _CENTS.search(raw.strip())
+    return cents is not None and isinstance(value, str) and \
+        re.search(rf"[.,]{cents.group(1)}\D*$", value) is None
 
 
 def _only_decoration_removed(raw: str, value: Any) -> bool:

@@ -28,7 +28,13 @@ from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.finding import Found, ValueFinder, newest_values, value_reader
 from server.dialogue.language import identifier_words, words
 from server.dialogue.marks import Marked, Path, marked_fields, pointer_of, top_descriptions
-from server.dialogue.naming import NEW_INTENT, OPENS_NEW_INTENT, FieldWords, field_words
+from server.dialogue.naming import (
+    NEW_INTENT,
+    OPENS_NEW_INTENT,
+    FieldWords,
+    closest,
+    field_words,
+)
 from server.dialogue.plain import Plain, plain_values
 from server.dialogue.shape import plain_string
 from server.dialogue.which import thing_stems, vague
@@ -303,14 +309,46 @@ def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],
         for f in fs:
             span = (f.piece, f.start, f.end)
             named = words.naming(finders[path].all[f.piece].text, f.start, f.end) \
-                if len(path) == 1 else set()
-            owners = {o for o in named if o == path or span in spans.get(o, ())}
+                if len(path) == 1 else {}
+            owners = closest(named, [o for o in named if o == path or span in spans.get(o, ())])
             if owners == {path}:
                 kept.append(replace(f, named=True))
             elif not owners:
                 kept.append(f)  # (said of two fields that take it: of neither, dropped)
         out[path] = kept
-    return out
+    # (A value's `piece` counts among all the evidence's pieces, which each finder holds.)
+    return _left_to_their_own(out, next(iter(finders.values())).all if finders else ())
+
+
+def _left_to_their_own(found: dict[Path, list[Found]], pieces: Sequence[Piece]
+                       ) -> dict[Path, list[Found]]:
+    """Where the user's words give a field one value only, those words are that field's: a
+    field with other values leaves them ("charged 75.00 on card 6120": 75.00 is the
+    amount's one value, so the card's is 6120; "three nights, there are four of us": 4 is
+    the guests', so the nights' is 3). Repeated while that leaves another field one value.
+    (The user's words only: a profile's "cards 4417, 9921" are context, which gives no
+    amount. Top-level fields: an array's items each take their own.)"""
+    out = dict(found)
+    while True:
+        taken: dict[tuple[int, int, int], set[Path]] = {}
+        for path, fs in out.items():
+            if len(path) == 1 and len({_key(f.value) for f in fs}) == 1:
+                for f in fs:
+                    if 0 <= f.piece < len(pieces) and pieces[f.piece].source == "user":
+                        taken.setdefault((f.piece, f.start, f.end), set()).add(path)
+        changed = False
+        for path, fs in out.items():
+            if len(path) != 1 or len({_key(f.value) for f in fs}) < 2:
+                continue
+            kept = [f for f in fs if not taken.get((f.piece, f.start, f.end), set()) - {path}]
+            if kept and len(kept) < len(fs):
+                out[path], changed = kept, True
+        if not changed:
+            return out
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 

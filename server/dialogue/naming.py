@@ -9,7 +9,7 @@ the fields that can take it ("Hotel" names the city, never the 3 of "3 nights").
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,12 +76,12 @@ class FieldWords:
                 out.update(p for p, names in self.by_field.items() if stems & names)
         return out
 
-    def naming(self, text: str, start: int, end: int) -> set[Path]:
+    def naming(self, text: str, start: int, end: int) -> dict[Path, int]:
         """The fields the value at text[start:end] is said of. In the value's sentence,
         each word of a field names the run of digits nearest to it (within `NEAR` words):
         "card 4417 was charged 1 200,50" names 4417, not the amount, by the card; "5
-        nights and 3 guests" gives each number its own field. (Several: the caller keeps
-        those that can take the value.)"""
+        nights and 3 guests" gives each number its own field. Each with its word's distance
+        from the value: the caller keeps the nearest of those that can take it (`closest`)."""
         # (The sentence within `WINDOW` characters of the value: a field's word names it
         # from `NEAR` words away at most, and a message of one endless sentence costs no
         # more per value than a short one.)
@@ -93,18 +93,29 @@ class FieldWords:
         tokens = [(m.start(), m.end(), m.group()) for m in
                   _TOKEN.finditer(text, sentence_start, sentence_end)]
         runs = _digit_runs(tokens)
-        named: set[Path] = set()
+        named: dict[Path, int] = {}
         for i, (token_start, token_end, token) in enumerate(tokens):
             if token_start < end and token_end > start:
                 continue  # the value's own words ("OP" of OP-204518) name nothing
             fields = [p for p, names in self.by_field.items() if set(words(token)) & names]
-            run = _nearest(runs, i, text, tokens) if fields else None
-            if not fields or run is None:
+            nearest = _nearest(runs, i, text, tokens) if fields else None
+            if not fields or nearest is None:
                 continue
-            first, last = run
+            distance, (first, last) = nearest
             if tokens[first][0] < end and tokens[last][1] > start:  # the value's run
-                named.update(fields)
+                for field in fields:
+                    named[field] = min(distance, named.get(field, distance))
         return named
+
+
+def closest(named: Mapping[Path, int], takers: Iterable[Path]) -> set[Path]:
+    """Of the fields `named` names a value for (with their words' distances), those of
+    `takers` (the fields that can take it) whose word is nearest: "for 2 nights for one
+    guest" gives 2 to the nights ("guest" is three words off, and "one" no digits it could
+    name), not to both (then to neither)."""
+    near = {path: d for path, d in named.items() if path in set(takers)}
+    best = min(near.values(), default=0)
+    return {path for path, d in near.items() if d == best}
 
 
 def _digit_runs(tokens: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
@@ -121,9 +132,10 @@ def _digit_runs(tokens: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
 
 
 def _nearest(runs: list[tuple[int, int]], at: int, text: str,
-             tokens: list[tuple[int, int, str]]) -> tuple[int, int] | None:
-    """The run of digits nearest to token `at`; a comma or colon between them counts as
-    more words ("card 4417, amount 1 200,50": the amount is the second run's)."""
+             tokens: list[tuple[int, int, str]]) -> tuple[int, tuple[int, int]] | None:
+    """The run of digits nearest to token `at`, with its distance; a comma or colon between
+    them counts as more words ("card 4417, amount 1 200,50": the amount is the second
+    run's)."""
     best: tuple[int, tuple[int, int]] | None = None
     for first, last in runs:
         distance = first - at if at < first else at - last if at > last else 0
@@ -134,7 +146,7 @@ def _nearest(runs: list[tuple[int, int]], at: int, text: str,
         distance += 2 * sum(text[left:right].count(c) for c in ",;:(")
         if best is None or distance < best[0]:
             best = (distance, (first, last))
-    return best[1] if best is not None else None
+    return best
 
 
 def describing_texts(path: Path, *, description: str | None,

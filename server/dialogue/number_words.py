@@ -1,7 +1,8 @@
 """Numbers written as words, read as digits ("на пять дней" -> "на 5 дней", "for three
 nights" -> "for 3 nights", "für drei Nächte" -> "für 3 Nächte"): by number-parser where it
 knows the language (English, Russian, Spanish, Ukrainian, Hindi), by text2num for the others
-it knows (French, German, Italian, Portuguese, Dutch, Danish). The evidence gains the
+it knows (French, German, Italian, Portuguese, Dutch, Danish), and Russian and Ukrainian
+collective numerals («нас двое») from a table here, which neither reads. The evidence gains the
 rewritten message beside the one written (server/dialogue/evidence.py), so a count said in
 words grounds like one said in digits, and the words themselves stay as they were."""
 
@@ -80,9 +81,20 @@ def _cardinals(text: str, language: str) -> str:
     return "".join(out)
 
 
+# Collective numerals, which number-parser does not read: «нас двое» (two of us), «для
+# троих», «на четверых»; Ukrainian «нас двоє». Each stem with its case endings.
+_COLLECTIVE = {
+    "ru": {"дво": 2, "тро": 3, "четвер": 4, "пятер": 5, "шестер": 6, "семер": 7},
+    "uk": {"дво": 2, "тро": 3, "четвер": 4, "п'ятер": 5, "шістер": 6, "семер": 7}}
+_COLLECTIVE_END = re.compile(r"(?:е|є|о|их|ых|им|ым|ими|ыми|ім|іма)")
+
+
 @functools.lru_cache(maxsize=4096)
 def _number(words: str, language: str) -> int | None:
     from number_parser import parse_number
 
-    value = parse_number(words, language=language)
-    return value if isinstance(value, int) else None
+    for stem, value in _COLLECTIVE.get(language, {}).items():
+        if words.startswith(stem) and _COLLECTIVE_END.fullmatch(words[len(stem):]):
+            return value
+    found = parse_number(words, language=language)
+    return found if isinstance(found, int) else None

@@ -56,7 +56,8 @@ class Reader:
         first = self.date(span)
         if first is None:
             return []
-        if _DIGIT_DATE.match(span.strip()) and len(re.findall(r"\d+", span)) == 2:
+        text = span.strip().rstrip(",;")  # ("14.01," before ", 2 guests": as `date` reads it)
+        if _DIGIT_DATE.match(text) and len(re.findall(r"\d+", text)) == 2:
             others = [_shifted(first, -1), _shifted(first, 1)]  # "30.11": which year
         else:
             others = [self.date(span, prefer=p) for p in ("past", "future")]

@@ -45,7 +45,13 @@ from grammars import Narrowing
 from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.finding import Found, values_of
 from server.dialogue.grounding import Grounding
-from server.dialogue.naming import NEW_INTENT, OPENS_NEW_INTENT, FieldWords, field_words
+from server.dialogue.naming import (
+    NEW_INTENT,
+    OPENS_NEW_INTENT,
+    FieldWords,
+    closest,
+    field_words,
+)
 from server.dialogue.questions import NeedsInput, Question, Wording
 from server.dialogue.replies import verdict
 from server.dialogue.values import (
@@ -134,8 +140,9 @@ class SlotTurn:
         loose: list[Any] = []
         for f in found:
             span = (f.piece, f.start, f.end)
-            named = {p[0] for p in words.naming(self.fresh.pieces[f.piece].text, f.start,
-                                                 f.end)} & owners[span]
+            named = {p[0] for p in closest(
+                words.naming(self.fresh.pieces[f.piece].text, f.start, f.end),
+                [(o,) for o in owners[span]])}
             if named == {field} or not named and owners[span] == {field}:
                 tied.append(f.value)
             elif not named:

@@ -197,6 +197,10 @@ def _narrow(node: dict[str, Any], violation: Violation, *, keep_null: bool) -> d
     if isinstance(allowed, list) and allowed and all(
             isinstance(a, (str, int, float, bool)) for a in allowed) and not keep_null:
         return {"enum": allowed}  # the only values that can pass: the grammar enforces them
+    if violation.grammar is not None:  # the rule's own schema of what passes ("a date on
+        # or after today" as a pattern; a format beside it would be followed alone)
+        narrowed = {**{k: v for k, v in node.items() if k != "format"}, **violation.grammar}
+        return {"anyOf": [narrowed, {"type": "null"}]} if keep_null else narrowed
     return node
 
 

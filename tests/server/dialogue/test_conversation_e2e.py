@@ -121,9 +121,12 @@ def test_amounts_and_dates_in_the_forms_people_write(live_client, said, amount, 
     ("book_hotel", "A hotel in Paris from 20.12 for 2 nights, 2 guests, near the old town"),
     ("book_ticket", "Two tickets on the 752A for me, Ivan Petrov, passport 4510 123456")])
 def test_the_prompt_is_the_same_with_grounding_on_and_off(live_client, tool, said):
-    tokens = [Talk(live_client, tool, grounding=on).say(said)["usage"]["prompt_tokens"]
-              for on in (True, False)]
-    assert tokens[0] == tokens[1]
+    # (Usage counts a repair's prompts too: grounding off, the tiny model writes a past
+    # check-in, which a repair fixes. The first decode's prompt is what is compared.)
+    bodies = [Talk(live_client, tool, grounding=on).say(said) for on in (True, False)]
+    tokens = [b["usage"]["prompt_tokens"] - ((b.get("strictcall") or {}).get("repair") or {})
+              .get("prompt_tokens", 0) for b in bodies]
+    assert tokens[0] == tokens[1] > 0
 
 
 def test_a_correction_of_one_of_two_numbers_changes_only_that_one(live_client):

@@ -340,3 +340,45 @@ def test_a_number_pointing_back_at_named_things_is_no_value():
     assert found["amount"] == ("1200.50",)
     assert 2 not in _found(NIGHTS, None, ("user", "эти две брони, на пять ночей"))["nights"]
     assert 5 in _found(NIGHTS, None, ("user", "эти две брони, на пять ночей"))["nights"]
+
+
+@pytest.mark.parametrize(("text", "card", "amount"), [
+    # 75.00 is the amount's one value: the card's is 6120, never the digits 7500
+    ("On 1 December I was charged 75.00 on card 6120", "6120", "75.00"),
+    # 4021 is the card's one value (named by nothing): the amount's is 1250.00
+    ("Ayer me cobraron 1.250,00 € en la tarjeta que termina en 4021", "4021", "1250.00"),
+    # «две тысячи рублей» is the amount's one value: the card's is 7731
+    ("Три дня назад с карты, последние цифры 7731, сняли две тысячи рублей", "7731", "2000"),
+])
+def test_a_value_one_field_alone_can_take_is_left_to_it(text, card, amount):
+    found = _dispute(text)
+    assert (found["card_last4"], found["amount"]) == ((card,), (amount,))
+
+
+def test_an_amounts_cents_are_never_digits_of_a_string():
+    assert "7500" not in _dispute("I was charged 75.00")["card_last4"]
+    assert "8990" not in _dispute("списали 89,90 ₽")["card_last4"]
+    assert "4417" in _dispute("card 4417")["card_last4"]  # (no cents: still a card)
+
+
+def test_the_nearest_fields_word_names_a_number_and_collective_numerals_count():
+    hotel = contract_of(BookHotel)
+    # "guest" is three words off the 2 and "one" no digits: 2 is the nights' alone
+    found = _found(hotel.schema(), hotel, ("user", "Rome for 2 nights for one guest"))
+    assert found["nights"] == (2,)
+    # "four of us" names no field, but the guests take only it: the nights keep their 3
+    found = _found(hotel.schema(), hotel,
+                   ("user", "A hotel in Porto for three nights? There are four of us."))
+    assert (found["nights"], found["guests"]) == ((3,), (4,))
+    found = _found(hotel.schema(), hotel, ("user", "Сочи, на пять ночей, нас двое"))
+    assert (found["nights"], found["guests"]) == ((5,), (2,))
+
+
+def test_a_check_in_without_a_year_is_the_next_such_day():
+    """Said on 2 December, "14.01" is next January's (a check-in in the past breaks the
+    contract, and of a date's readings the first the field takes is the value)."""
+    hotel = contract_of(BookHotel)
+    found = _found(hotel.schema(), hotel, ("user", "Rome, 2 nights from 14.01, 2 guests"))
+    assert found["check_in"] == ("2027-01-14",)
+    found = _found(hotel.schema(), hotel, ("user", "Rome, 2 nights from 20.12, 2 guests"))
+    assert found["check_in"] == ("2026-12-20",)

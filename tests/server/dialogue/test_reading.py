@@ -81,3 +81,13 @@ def test_words_are_stemmed_in_their_own_script():
     assert words("nights guests", language="en") == ["night", "guest"]
     assert words("订酒店") == ["订", "酒", "店", "订酒", "酒店"]
     assert words("the amount of the card") == ["amount", "card"]  # function words out
+
+
+@pytest.mark.parametrize(("text", "language", "digits"), [
+    ("нас будет двое", "ru", "нас будет 2"), ("номер на четверых", "ru", "номер на 4"),
+    ("для троих гостей", "ru", "для 3 гостей"), ("нас двоє", "uk", "нас 2"),
+    ("во дворе", "ru", None), ("тройка лидеров", "ru", None)])
+def test_collective_numerals_are_read_as_counts(text, language, digits):
+    from server.dialogue.number_words import in_digits
+
+    assert in_digits(text, language) == digits

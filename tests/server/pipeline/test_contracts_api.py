@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 
 import pytest
 from fastapi.testclient import TestClient
@@ -279,6 +280,26 @@ def test_repair_schema_narrows_and_requires():
     # A violation that names no field asks for nothing to be written again.
     whole = repair_schema(schema, (Violation("", "cross_field", None, None, "no"),))
     assert whole["properties"] == {} and whole["required"] == []
+
+
+def test_a_rule_with_a_schema_of_its_own_narrows_the_repair_to_it():
+    """A past check-in: its rule gives the dates on or after today as a pattern, which the
+    repair decodes under in place of the format (a format beside a pattern is followed
+    alone); the problem's violation does not show it."""
+    contract = load_contracts(["contracts.examples"]).get("book_hotel")
+    today = clock.today()
+    outcome = contract.validate({"city": "Paris", "check_in": "2012-02-20", "nights": 2,
+                                 "guests": 2}, runtime={}, today=today)
+    (violation,) = outcome.violations
+    assert violation.pointer == "/check_in" and violation.grammar is not None
+    assert "grammar" not in violation.as_dict()
+    node = repair_schema(contract.schema(), (violation,))["properties"]["check_in"]
+    assert "format" not in node and node["pattern"] == violation.grammar["pattern"]
+    pattern = re.compile(node["pattern"])
+    assert pattern.match(today.isoformat()) and not pattern.match("2012-02-20")
+    assert not pattern.match((today - dt.timedelta(days=1)).isoformat())
+    kept = repair_schema(contract.schema(), (violation,), keep_null=["check_in"])
+    assert {"type": "null"} in kept["properties"]["check_in"]["anyOf"]
 
 
 def test_repair_prompt_writes_the_call_in_the_models_own_syntax(model_dir, script):
