@@ -114,7 +114,7 @@ class ValueFinder:
         number it spells, if it spells one)."""
         seen: list[Any] = []
         ok, value = self.value_of(raw)
-        if ok and not _cents_dropped(raw, value) and (
+        if ok and not _cents_dropped(raw, value) and not _TWO_NUMBERS.search(raw) and (
                 _only_decoration_removed(raw, value) or self.shape.dates
                 and _is_iso_date(value)) and (number is None or number % 1 == 0
                                               or _same_number(number, value)):
@@ -219,6 +219,8 @@ def _is_iso_date(value: Any) -> bool:
 
 
 
+# Digits, a mark and a space, digits: two values ("card 5566, 42.50"), never one 556642.50.
+_TWO_NUMBERS = re.compile(r"\d[.,;:][\s\u00a0\u202f]+[-+]?\d")
 # A number written with one or two decimals ("75.00", "89,90 €"): an amount's cents.
 _CENTS = re.compile(r"\d[.,](\d{1,2})[^\w]*$")
 

@@ -34,6 +34,7 @@ from server.dialogue.naming import (
     FieldWords,
     closest,
     field_words,
+    replaced,
 )
 from server.dialogue.plain import Plain, plain_values
 from server.dialogue.shape import plain_string
@@ -301,7 +302,9 @@ def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],
            words: FieldWords) -> dict[Path, list[Found]]:
     """Each field's values in `pieces`, less those the message says of another field that
     takes them ("for 2 guests": 2 is no number of nights; "card •• 4417" no amount)."""
-    found = {path: finder.found(pieces) for path, finder in finders.items()}
+    found = {path: [f for f in finder.found(pieces) if not any(
+        a <= f.start < b for a, b in replaced(finder.all[f.piece].text))]
+        for path, finder in finders.items()}  # ("не 4417, а 4471": no 4417)
     spans = {path: {(f.piece, f.start, f.end) for f in fs} for path, fs in found.items()}
     out: dict[Path, list[Found]] = {}
     for path, fs in found.items():

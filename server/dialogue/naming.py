@@ -37,6 +37,17 @@ OPENS_NEW_INTENT = re.compile(
     # ("Another thing: the amount was 1 300", «ещё один вопрос»: more of the same request.)
     r"(?!\W+(?:thing|question|detail|point|note|вопрос\w*|детал\w*|момент\w*|"
     r"уточнени\w*|frage|sache|detail\w*)\b)")
+# "Not 4417 but 4471", «не 4417, а 4471», "nicht 4417, sondern 4471", "no 4417 sino 4471":
+# the second value takes the first one's place, and its field (ending where the value starts).
+_INSTEAD_OF = (r"(?i)\b(?:not|не|nicht|pas|no)\s+(?P<old>[\w.,-]*\w)\s*,?\s*"
+               r"(?:but(?: rather)?|а|sondern|mais|sino|ma)\s+")
+_INSTEAD = re.compile(_INSTEAD_OF + "$")
+_REPLACED = re.compile(_INSTEAD_OF + r"(?=\w)")
+
+
+def replaced(text: str) -> list[tuple[int, int]]:
+    """The spans of values `text` takes back ("не 4417, а 4471": 4417), no value of it."""
+    return [m.span("old") for m in _REPLACED.finditer(text)]
 # "The same card", "с той же карты", "dieselbe Karte", "la même carte".
 _SAME = frozenset({"same", "же", "тот", "та", "той", "том", "тем", "того", "gleiche",
                    "gleichen", "selbe", "selben", "dieselbe", "denselben", "même", "mismo",
@@ -93,6 +104,11 @@ class FieldWords:
         tokens = [(m.start(), m.end(), m.group()) for m in
                   _TOKEN.finditer(text, sentence_start, sentence_end)]
         runs = _digit_runs(tokens)
+        # A value said in words ("гостей будет двое") is a run of its own, which a field's
+        # word names like digits.
+        own = [i for i, (a, b, _) in enumerate(tokens) if a < end and b > start]
+        if own and not any(first <= own[0] <= last for first, last in runs):
+            runs = sorted([*runs, (own[0], own[-1])])
         named: dict[Path, int] = {}
         for i, (token_start, token_end, token) in enumerate(tokens):
             if token_start < end and token_end > start:
@@ -105,6 +121,10 @@ class FieldWords:
             if tokens[first][0] < end and tokens[last][1] > start:  # the value's run
                 for field in fields:
                     named[field] = min(distance, named.get(field, distance))
+        if not named:  # "карта не 4417, а 4471": the value replaces one named just before
+            said = _INSTEAD.search(text, max(sentence_start, start - 60), start)
+            if said is not None:
+                return self.naming(text, *said.span("old"))
         return named
 
 

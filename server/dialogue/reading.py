@@ -25,6 +25,8 @@ from server.dialogue.language import STOP_WORDS, script_of
 # whole span strictly wins ("1,200" is 1200 in English, 1.2 in Russian).
 FALLBACK_LOCALES = ("en", "ru", "de", "fr", "de_CH")
 _NUMBER = re.compile(r"^[+-]?\d[\d\s\u00a0\u202f.,'\u2019]*$")
+# A mark with a space after it parts two numbers ("card 5566, 42.50"), never groups one.
+_LIST_MARK = re.compile(r"[.,'\u2019][\s\u00a0\u202f]")
 _SPACE_IN_NUMBER = re.compile(r"(?<=\d)[\s\u00a0\u202f]+(?=\d)")
 _DIGIT_DATE = re.compile(r"^\d{1,4}[./-]\d{1,2}(?:[./-]\d{2,4})?\.?$")
 _TIME = re.compile(
@@ -76,8 +78,13 @@ class Reader:
             return None
         order = "MDY" if self.language == "en" and "/" in text else "DMY"
         # Digits with dots are a day and a month ("20.12"), which dateparser alone would
-        # read as a time of day.
-        formats = _DIGIT_FORMATS[order] if _DIGIT_DATE.match(text) else None
+        # read as a time of day; digits no format reads are no date ("15.99" is an amount,
+        # which dateparser would make 15 December 1999), and a German "15.01." ends in a dot.
+        formats = None
+        if _DIGIT_DATE.match(text):
+            text, formats = text.rstrip("."), _DIGIT_FORMATS[order]
+            if not any(_reads(text, f) for f in formats):
+                return None
         found = _date_parser(language, order, self.today, prefer).get_date_data(
             text, date_formats=formats)
         if found.date_obj is None or found.period != "day":
@@ -128,7 +135,7 @@ def _number(span: str, language: str) -> Decimal | None:
     if not any(c.isdigit() for c in span):
         return None
     text = _without_currency(span.strip())
-    if not _NUMBER.match(text):
+    if not _NUMBER.match(text) or _LIST_MARK.search(text):
         return None
     for locale in _locales(language):
         value = _parse_decimal(text, locale)
@@ -229,6 +236,15 @@ def _parse_decimal(text: str, locale: str) -> Decimal | None:
 _DIGIT_FORMATS = {
     "DMY": ["%d.%m", "%d.%m.%Y", "%d.%m.%y", "%d/%m", "%d/%m/%Y", "%Y-%m-%d"],
     "MDY": ["%m/%d", "%m/%d/%Y", "%d.%m", "%d.%m.%Y", "%Y-%m-%d"]}
+
+
+def _reads(text: str, format: str) -> bool:
+    try:  # (a leap year, for "29.02" without one)
+        dt.datetime.strptime(text if "%Y" in format or "%y" in format else f"{text}.2000",
+                             format if "%Y" in format or "%y" in format else f"{format}.%Y")
+    except ValueError:
+        return False
+    return True
 
 
 def _shifted(day: dt.date, years: int) -> dt.date | None:

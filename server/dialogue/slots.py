@@ -123,6 +123,20 @@ class SlotTurn:
             for f in found or ():
                 owners.setdefault((f.piece, f.start, f.end), set()).add(field)
         words = field_words(schema, grounding.marks)
+        # The fields not filled yet that can take a span: one the message names beside it
+        # ("гостей будет двое") makes it no filled field's (the nights keep their 3).
+        takers = {span: set(fields) for span, fields in owners.items()}
+        for field in props:
+            finder = None if field in filled else values_of(schema, contract, (field,),
+                                                            self.fresh)
+            for f in finder.found(self.fresh.pieces) if finder is not None else ():
+                if valid_value(schema, field, f.value):
+                    takers.setdefault((f.piece, f.start, f.end), set()).add(field)
+        # Fields whose filled value the message says again: "карта не 4417, а 4471" corrects
+        # the card, whose 4417 it restates, and no other field that could take 4471.
+        restated = {field for field in filled if any(
+            same(normal(contract, field, f.value, today=self.today), filled[field])
+            for f in self._stated(schema, name, field, filled, own=True) or ())}
         out = []
         for field, old in filled.items():
             found = stated[field]
@@ -130,23 +144,31 @@ class SlotTurn:
                 if not reversible(contract, schema):
                     out.append(Narrowing((field,), (old,), nullable=False))
                 continue
-            allowed = self._allowed(name, field, old, found, owners, words)
+            allowed = self._allowed(name, field, old, found, owners, words, restated, takers)
             out.append(Narrowing((field,), tuple(allowed), nullable=False))
         return out
 
     def _allowed(self, tool: str, field: str, old: Any, found: list[Found],
-                 owners: dict[Span, set[str]], words: FieldWords) -> list[Any]:
+                 owners: dict[Span, set[str]], words: FieldWords,
+                 restated: set[str], takers: dict[Span, set[str]]) -> list[Any]:
+        """`owners`: the filled fields that can take each span; `takers`: every field."""
         tied: list[Any] = []
         loose: list[Any] = []
         for f in found:
             span = (f.piece, f.start, f.end)
             named = {p[0] for p in closest(
                 words.naming(self.fresh.pieces[f.piece].text, f.start, f.end),
-                [(o,) for o in owners[span]])}
-            if named == {field} or not named and owners[span] == {field}:
+                [(o,) for o in takers.get(span, owners[span])])}
+            corrected = owners[span] & restated  # (a value beside a filled one said again)
+            if named and field not in named:
+                continue  # said of another field, filled or not
+            if named == {field} or not named and (
+                    owners[span] == {field} or corrected == {field} and f.value != old):
                 tied.append(f.value)
-            elif not named:
+            elif not named and not corrected:
                 loose.append(f.value)
+        if field in restated and any(v != old for v in tied):
+            tied = [v for v in tied if v != old]  # "not 4417 but 4471": the old one is out
         if tied:
             return _unique(tied)
         if loose:

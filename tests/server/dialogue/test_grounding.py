@@ -382,3 +382,23 @@ def test_a_check_in_without_a_year_is_the_next_such_day():
     assert found["check_in"] == ("2027-01-14",)
     found = _found(hotel.schema(), hotel, ("user", "Rome, 2 nights from 20.12, 2 guests"))
     assert found["check_in"] == ("2026-12-20",)
+
+
+def test_two_numbers_a_comma_apart_are_two_values_and_an_amount_is_no_date():
+    found = _dispute("Card 5566, 42.50 yesterday, I did not make it")
+    assert (found["card_last4"], found["amount"]) == (("5566",), ("42.50",))
+    found = _dispute("card 3308, from the 3rd of December", "It was 15.99")
+    assert found["amount"] == ("15.99",) and "1999-12-15" not in found["operation_date"]
+
+
+def test_a_value_taken_back_is_none_and_its_replacement_takes_its_field():
+    from server.dialogue.naming import FieldWords, replaced
+
+    said = "Простите, карта не 4417, а 4471"
+    assert [said[a:b] for a, b in replaced(said)] == ["4417"]
+    words = FieldWords.of({("card",): ["card", "карта"], ("amount",): ["amount", "сумма"]})
+    at = said.index("4471")
+    assert set(words.naming(said, at, at + 4)) == {("card",)}
+    found = _dispute(said)
+    assert found["card_last4"] == ("4471",) and "4471" not in found["amount"]
+    assert _dispute("the card is not 5566 but 5576")["card_last4"] == ("5576",)

@@ -91,3 +91,13 @@ def test_collective_numerals_are_read_as_counts(text, language, digits):
     from server.dialogue.number_words import in_digits
 
     assert in_digits(text, language) == digits
+
+
+def test_digits_no_date_format_reads_are_no_date_and_a_german_date_ends_in_a_dot():
+    import datetime as dt
+
+    from server.dialogue.reading import Reader
+
+    reader = Reader(today=dt.date(2026, 12, 7), language="de")
+    assert reader.dates("15.99") == [] and reader.dates("31.11") == []
+    assert dt.date(2027, 1, 15) in reader.dates("15.01.")

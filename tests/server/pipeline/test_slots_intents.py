@@ -300,3 +300,35 @@ def test_a_client_tool_marked_high_risk_is_held_like_a_contract(client, replies,
     assert "number of nights" in second["choices"][0]["message"]["content"]
     third = talk.send(_reserve("Paris", 3), user="yes")
     assert arguments(third) == {"city": "Paris", "nights": 3}
+
+
+def test_not_this_card_but_that_one_corrects_the_card_after_filing(client, replies):
+    """«карта не 4417, а 4471» after the dispute was filed: 4417 is taken back and 4471 is
+    the card's (its word named the value 4471 replaces), never the amount's. The model's
+    call writing 4471 as the amount breaks the grammar; the one correcting the card is held
+    behind a question about the card alone."""
+    talk = Dialogue(client, replies, f"ledger-{uuid.uuid4().hex}")
+    talk.send(FIRST, user=DISPUTE)
+    talk.send(WHOLE, tool="OP-204518, the first one")
+    said = "простите, карта не 4417, а 4471"
+    wrong = talk.send(dispute(**{**KNOWN, "amount": "4471"}), user=said, status=503)
+    assert "breaks the grammar" in wrong["detail"]
+    talk.messages.pop()
+    held = talk.send(dispute(**{**KNOWN, "card_last4": "4471"}), user=said)
+    assert not held["choices"][0]["message"].get("tool_calls")
+    assert [(c["field"], c["old"], c["new"]) for c in slots(held)["confirm"]] == [
+        ("/card_last4", "4417", "4471")]
+
+
+def test_guests_said_in_words_leave_the_nights_as_they_were(client, replies):
+    """«Гостей будет двое» names the guests: the nights keep their 3, pinned (a call that
+    writes 2 nights breaks the grammar)."""
+    talk = Dialogue(client, replies, f"hotel-{uuid.uuid4().hex}", tools=[HOTEL], choice=HOTEL)
+    talk.send(hotel(city="Sochi", nights=3), user="Гостиница в Sochi на 3 ночи")
+    moved = talk.send(hotel(city="Sochi", nights=2, guests=2), user="Гостей будет двое",
+                      status=503)
+    assert "breaks the grammar" in moved["detail"]
+    talk.messages.pop()
+    kept = talk.send(hotel(city="Sochi", nights=3, guests=2), user="Гостей будет двое")
+    assert slots(kept)["filled"]["nights"] == 3 and slots(kept)["filled"]["guests"] == 2
+    assert slots(kept)["changed"] == []
