@@ -235,7 +235,7 @@ def invented_values(arguments: str, messages: list[dict[str, Any]],
         return []
     said = json.dumps(messages, ensure_ascii=False).casefold()
     texts = "\n".join(m["content"] for m in messages if isinstance(m.get("content"), str))
-    numbers = {float(n) for n in _NUMBER.findall(alpha2digit(texts, "en"))}
+    numbers = {float(n) for n in _NUMBER.findall(alpha2digit(texts, "en", threshold=0))}
     properties = parameters.get("properties") or {}
     out: list[Any] = []
     for name, value in values.items():

@@ -33,7 +33,7 @@ def in_digits(text: str, language: str) -> str | None:
         elif language in TEXT2NUM:
             from text_to_num import alpha2digit
 
-            out = str(alpha2digit(text, language))
+            out = str(alpha2digit(text, language, threshold=2))  # ("ein": as "one" above)
         else:
             return None
     except Exception as exc:  # noqa: BLE001 - a library's failure costs the reading only

@@ -28,6 +28,9 @@ def test_a_count_nobody_gave_is_invented_as_a_string_nobody_wrote_is():
 def test_a_number_written_in_digits_or_in_words_or_in_a_tool_result_was_given():
     said = [{"role": "user", "content": "Show me the last five lines of log.txt."}]
     assert judge({"file_name": "log.txt", "lines": 5}, said) == []
+    said = [{"role": "user", "content": "Show me the last two lines of log.txt."}]
+    assert judge({"file_name": "log.txt", "lines": 2}, said) == []  # (text2num skips "two"
+    # unless told not to: then every such call was counted invented)
     said = [{"role": "user", "content": "Add 10 and 20.5 please."}]
     assert judge({"a": 10, "b": 20.5}, said, {}) == []
     assert judge({"a": 10.0, "b": 21}, said, {}) == [21]
