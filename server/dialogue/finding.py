@@ -79,10 +79,11 @@ class ValueFinder:
 
     def _in(self, text: str, index: int) -> list[Found]:
         claims = [] if self.shape.dates else self.reader.claims(text)
+        ends = self.reader.range_ends(text) if self.shape.dates else []
         found: list[Found] = []
         numbers: list[tuple[int, int, Decimal]] = []  # spans that read as numbers
         for start, end in dict.fromkeys([*spans(text, SPAN_WORDS), *self._matches(text)]):
-            if claims and within((start, end), claims):
+            if claims and within((start, end), claims) or ends and within((start, end), ends):
                 continue
             # (Punctuation after a run is no part of its number: "89,90 ₽," is 89.90, and
             # its digits no card 8990.)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from server.dialogue.evidence import Piece
 from server.dialogue.language import STOP_WORDS, identifier_words, words
+from server.dialogue.reading import date_word
 from server.dialogue.which import (
     EDGE,
     INDEFINITE,
@@ -143,7 +144,8 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
             continue
         unquoted = QUOTED.sub(lambda m: " " * len(m.group()), piece.text)
         found = [*_quoted(piece.text), *_after_naming(unquoted, piece.text),
-                 *_shaped_or_capitalised(unquoted)]
+                 *(v for v in _shaped_or_capitalised(unquoted)  # ("6 January": no name)
+                   if not all(date_word(w) for w in v.split()))]
         if piece.source == "system":
             context += found
             continue

@@ -25,9 +25,26 @@ from server.dialogue.language import STOP_WORDS, script_of
 # whole span strictly wins ("1,200" is 1200 in English, 1.2 in Russian).
 FALLBACK_LOCALES = ("en", "ru", "de", "fr", "de_CH")
 _NUMBER = re.compile(r"^[+-]?\d[\d\s\u00a0\u202f.,'\u2019]*$")
+# Thousands said short ("5к", "5k", "5 тыс.", "5 тыс. руб."), roubles with their kopecks.
+_THOUSANDS = re.compile(r"(?i)^(?P<base>\d+(?:[.,]\d+)?)\s*(?:к|k|тыс\.?|тысяч\w*)"
+                        r"(?:\s*(?:руб\w*\.?|р\.|₽|rub))?$")
+_KOPECKS = re.compile(r"(?i)^(?P<whole>\d[\d\s\u00a0]*?)\s*(?:руб\w*\.?|р\.|₽)\s*"
+                      r"(?P<cents>\d{1,2})\s*коп\w*\.?$")
 # A mark with a space after it parts two numbers ("card 5566, 42.50"), never groups one.
 _LIST_MARK = re.compile(r"[.,'\u2019][\s\u00a0\u202f]")
 _SPACE_IN_NUMBER = re.compile(r"(?<=\d)[\s\u00a0\u202f]+(?=\d)")
+# A range of days in one month: "с 28 по 30 декабря", "28-30 декабря", "from 28 to 30
+# December", "vom 28. bis 30. Dezember".
+_RANGE_WORDS = frozenset({"по", "до", "-", "–", "—", "to", "till", "until", "bis", "al",
+                          "au", "a"})
+# A month's name, a comma and a day or a word after it: what follows the comma is another
+# thing ("6 January, 2 guests"; «30 декабря, один человек»), a year aside ("May 3, 2026").
+_MONTH_THEN_COMMA = re.compile(r"(?i)(?P<month>[^\W\d_]+)\s*,\s*(?:\d{1,2}|[^\W\d_]+)\s*$")
+_RANGE_END = re.compile(r"(?i)\b\d{1,2}\.?\s*(?:по|до|-|–|—|to|till|until|bis|al|au|a)\s*"
+                        r"(?P<end>\d{1,2}\.?\s+(?P<month>[^\W\d_]+))")
+_DAY_RANGE = re.compile(r"(?i)^(?:с|со|from|vom|del|du|de)?\s*(?P<first>\d{1,2})\.?\s*"
+                        r"(?:по|до|-|–|—|to|till|until|bis|al|au|a)\s*\d{1,2}\.?\s+"
+                        r"(?P<month>[^\W\d_]+)$")
 _DIGIT_DATE = re.compile(r"^\d{1,4}[./-]\d{1,2}(?:[./-]\d{2,4})?\.?$")
 _TIME = re.compile(
     r"\b\d{1,2}(?::\d{2})?\s*(?:a\.?m\.?|p\.?m\.?|h\b|uhr\b|ч\b|час\w*|утра|вечера)"
@@ -71,6 +88,13 @@ class Reader:
         days"). None for a bare number (no year "5531"), a time of day, a month without a
         day ("at 7" is no 7th), or no date at all."""
         text = span.strip().rstrip(",;")
+        ranged = _DAY_RANGE.match(text)  # "с 28 по 30 декабря": the range's first day
+        if ranged:
+            text = f"{ranged.group('first')} {ranged.group('month')}"
+        parted = _MONTH_THEN_COMMA.search(text)  # "6 January, 2 guests": no 2 January
+        if parted and parted.group("month").casefold() in _vocabulary(
+                self.language, _MONTHS) | _vocabulary("en", _MONTHS):
+            return None
         language = _language_of_span(text, self.language)
         if not (_DIGIT_DATE.match(text) or _date_words(text, language)):
             return None
@@ -97,6 +121,13 @@ class Reader:
         word = span.strip().strip(".,!?;:").casefold()
         return True if word in _TRUE else False if word in _FALSE else None
 
+    def range_ends(self, text: str) -> list[tuple[int, int]]:
+        """The last days of ranges of days ("30 декабря" of "с 28 по 30 декабря"): no day
+        of their own for a date field, whose day is the range's first."""
+        months = _vocabulary(self.language, _MONTHS) | _vocabulary("en", _MONTHS)
+        return [m.span("end") for m in _RANGE_END.finditer(text)
+                if m.group("month").casefold() in months]
+
     def claims(self, text: str) -> list[tuple[int, int]]:
         """The spans of `text` that are dates with digits or times of day: a date in digits
         ("30.11"), a day beside a month's name ("3 декабря", "May 3"), a relative day ("in
@@ -115,8 +146,14 @@ class Reader:
             before = words[i - 1] if i > 0 else None
             after = words[i + 1] if i + 1 < len(words) else None
             for near in (before, after):
-                if near is not None and near[2] in months:
+                if near is not None and near[2] in months and not (
+                        near is before and text[near[0]:near[1]].endswith(",")):
+                    # ("6 January, 2 guests": the 2 after the comma is a count)
                     found.append((min(start, near[0]), max(end, near[1])))
+            # "с 28 по 30 декабря", "from 28 to 30 December": 28 is a day, no count
+            if after is not None and i + 3 < len(words) and after[2] in _RANGE_WORDS \
+                    and words[i + 2][2].isdigit() and words[i + 3][2] in months:
+                found.append((start, words[i + 3][1]))
             if after is not None and after[2] in units and (
                     before is not None and before[2] in relative
                     or i + 2 < len(words) and words[i + 2][2] in relative):
@@ -134,6 +171,15 @@ MAX_SPAN_CHARS = 96
 def _number(span: str, language: str) -> Decimal | None:
     if not any(c.isdigit() for c in span):
         return None
+    kopecks = _KOPECKS.match(span.strip())  # "349 руб. 90 коп."
+    if kopecks:
+        whole = _number(kopecks.group("whole"), language)
+        return None if whole is None or whole % 1 else \
+            Decimal(f"{int(whole)}.{int(kopecks.group('cents')):02d}")
+    thousands = _THOUSANDS.match(span.strip())  # "5к", "5k", "5 тыс."
+    if thousands:
+        base = _number(thousands.group("base"), language)
+        return None if base is None else base * 1000
     text = _without_currency(span.strip())
     if not _NUMBER.match(text) or _LIST_MARK.search(text):
         return None

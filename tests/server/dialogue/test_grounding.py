@@ -403,3 +403,13 @@ def test_a_value_taken_back_is_none_and_its_replacement_takes_its_field():
     found = _dispute(said)
     assert found["card_last4"] == ("4471",) and "4471" not in found["amount"]
     assert _dispute("the card is not 5566 but 5576")["card_last4"] == ("5576",)
+
+
+def test_a_stay_from_one_day_to_another_checks_in_on_the_first_and_counts_apart():
+    hotel = contract_of(BookHotel)
+    found = _found(hotel.schema(), hotel,
+                   ("user", "Hotel in Rome from 3 to 6 January, 2 guests"))
+    assert (found["city"], found["check_in"], found["guests"]) == \
+        (("Rome",), ("2027-01-03",), (2,))  # no city "January", no 2 January, no 3 nights
+    found = _found(hotel.schema(), hotel, ("user", "Отель в Питере с 28 по 30 декабря"))
+    assert found["check_in"] == ("2026-12-28",) and found["nights"] == ()

@@ -101,3 +101,32 @@ def test_digits_no_date_format_reads_are_no_date_and_a_german_date_ends_in_a_dot
     reader = Reader(today=dt.date(2026, 12, 7), language="de")
     assert reader.dates("15.99") == [] and reader.dates("31.11") == []
     assert dt.date(2027, 1, 15) in reader.dates("15.01.")
+
+
+@pytest.mark.parametrize(("span", "number"), [
+    ("5к", "5000"), ("5k", "5000"), ("5 тыс.", "5000"), ("2,5 тыс. руб.", "2500.0"),
+    ("349 руб. 90 коп.", "349.90"), ("1 200 руб. 5 коп.", "1200.05"),
+    ("5кг", None), ("5 км", None)])
+def test_thousands_said_short_and_kopecks_are_read(span, number):
+    import datetime as dt
+    from decimal import Decimal
+
+    from server.dialogue.reading import Reader
+
+    found = Reader(today=dt.date(2026, 12, 7), language="ru").number(span)
+    assert found == (Decimal(number) if number else None)
+    assert number is None or str(found) == number
+
+
+def test_a_range_of_days_is_its_first_day_and_a_comma_parts_a_month_from_a_count():
+    import datetime as dt
+
+    from server.dialogue.reading import Reader
+
+    reader = Reader(today=dt.date(2026, 12, 7), language="ru")
+    assert reader.dates("с 28 по 30 декабря")[0] == dt.date(2026, 12, 28)
+    said = "отель с 28 по 30 декабря, 2 гостя"
+    assert said.index("30 декабря") == reader.range_ends(said)[0][0]
+    english = Reader(today=dt.date(2026, 12, 7), language="en")
+    assert english.dates("January, 2") == [] and english.dates("May 3, 2027") == \
+        [dt.date(2027, 5, 3)]
