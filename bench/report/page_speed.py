@@ -43,9 +43,9 @@ def cold_compile(results: dict[str, Any]) -> Rendered:
     if budgeted:
         top = max(budgeted, key=lambda r: r["from_schema_p99_within_budgets"])
         with_check += (f"; {top['from_schema_p99_within_budgets']:.0f} ms ({top['category']})"
-                       " within the server's default budgets, which refuse "
+                       " within the default budgets ("
                        f"{sum(sum(r['over_budget'].values()) for r in budgeted)} of "
-                       f"{sum(r['schemas'] for r in budgeted)} schemas")
+                       f"{sum(r['schemas'] for r in budgeted)} schemas over them)")
     return Rendered(sections=[table(rows), ""],
                     headline=f"cold p99 with the bridge at most {worst['bridge_p99']:.0f} ms "
                              f"per category ({worst['category']}){with_check}, against "
