@@ -58,11 +58,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("strictcall.grammars")
 
 # Grammar schemas this long (in JSON text) are bridged before xgrammar starts, not beside it.
-# On JSONSchemaBench here, none of the 37 that long compiled in xgrammar within the 25 ms a
-# miss waits for it (median 99-226 ms), and every one was bridged; the two compilers side
-# by side on this machine's two cores took 25 ms to 45 ms for the bridge alone (Kubernetes
-# kb_144). Shorter ones start both: most compile in xgrammar before the wait is over.
-BRIDGE_FIRST_BYTES = 50_000
+# On JSONSchemaBench here, of the JsonSchemaStore grammar schemas over 32 kB one of nine
+# compiled in xgrammar within the 25 ms a miss waits for it (goss, 34.7 kB: 24 ms); the
+# rest took 47 ms to 24 s. Side by side on this machine's two cores, the two compilers
+# slowed the bridge: 25 ms alone, 45 ms beside xgrammar (Kubernetes kb_144); CI/CD's ci.json
+# (43.9 kB) 28 ms alone, 62 ms beside it. Shorter ones start both: most compile in xgrammar
+# before the wait is over.
+BRIDGE_FIRST_BYTES = 32_000
 
 
 def bridge_first(spec: GrammarSpec) -> bool:
@@ -168,7 +170,7 @@ class BridgedBackend(MaskingBackend):
                     inner = self.fast.compile(fast_spec)
                     break
                 except GrammarError as exc:
-                    target = _circular_ref(exc) or (
+                    target = _circular_ref(exc) or _unread_pattern(exc) or (
                         UNION_TYPES if "incompatible types" in exc.message else None)
                     if target is None or target in loosen or len(loosen) >= MAX_LOOSENED:
                         raise
@@ -226,8 +228,11 @@ class BridgedBackend(MaskingBackend):
         dropped = _beside_refs_out(nodes, into)
         if UNION_TYPES in loosen:
             dropped += _types_beside_unions_out(grammar_schema)
-        if loosen - {UNION_TYPES}:
-            grammar_schema, more = _ref_siblings_out(grammar_schema, loosen - {UNION_TYPES})
+        patterns = {t for t in loosen if t.startswith(PATTERN)}
+        if patterns:
+            dropped += _patterns_out(grammar_schema, {t[len(PATTERN):] for t in patterns})
+        if refs := loosen - patterns - {UNION_TYPES}:
+            grammar_schema, more = _ref_siblings_out(grammar_schema, refs)
             dropped += more
         if dropped:
             lost += tuple(u for u in analysis.report.uses if u.tier == "grammar"
@@ -271,7 +276,29 @@ class _NotBridged(Exception):
 UNION_TYPES = "#types beside unions"
 # How many recursive `$ref`s (each with keywords beside it) one bridged schema may loosen.
 MAX_LOOSENED = 8
+# Loosened on a regex llguidance refuses: this prefix and the pattern's text.
+PATTERN = "#pattern "
+_REGEX = re.compile(r"(?:lookarounds|not supported).*? in regex /\^\(\?:(.*)\)\$/", re.DOTALL)
 _CIRCULAR = re.compile(r"circular references with sibling keys are not supported: \S*?#(\S*)")
+
+
+def _unread_pattern(exc: GrammarError) -> str | None:
+    """The `pattern` llguidance's regex engine refused (an end anchor inside a group,
+    `^([^,]+(,|$)){3,}$`, reads to it as a lookaround; RE2 and the validator run it), marked
+    for `loosen`, if that is what `exc` says."""
+    found = _REGEX.search(exc.message)
+    return PATTERN + found.group(1) if found else None
+
+
+def _patterns_out(schema: dict[str, Any], patterns: set[str]) -> list[str]:
+    """In place, each `pattern` that is one of `patterns` taken off; returns the pointers.
+    Only loosening: the validator checks it after decoding, as without the bridge."""
+    dropped = []
+    for node, pointer in iter_schema_nodes(schema):
+        if node.get("pattern") in patterns:
+            dropped.append(f"{pointer}/pattern")
+            del node["pattern"]
+    return dropped
 
 
 def _circular_ref(exc: GrammarError) -> str | None:

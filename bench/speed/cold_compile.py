@@ -67,7 +67,8 @@ def run_category(folder: Path, backend: Any, policy: GrammarPolicy, *, limit: in
             refused[_why(exc)] += 1
             continue
         check_ms = (time.perf_counter() - started) * 1000
-        rows.append({"check_ms": check_ms, "over_budget": _over_budget(doc["schema"]),
+        rows.append({"schema": path.name, "check_ms": check_ms,
+                     "over_budget": _over_budget(doc["schema"]),
                      **_one(spec, doc.get("tests", []), backend, wait_s, timeout_s)})
     served = [r for r in rows if r["xgrammar_ms"] is not None or r["bridged"]]
     wait = [r["xgrammar_ms"] for r in served if r["xgrammar_ms"] is not None]

@@ -41,8 +41,11 @@ SIZED = {"type": "object", "properties": {"a": {"type": "integer"}}, "minPropert
 URI = {"type": "object", "properties": {"u": {"type": "string", "format": "uri",
                                               "pattern": "^https://.+$"}}}
 # llguidance's compiler refuses a `$` inside the pattern ("lookarounds not supported yet");
-# xgrammar's compiles it: not bridged.
+# xgrammar's compiles it: bridged without it.
 INNER_END = {"type": "object", "properties": {"w": {"type": "string", "pattern": r"^(a(,|$))+$"}}}
+# Structural tags are xgrammar's alone: never bridged.
+TAG = StructuralTagSpec.of({"type": "structural_tag", "format": {"type": "const_string",
+                                                                 "value": "x"}})
 # A tree whose entries are strings or subtrees, each entry's `type` listing every type.
 _ENTRY = {"anyOf": [{"type": "string"}, {"$ref": "#/definitions/tree"}],
           "type": ["object", "array", "string", "number", "boolean", "null"]}
@@ -70,9 +73,7 @@ def test_it_is_xgrammar_for_the_cache(backend):
 
 def test_bridgeable_where_llguidance_serves_the_schema(backend):
     assert backend.bridge(_spec(SIZED)) is not None
-    assert backend.bridge(_spec(INNER_END)) is None
-    assert backend.bridge(StructuralTagSpec.of({"type": "structural_tag", "format": {
-        "type": "const_string", "value": "x"}})) is None
+    assert backend.bridge(TAG) is None
     bridged = backend.bridge(_spec(PERSON))
     assert bridged is not None and is_bridged(bridged)
     assert backend.accepts(bridged, '{"name":"Ann","age":3}')
@@ -110,6 +111,23 @@ def test_a_pattern_beside_a_format_is_the_validators_and_the_bridge_follows_the_
         for text in ('{"m":"mailto:a@b.co"}', '{"u":"https://a.b/c"}', '{"m":"not a uri"}',
                      '{"u":"http://a.b"}'):
             assert backend.accepts(bridged, text) == backend.accepts(primary, text), text
+
+
+def test_a_pattern_llguidance_cannot_run_is_the_validators_on_the_bridge(backend):
+    # llguidance reads the end anchor inside the group as a lookaround and refuses the
+    # schema; RE2 and xgrammar run it. Bridged without it, reported as the validator's.
+    bridged = backend.bridge(_spec(INNER_END))
+    assert bridged is not None and is_bridged(bridged)
+    assert backend.accepts(bridged, '{"w":"b"}')  # the bridged mask lets it through ...
+    assert not backend.accepts(backend.compile(_spec(INNER_END)), '{"w":"b"}')  # xgrammar's not
+    assert backend.accepts(bridged, '{"w":"a,a"}')
+    report = analyze(INNER_END, XGRAMMAR_KEYWORDS).report
+    moved = [u for u in reported(bridged, report).uses if u.keyword == "pattern"]
+    assert [(u.pointer, u.tier) for u in moved] == [("/properties/w/pattern", "validator")]
+    error = InvalidSchemaError("the grammar backend rejected the schema: lookarounds not "
+                               "supported yet; End in regex /^(?:^(a(,|$))+$)$/. Simplify.")
+    assert bridge_module._unread_pattern(error) == bridge_module.PATTERN + "^(a(,|$))+$"
+    assert bridge_module._unread_pattern(InvalidSchemaError("incompatible types")) is None
 
 
 def test_a_recursive_union_beside_vacuous_keywords_is_bridged(backend):
@@ -252,7 +270,7 @@ def test_a_schema_the_bridge_does_not_serve_waits(backend):
     cache = GrammarCache(backend)
     threading.Timer(0.2, slow.release.set).start()
     try:
-        lookup = asyncio.run(compiled(cache, _spec(INNER_END), timeout_s=10, bridge_wait_s=0.01))
+        lookup = asyncio.run(compiled(cache, TAG, timeout_s=10, bridge_wait_s=0.01))
         assert not is_bridged(lookup.grammar)
     finally:
         slow.release.set()
