@@ -121,20 +121,23 @@ class OpenDispute(_Contract):
     # person confirms.
     card_last4: Annotated[str, Redact(), Grounded(), About(
         "last four digits of the card", ru="последние четыре цифры карты",
-        de="die letzten vier Ziffern der Karte"), Ask(
-        "What are the last four digits of the card?",
-        ru="Назовите, пожалуйста, последние четыре цифры карты.",
-        de="Wie lauten die letzten vier Ziffern der Karte?"), Field(
+        de="die letzten vier Ziffern der Karte", es="últimos cuatro dígitos de la tarjeta"),
+        Ask("What are the last four digits of the card?",
+            ru="Назовите, пожалуйста, последние четыре цифры карты.",
+            de="Wie lauten die letzten vier Ziffern der Karte?",
+            es="¿Cuáles son los últimos cuatro dígitos de la tarjeta?"), Field(
         pattern=r"^[0-9]{4}$", description="Last four digits of the card")]
     operation_date: Annotated[dt.date | RelativeDay, Grounded(), About(
-        "date of the operation", ru="дата операции", de="Datum der Buchung"), Ask(
+        "date of the operation", ru="дата операции", de="Datum der Buchung",
+        es="fecha de la operación"), Ask(
         "On what date was the operation?", ru="Какого числа была операция?",
-        de="An welchem Tag war die Buchung?"), Field(
+        de="An welchem Tag war die Buchung?", es="¿En qué fecha fue la operación?"), Field(
         description="Date of the operation: YYYY-MM-DD, or today / yesterday")]
     amount: Annotated[str, Grounded(), Confirm(), About(
-        "amount of the operation", ru="сумма операции", de="Betrag der Buchung"), Ask(
+        "amount of the operation", ru="сумма операции", de="Betrag der Buchung",
+        es="importe de la operación"), Ask(
         "What was the amount of the operation?", ru="Какая была сумма операции?",
-        de="Wie hoch war der Betrag?"), Field(
+        de="Wie hoch war der Betrag?", es="¿Cuál fue el importe de la operación?"), Field(
         pattern=r"^[0-9]{1,9}(\.[0-9]{1,2})?$",
         description="Amount of the operation, e.g. 1200.50")]
     reason: Reason
@@ -206,16 +209,18 @@ class OpenDispute(_Contract):
 class BookHotel(_Contract):
     # Two numbers of one type: a message that changes one ("make it 5 nights") must not
     # change the other (server/dialogue/naming.py ties a value to the field it names).
-    city: Annotated[str, Grounded(), About("city", ru="город", de="Stadt"), Field(
+    city: Annotated[str, Grounded(), About("city", ru="город", de="Stadt", es="ciudad"), Field(
         min_length=1, max_length=40, description="City of the hotel")]
     check_in: Annotated[dt.date, Grounded(), About(
-        "check-in date", ru="дата заезда", de="Anreisedatum"), Field(
+        "check-in date", ru="дата заезда", de="Anreisedatum", es="fecha de entrada"), Field(
         description="Check-in date")]
     nights: Annotated[int, Grounded(), About(
-        "number of nights", ru="количество ночей", de="Anzahl der Nächte"), Field(
+        "number of nights", ru="количество ночей", de="Anzahl der Nächte",
+        es="número de noches"), Field(
         ge=1, le=30, description="Number of nights")]
     guests: Annotated[int, Grounded(), About(
-        "number of guests", ru="количество гостей", de="Anzahl der Gäste"), Field(
+        "number of guests", ru="количество гостей", de="Anzahl der Gäste",
+        es="número de personas"), Field(
         ge=1, le=8, description="Number of guests")]
 
     @field_validator("check_in", mode="after")

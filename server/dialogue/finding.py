@@ -29,7 +29,7 @@ from contracts import Contract
 from grammars import Match, PatternTimeout, validator_for
 from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.marks import Path, resolved
-from server.dialogue.reading import Reader, decimal_json, spans, within
+from server.dialogue.reading import Reader, claimed, decimal_json, has_currency, spans, within
 from server.dialogue.shape import Shape, branches, plain_string
 
 SPAN_WORDS = 4  # the longest run of words a value (not a plain string) is looked for in
@@ -49,6 +49,7 @@ class Found:
     start: int
     end: int
     named: bool = False  # the message names the field beside it
+    money: bool = False  # written with a currency ("1500,00 руб", "$349.00")
 
 
 
@@ -65,6 +66,11 @@ class ValueFinder:
         # Each piece's index (the first, for equal ones), looked up in constant time.
         self.index = {p: i for i, p in reversed(list(enumerate(self.all)))}
         self.value_of: ValueOf = value_reader(schema, node, path, contract, evidence)
+        # A field that takes an amount with cents: where some of its values were written
+        # with a currency, the others are not amounts (an order's number, a phone's digits).
+        self.amounts = not self.shape.integer and (self.shape.numbers or (
+            self.shape.numeric_text and _same_number(Decimal("12.50"),
+                                                     self.value_of("12.50")[1])))
 
     def values(self, pieces: Sequence[Piece]) -> list[Any]:
         """The distinct values, the most recent first."""
@@ -75,6 +81,9 @@ class ValueFinder:
         out: list[Found] = []
         for piece in pieces:
             out += self._in(piece.text, self.index.get(piece, -1))
+        if self.amounts and any(f.money for f in out):
+            paid = {_key(f.value) for f in out if f.money}
+            out = [f for f in out if _key(f.value) in paid]
         return out
 
     def _in(self, text: str, index: int) -> list[Found]:
@@ -82,16 +91,24 @@ class ValueFinder:
         ends = self.reader.range_ends(text) if self.shape.dates else []
         found: list[Found] = []
         numbers: list[tuple[int, int, Decimal]] = []  # spans that read as numbers
+        paid: list[tuple[int, int]] = []  # those written with a currency
         for start, end in dict.fromkeys([*spans(text, SPAN_WORDS), *self._matches(text)]):
-            if claims and within((start, end), claims) or ends and within((start, end), ends):
+            if claims and claimed((start, end), claims) or ends and within((start, end), ends):
                 continue
             # (Punctuation after a run is no part of its number: "89,90 ₽," is 89.90, and
             # its digits no card 8990.)
             number = self.reader.number(text[start:end].rstrip(_TRAILING))
             if number is not None:
                 numbers.append((start, end, number))
+            # (A sign between two numbers is the first one's: "120,00 € 2 veces" is no €2.)
+            money = number is not None and has_currency(text[start:end]) and not any(
+                s < start < e for s, e in paid)
+            if money:
+                paid.append((start, end))
             for value in self._readings(text[start:end], number):
-                found.append(Found(value, index, start, end))
+                found.append(Found(value, index, start, end, money=money))
+        if paid and not self.amounts:  # an amount's digits are no card, count or id
+            found = [f for f in found if not within((f.start, f.end), paid)]
         return _outermost(found, numbers)
 
     def _matches(self, text: str) -> Iterator[tuple[int, int]]:
@@ -133,7 +150,7 @@ class ValueFinder:
             answer = self.reader.boolean(raw)
             if answer is not None:
                 seen += self._taken([answer])
-        yield from {json.dumps(v, sort_keys=True): v for v in seen}.values()
+        yield from {_key(v): v for v in seen}.values()
 
     def _taken(self, readings: Sequence[Any]) -> list[Any]:
         out = []
@@ -156,11 +173,15 @@ def value_reader(schema: dict[str, Any], node: dict[str, Any], path: Path,
 
 
 
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
 def newest_values(found: Sequence[Found]) -> list[Any]:
     """The distinct values, the most recent first."""
     out: dict[str, Any] = {}
     for one in reversed(found):
-        out.setdefault(json.dumps(one.value, sort_keys=True), one.value)
+        out.setdefault(_key(one.value), one.value)
     return list(out.values())[:MAX_CANDIDATES]
 
 

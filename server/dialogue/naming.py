@@ -37,10 +37,11 @@ OPENS_NEW_INTENT = re.compile(
     # ("Another thing: the amount was 1 300", «ещё один вопрос»: more of the same request.)
     r"(?!\W+(?:thing|question|detail|point|note|вопрос\w*|детал\w*|момент\w*|"
     r"уточнени\w*|frage|sache|detail\w*)\b)")
-# "Not 4417 but 4471", «не 4417, а 4471», "nicht 4417, sondern 4471", "no 4417 sino 4471":
+# "Not 4417 but 4471", «не 4417, а 4471», "nicht 4417, sondern 4471", "no 4417 sino 4471",
+# and with the thing counted after the old value («не 3 ночи, а 4», "not 3 nights but 4"):
 # the second value takes the first one's place, and its field (ending where the value starts).
-_INSTEAD_OF = (r"(?i)\b(?:not|не|nicht|pas|no)\s+(?P<old>[\w.,-]*\w)\s*,?\s*"
-               r"(?:but(?: rather)?|а|sondern|mais|sino|ma)\s+")
+_INSTEAD_OF = (r"(?i)\b(?:not|не|nicht|pas|no)\s+(?P<old>[\w.,-]*\w)(?:\s+[^\W\d_]+){0,2}?"
+               r"\s*,?\s*(?:but(?: rather)?|а|sondern|mais|sino|ma)\s+")
 _INSTEAD = re.compile(_INSTEAD_OF + "$")
 _REPLACED = re.compile(_INSTEAD_OF + r"(?=\w)")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from collections import Counter
 
 log = logging.getLogger("strictcall.dialogue")
 _NUMBER = re.compile(r"\d+")
@@ -29,7 +30,8 @@ def in_digits(text: str, language: str) -> str | None:
     the language is one neither library reads)."""
     try:
         if language in NUMBER_PARSER:
-            out = _cardinals(text, language)
+            out = _cardinals(_colloquial(text) if language in ("ru", "uk") else text,
+                             language)
         elif language in TEXT2NUM:
             from text_to_num import alpha2digit
 
@@ -39,7 +41,9 @@ def in_digits(text: str, language: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a library's failure costs the reading only
         log.debug("number words in %s text not read: %s", language, exc)
         return None
-    if out == text or set(_NUMBER.findall(out)) - set(_NUMBER.findall(text)) <= {"1"}:
+    added = Counter(_NUMBER.findall(out))
+    added.subtract(_NUMBER.findall(text))
+    if out == text or not {n for n, more in added.items() if more > 0} - {"1"}:
         return None  # ("one" is a pronoun as often as a count: "no, keep the old one")
     return out
 
@@ -68,7 +72,9 @@ def _cardinals(text: str, language: str) -> str:
                 j -= 1
         pointed = i > 0 and words[i - 1].group().casefold() in _POINTING \
             and not text[words[i - 1].end():words[i].start()].strip()
-        if value is None or pointed:
+        # A lone word for one is an article or a pronoun as often as a count ("apareció un
+        # cargo", "no, keep the old one"): no 1, which would ground any count or amount.
+        if value is None or pointed or value == 1 and j == i + 1:
             i = max(j, i + 1)
             continue
         start = words[i].start()
@@ -81,18 +87,46 @@ def _cardinals(text: str, language: str) -> str:
     return "".join(out)
 
 
+# Colloquial Russian and Ukrainian number words number-parser does not read, as the words
+# it does: «тыщу» (a thousand), «полторы тысячи» (one and a half thousand: 1500), «полтора
+# миллиона», «полсотни».
+_COLLOQUIAL = (
+    (re.compile(r"(?i)\bтыщ(?=[аиуеы]?\b|ами?\b|ей\b)"), "тысяч"),
+    (re.compile(r"(?i)\bполтор[аы]\s+(?:тысяч[иа]?|тисяч[іа]?)\b"), "1500"),
+    (re.compile(r"(?i)\bполтор[аы]\s+(?:сотни|сотні)\b"), "150"),
+    (re.compile(r"(?i)\bполтор[аы]\s+(?:миллиона|мільйона)\b"), "1500000"),
+    (re.compile(r"(?i)\bпол(?:-|\s)?тысячи\b|\bпівтисячі\b"), "500"),
+    (re.compile(r"(?i)\bполсотни\b"), "50"))
+
+
+def _colloquial(text: str) -> str:
+    for pattern, instead in _COLLOQUIAL:
+        text = pattern.sub(instead, text)
+    return text
+
+
 # Collective numerals, which number-parser does not read: «нас двое» (two of us), «для
 # троих», «на четверых»; Ukrainian «нас двоє». Each stem with its case endings.
 _COLLECTIVE = {
     "ru": {"дво": 2, "тро": 3, "четвер": 4, "пятер": 5, "шестер": 6, "семер": 7},
     "uk": {"дво": 2, "тро": 3, "четвер": 4, "п'ятер": 5, "шістер": 6, "семер": 7}}
 _COLLECTIVE_END = re.compile(r"(?:е|є|о|их|ых|им|ым|ими|ыми|ім|іма)")
+# «вдвоём», «втроём», «вчетвером» (the two, three, four of us together); Ukrainian «удвох».
+_TOGETHER = {"ru": re.compile(r"в(?:(?P<s>дво|тро)[её]м|(?P<l>четвер|пятер|шестер|семер)ом)"),
+             "uk": re.compile(r"[ув](?:(?P<s>дв|тр)ох|трьох|(?P<l>чотир)ьох)")}
+_TOGETHER_VALUE = {"дво": 2, "дв": 2, "тро": 3, "тр": 3, "четвер": 4, "чотир": 4, "пятер": 5,
+                   "шестер": 6, "семер": 7}
 
 
 @functools.lru_cache(maxsize=4096)
 def _number(words: str, language: str) -> int | None:
     from number_parser import parse_number
 
+    together = _TOGETHER.get(language)
+    found_together = together.fullmatch(words) if together else None
+    if found_together:
+        stem = found_together.group("s") or found_together.group("l") or "тр"
+        return _TOGETHER_VALUE[stem]
     for stem, value in _COLLECTIVE.get(language, {}).items():
         if words.startswith(stem) and _COLLECTIVE_END.fullmatch(words[len(stem):]):
             return value

@@ -50,6 +50,7 @@ _TIME = re.compile(
     r"\b\d{1,2}(?::\d{2})?\s*(?:a\.?m\.?|p\.?m\.?|h\b|uhr\b|ч\b|час\w*|утра|вечера)"
     r"|\b\d{1,2}:\d{2}\b", re.IGNORECASE)
 _WORDS = re.compile(r"\S+")
+_MONTH_LINKS = frozenset({"de", "of", "del"})  # "23 de diciembre", "the 3 of May"
 _TRUE = frozenset({"yes", "true", "да", "ja", "oui", "sí", "si", "sim", "tak", "evet"})
 _FALSE = frozenset({"no", "false", "нет", "nein", "non", "não", "nie", "hayır"})
 
@@ -72,6 +73,14 @@ class Reader:
         """The days `span` may name: as of this period ("3 декабря" said on 2 December is
         this year's), then the nearest past and future ones, for a field that takes only
         past (or future) days."""
+        day = _day_of_month(span)
+        if day is not None:  # «3-го числа»: this month's, the latest past one, the next one
+            days = [d for d in (_on_day(_month_shifted(self.today, n), day)
+                                for n in range(-2, 3)) if d is not None]
+            this = [d for d in days if (d.year, d.month) == (self.today.year, self.today.month)]
+            past = [d for d in days if d <= self.today][-1:]
+            later = [d for d in days if d >= self.today][:1]
+            return list(dict.fromkeys([*this, *past, *later]))
         first = self.date(span)
         if first is None:
             return []
@@ -87,7 +96,11 @@ class Reader:
         ("30.11", "2026-11-01") or words of dates (a month, a weekday, "позавчера", "in 2
         days"). None for a bare number (no year "5531"), a time of day, a month without a
         day ("at 7" is no 7th), or no date at all."""
-        text = span.strip().rstrip(",;")
+        day = _day_of_month(span)
+        if day is not None:
+            return _on_day(self.today, day)
+        text = _ORDINAL_BEFORE_MONTH.sub(r"\1", span.strip().rstrip(",;"))  # «5-го декабря»
+        text = _PARTS_OF_DAYS.get(text.casefold(), text)  # "this morning": today
         ranged = _DAY_RANGE.match(text)  # "с 28 по 30 декабря": the range's first day
         if ranged:
             text = f"{ranged.group('first')} {ranged.group('month')}"
@@ -145,6 +158,9 @@ class Reader:
                 continue
             before = words[i - 1] if i > 0 else None
             after = words[i + 1] if i + 1 < len(words) else None
+            if after is not None and after[2] in _MONTH_LINKS and i + 2 < len(words) \
+                    and words[i + 2][2] in months:  # "23 de diciembre", "3 of May"
+                found.append((start, words[i + 2][1]))
             for near in (before, after):
                 if near is not None and near[2] in months and not (
                         near is before and text[near[0]:near[1]].endswith(",")):
@@ -206,6 +222,15 @@ def within(span: tuple[int, int], claims: list[tuple[int, int]]) -> bool:
     return any(s <= start and end <= e for s, e in claims)
 
 
+def claimed(span: tuple[int, int], claims: list[tuple[int, int]]) -> bool:
+    """Whether `span` lies within one of `claims` or reaches into one from outside: "руб 28"
+    of "1500,00 руб 28 ноября" is no amount 28 (the 28 is the date's); a span that holds a
+    whole claim and more ("$30.11") is its own."""
+    start, end = span
+    return any(s < end and start < e and not (start <= s and e <= end and (s, e) != span)
+               for s, e in claims)
+
+
 def decimal_json(value: Decimal, *, integer: bool = False) -> int | float | None:
     """A number as JSON writes it: an integer where one is asked for and it is whole."""
     if integer or value == value.to_integral_value():
@@ -244,6 +269,12 @@ def trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 # -- the libraries ------------------------------------------------------------------------
 
+def has_currency(span: str) -> bool:
+    """Whether `span` is written with a currency sign, code or word ("1500,00 руб", "$5")."""
+    text = span.strip()
+    return _without_currency(text) != text
+
+
 def _without_currency(text: str) -> str:
     if not any(not c.isdigit() and not c.isspace() and c not in ".,'\u2019+-" for c in text):
         return text  # digits and marks only: no currency to look for
@@ -252,7 +283,9 @@ def _without_currency(text: str) -> str:
     currency = Price.fromstring(text).currency
     if not currency or currency not in text:
         return text
-    return text.replace(currency, " ").strip()
+    # (The whole word: price-parser names "рублей" by its stem "руб".)
+    word = r"\w*\.?" if currency[-1:].isalpha() else ""
+    return re.sub(re.escape(currency) + word, " ", text, count=1).strip()
 
 
 def _locales(language: str) -> list[str]:
@@ -291,6 +324,36 @@ def _reads(text: str, format: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# A day of the month alone: «3-го числа», «3-го», "the 3rd"; before a month's name, the
+# ordinal's ending is left out («5-го декабря»: 5 декабря).
+_DAY_OF_MONTH = re.compile(r"(?i)^(?:the\s+)?(\d{1,2})(?:-?(?:го|ого|е)(?:\s+числа)?"
+                           r"|\s+числа|st|nd|rd|th)$")
+_ORDINAL_BEFORE_MONTH = re.compile(r"(?i)\b(\d{1,2})-?(?:го|ого|е)(?=\s+[^\W\d_]{3,})")
+# A part of a day said without the day's own word: the day it is in.
+_PARTS_OF_DAYS = {"this morning": "today", "this afternoon": "today", "this evening": "today",
+                  "tonight": "today", "earlier today": "today", "last night": "yesterday",
+                  "esta mañana": "hoy", "esta tarde": "hoy", "esta noche": "hoy",
+                  "anoche": "ayer", "heute früh": "heute", "gestern abend": "gestern"}
+
+
+def _day_of_month(span: str) -> int | None:
+    found = _DAY_OF_MONTH.match(span.strip().rstrip(",;."))
+    return int(found.group(1)) if found else None
+
+
+def _month_shifted(day: dt.date, months: int) -> dt.date:
+    """The first day of the month `months` from `day`'s."""
+    index = day.year * 12 + day.month - 1 + months
+    return dt.date(index // 12, index % 12 + 1, 1)
+
+
+def _on_day(month: dt.date, day: int) -> dt.date | None:
+    try:
+        return month.replace(day=day)
+    except ValueError:  # the 31st of a month of 30 days
+        return None
 
 
 def _shifted(day: dt.date, years: int) -> dt.date | None:

@@ -403,6 +403,13 @@ def test_a_value_taken_back_is_none_and_its_replacement_takes_its_field():
     found = _dispute(said)
     assert found["card_last4"] == ("4471",) and "4471" not in found["amount"]
     assert _dispute("the card is not 5566 but 5576")["card_last4"] == ("5576",)
+    # The thing counted after the value taken back names the field of its replacement.
+    corrected = "ой, не 3 ночи, а 4"
+    assert [corrected[a:b] for a, b in replaced(corrected)] == ["3"]
+    nights = FieldWords.of({("nights",): ["nights", "ночи"], ("guests",): ["guests",
+                                                                          "гостей"]})
+    at = corrected.index("4")
+    assert set(nights.naming(corrected, at, at + 1)) == {("nights",)}
 
 
 def test_a_stay_from_one_day_to_another_checks_in_on_the_first_and_counts_apart():
@@ -413,3 +420,33 @@ def test_a_stay_from_one_day_to_another_checks_in_on_the_first_and_counts_apart(
         (("Rome",), ("2027-01-03",), (2,))  # no city "January", no 2 January, no 3 nights
     found = _found(hotel.schema(), hotel, ("user", "Отель в Питере с 28 по 30 декабря"))
     assert found["check_in"] == ("2026-12-28",) and found["nights"] == ()
+
+
+@pytest.mark.parametrize(("text", "amount", "card"), [
+    # Where an amount is written with its currency, numbers without one are no amount: an
+    # order's number, a phone's digits; and an amount's digits are no card.
+    ("Заказ №48213 не привезли, а деньги списали: 1500,00 руб 28 ноября, карта 7719",
+     ("1500.00",), ("7719",)),
+    ("Мне позвонили с номера +7 916 204-81-37, и с карты ушло 12 000 руб.", ("12000",), ()),
+    ("Vorgestern wurden 39,95 € abgebucht, Karte 5817, Bestellnummer 771204",
+     ("39.95",), ("5817",)),
+    ("3-го числа с карты *5208 списали 2 500 р. в магазине", ("2500",), ("5208",)),
+    ("El 2026-11-26 me cobraron 120,00 € dos veces, tarjeta 3344", ("120.00",), ("3344",)),
+    ("последние 4 цифры — 3382, списали тыщу рублей", ("1000",), ("3382",)),
+    # No currency anywhere: every reading stays, and the user chooses.
+    ("I bought 2 coffees for 7.80, card 6631 got charged 78.00", ("78.00", "7.80", "2"),
+     ("6631",)),
+])
+def test_an_amount_written_with_its_currency_outranks_other_numbers(text, amount, card):
+    found = _dispute(text)
+    assert found["amount"] == amount and found["card_last4"] == card
+
+
+def test_a_count_is_never_read_from_an_article_nor_a_day_before_its_month():
+    hotel = contract_of(BookHotel)
+    found = _found(hotel.schema(), hotel, ("user", "Quiero reservar un hotel en Valencia "
+                                           "para 2 personas, 4 noches; llegamos el 23 de "
+                                           "diciembre a las 21:00"))
+    assert found["nights"] == (4,) and found["guests"] == (2,)
+    assert found["check_in"] == ("2026-12-23",)
+    assert "1" not in _dispute("Hace tres días apareció un cargo en mi tarjeta 6402")["amount"]

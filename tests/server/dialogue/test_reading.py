@@ -130,3 +130,48 @@ def test_a_range_of_days_is_its_first_day_and_a_comma_parts_a_month_from_a_count
     english = Reader(today=dt.date(2026, 12, 7), language="en")
     assert english.dates("January, 2") == [] and english.dates("May 3, 2027") == \
         [dt.date(2027, 5, 3)]
+
+
+@pytest.mark.parametrize(("text", "language", "digits"), [
+    ("сняли полторы тысячи", "ru", "сняли 1500"), ("списали тыщу рублей", "ru",
+                                                  "списали 1000 рублей"),
+    ("две тыщи", "ru", "2000"), ("полсотни", "ru", "50"),
+    ("едем вдвоём с женой", "ru", "едем 2 с женой"), ("втроем", "ru", "3"),
+    ("їдемо удвох", "uk", "їдемо 2"),
+    # The same number in digits before it: the word is read all the same.
+    ("на 3 ночи, нас трое", "ru", "на 3 ночи, нас 3"),
+    # A lone word for one is an article or a pronoun: no 1 beside the 3 read.
+    ("Hace tres días apareció un cargo", "es", "Hace 3 días apareció un cargo"),
+    ("for one guest and two nights", "en", "for one guest and 2 nights")])
+def test_colloquial_numbers_and_no_one_from_an_article(text, language, digits):
+    from server.dialogue.number_words import in_digits
+
+    assert in_digits(text, language) == digits
+
+
+@pytest.mark.parametrize(("language", "span", "days"), [
+    # A day of the month alone: this month's, the latest past one, the next one.
+    ("ru", "3-го числа", [dt.date(2026, 12, 3), dt.date(2027, 1, 3)]),
+    ("ru", "25-го", [dt.date(2026, 12, 25), dt.date(2026, 11, 25)]),
+    ("ru", "31-го числа", [dt.date(2026, 12, 31), dt.date(2026, 10, 31)]),
+    ("en", "the 3rd", [dt.date(2026, 12, 3), dt.date(2027, 1, 3)]),
+    ("ru", "5-го декабря", [dt.date(2026, 12, 5), dt.date(2027, 12, 5)]),
+    ("en", "this morning", [dt.date(2026, 12, 7)]),
+    ("en", "last night", [dt.date(2026, 12, 6)]),
+    ("es", "anoche", [dt.date(2026, 12, 6)])])
+def test_a_day_of_the_month_and_a_part_of_a_day(language, span, days):
+    assert Reader(today=dt.date(2026, 12, 7), language=language).dates(span) == days
+
+
+def test_a_day_before_its_month_with_a_word_between_and_a_currency_before_it_is_claimed():
+    from server.dialogue.reading import claimed
+
+    reader = Reader(today=dt.date(2026, 12, 7), language="es")
+    text = "llegamos el 23 de diciembre"
+    assert [text[a:b] for a, b in reader.claims(text)] == ["23 de diciembre"]
+    russian = "списали 1500,00 руб 28 ноября"
+    claims = Reader(today=dt.date(2026, 12, 7), language="ru").claims(russian)
+    at = russian.index("руб 28")
+    assert claimed((at, at + len("руб 28")), claims)  # reaches into the date: no amount 28
+    dollars = "$30.11"
+    assert not claimed((0, 6), Reader(today=TODAY, language="en").claims(dollars))
