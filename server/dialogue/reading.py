@@ -96,9 +96,9 @@ class Reader:
         ("30.11", "2026-11-01") or words of dates (a month, a weekday, "позавчера", "in 2
         days"). None for a bare number (no year "5531"), a time of day, a month without a
         day ("at 7" is no 7th), or no date at all."""
-        day = _day_of_month(span)
-        if day is not None:
-            return _on_day(self.today, day)
+        of_month = _day_of_month(span)
+        if of_month is not None:
+            return _on_day(self.today, of_month)
         text = _ORDINAL_BEFORE_MONTH.sub(r"\1", span.strip().rstrip(",;"))  # «5-го декабря»
         text = _PARTS_OF_DAYS.get(text.casefold(), text)  # "this morning": today
         ranged = _DAY_RANGE.match(text)  # "с 28 по 30 декабря": the range's first day
