@@ -55,6 +55,13 @@ _SAME = frozenset({"same", "же", "тот", "та", "той", "том", "тем
                    "misma"})
 
 
+_PEOPLE = frozenset(words(
+    "guest guests people person persons passenger passengers traveller travellers "
+    "traveler travelers гость гостей гостя гости человек человека людей персон персоны "
+    "пассажир пассажира пассажиров gast gäste personen reisende huésped huéspedes persona "
+    "personas pasajero pasajeros invité invités personne personnes voyageurs"))
+
+
 @dataclass(frozen=True)
 class FieldWords:
     """Each field's distinctive stems."""
@@ -67,6 +74,12 @@ class FieldWords:
         stems = {path: {s for t in ts for w in _TOKEN.findall(t) if not date_word(w)
                         for s in words(w) if len(s) > 1 and not s.isdigit()}
                  for path, ts in texts.items()}
+        # The one field that counts people (guests, passengers) is named by any word for
+        # people: "3 people", «2 человека», "4 personas", and a collective numeral, which
+        # number_words reads as that many «человек».
+        people = [path for path, found in stems.items() if found & _PEOPLE]
+        if len(people) == 1:
+            stems[people[0]] = stems[people[0]] | _PEOPLE
         counts: dict[str, int] = {}
         for found in stems.values():
             for stem in found:

@@ -82,6 +82,8 @@ def _cardinals(text: str, language: str) -> str:
         if last_end >= 0 and not text[last_end:start].strip():
             out.append(", ")  # right after another number: kept apart
         out.append(str(value))
+        if j == i + 1 and _counts_people(words[i].group().casefold(), language):
+            out.append(" " + _PEOPLE_WORD[language])  # «нас двое»: «нас 2 человек»
         at, last_end, i = words[j - 1].end(), words[j - 1].end(), j
     out.append(text[at:])
     return "".join(out)
@@ -116,6 +118,17 @@ _TOGETHER = {"ru": re.compile(r"в(?:(?P<s>дво|тро)[её]м|(?P<l>четв
              "uk": re.compile(r"[ув](?:(?P<s>дв|тр)ох|трьох|(?P<l>чотир)ьох)")}
 _TOGETHER_VALUE = {"дво": 2, "дв": 2, "тро": 3, "тр": 3, "четвер": 4, "чотир": 4, "пятер": 5,
                    "шестер": 6, "семер": 7}
+
+
+_PEOPLE_WORD = {"ru": "человек", "uk": "людей"}
+
+
+def _counts_people(word: str, language: str) -> bool:
+    """Whether `word` is a collective numeral, which counts people («двое», «вдвоём»)."""
+    together = _TOGETHER.get(language)
+    return bool(together and together.fullmatch(word)) or any(
+        word.startswith(stem) and _COLLECTIVE_END.fullmatch(word[len(stem):])
+        for stem in _COLLECTIVE.get(language, {}))
 
 
 @functools.lru_cache(maxsize=4096)

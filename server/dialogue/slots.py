@@ -117,12 +117,12 @@ class SlotTurn:
         contract = self.registry.get(name)
         filled = {f: v for f, v in slots.values.items()
                   if f in props and valid_value(schema, f, v)}
-        stated = {f: self._stated(schema, name, f, filled) for f in filled}
+        words = field_words(schema, grounding.marks)
+        stated = {f: self._stated(schema, name, f, filled, words=words) for f in filled}
         owners: dict[Span, set[str]] = {}
         for field, found in stated.items():
             for f in found or ():
                 owners.setdefault((f.piece, f.start, f.end), set()).add(field)
-        words = field_words(schema, grounding.marks)
         # The fields not filled yet that can take a span: one the message names beside it
         # ("гостей будет двое") makes it no filled field's (the nights keep their 3).
         takers = {span: set(fields) for span, fields in owners.items()}
@@ -177,10 +177,13 @@ class SlotTurn:
         return [old]
 
     def _stated(self, schema: dict[str, Any], tool: str, field: str,
-                filled: dict[str, Any], *, own: bool = False) -> list[Found] | None:
+                filled: dict[str, Any], *, own: bool = False,
+                words: FieldWords | None = None) -> list[Found] | None:
         """The new values the user's newest message gives `field`, where it says them: not
         its filled value (unless `own`), nor another filled field's ("card 4417, I said"
-        restates the card, it does not make 4417 the amount). None: a plain string."""
+        restates the card, it does not make 4417 the amount) unless its words name this
+        field beside it («2 ночи» filled, then «нас будет двое»: 2 guests). None: a plain
+        string."""
         contract = self.registry.get(tool)
         finder = values_of(schema, contract, (field,), self.fresh)
         if finder is None:
@@ -190,10 +193,16 @@ class SlotTurn:
         for found in finder.found(self.fresh.pieces):
             value = normal(contract, field, found.value, today=self.today)
             if (own or not same(value, filled[field])) \
-                    and not any(same(value, o) for o in others) \
+                    and (not any(same(value, o) for o in others)
+                         or words is not None and self._named(words, found) == {(field,)}) \
                     and valid_value(schema, field, found.value):
                 out.append(found)
         return out
+
+    def _named(self, words: FieldWords, found: Found) -> set[tuple[str, ...]]:
+        """The fields the words nearest to `found` name it for."""
+        named = words.naming(self.fresh.pieces[found.piece].text, found.start, found.end)
+        return closest(named, named)
 
     # -- after the decode -----------------------------------------------------------------
     def merge(self, name: str, arguments: dict[str, Any], wording: Wording,

@@ -450,3 +450,23 @@ def test_a_count_is_never_read_from_an_article_nor_a_day_before_its_month():
     assert found["nights"] == (4,) and found["guests"] == (2,)
     assert found["check_in"] == ("2026-12-23",)
     assert "1" not in _dispute("Hace tres días apareció un cargo en mi tarjeta 6402")["amount"]
+
+
+def test_the_field_that_counts_people_is_named_by_any_word_for_people():
+    from server.dialogue.naming import FieldWords
+
+    hotel = FieldWords.of({("nights",): ["nights", "количество ночей"],
+                           ("guests",): ["guests", "количество гостей", "personas"]})
+    for said in ("Заезд 10 января. И нас будет 2 человек.", "2 nights, 3 people",
+                 "4 noches, 2 personas"):
+        for value in {"2", "3"} & set(said.split()):
+            at = said.index(value + " ")
+            owner = "nights" if said[at + 2:].startswith(("nights", "noches")) else "guests"
+            assert set(hotel.naming(said, at, at + 1)) == {(owner,)}, said
+    # Two fields that count people: neither is named by a word both share.
+    two = FieldWords.of({("passengers",): ["passengers"], ("guests",): ["guests"]})
+    assert two.naming("3 people", 0, 1) == {}
+    hotel_ = contract_of(BookHotel)
+    found = _found(hotel_.schema(), hotel_, ("user", "Отель в Калининграде, 2 ночи"),
+                   ("user", "Заезд 10 января. И нас будет двое."))
+    assert found["guests"] == (2,)

@@ -84,8 +84,10 @@ def test_words_are_stemmed_in_their_own_script():
 
 
 @pytest.mark.parametrize(("text", "language", "digits"), [
-    ("нас будет двое", "ru", "нас будет 2"), ("номер на четверых", "ru", "номер на 4"),
-    ("для троих гостей", "ru", "для 3 гостей"), ("нас двоє", "uk", "нас 2"),
+    # (Each counts people, said after it: the field that counts people is named by it.)
+    ("нас будет двое", "ru", "нас будет 2 человек"),
+    ("номер на четверых", "ru", "номер на 4 человек"),
+    ("для троих гостей", "ru", "для 3 человек гостей"), ("нас двоє", "uk", "нас 2 людей"),
     ("во дворе", "ru", None), ("тройка лидеров", "ru", None)])
 def test_collective_numerals_are_read_as_counts(text, language, digits):
     from server.dialogue.number_words import in_digits
@@ -136,10 +138,10 @@ def test_a_range_of_days_is_its_first_day_and_a_comma_parts_a_month_from_a_count
     ("сняли полторы тысячи", "ru", "сняли 1500"), ("списали тыщу рублей", "ru",
                                                   "списали 1000 рублей"),
     ("две тыщи", "ru", "2000"), ("полсотни", "ru", "50"),
-    ("едем вдвоём с женой", "ru", "едем 2 с женой"), ("втроем", "ru", "3"),
-    ("їдемо удвох", "uk", "їдемо 2"),
+    ("едем вдвоём с женой", "ru", "едем 2 человек с женой"), ("втроем", "ru", "3 человек"),
+    ("їдемо удвох", "uk", "їдемо 2 людей"),
     # The same number in digits before it: the word is read all the same.
-    ("на 3 ночи, нас трое", "ru", "на 3 ночи, нас 3"),
+    ("на 3 ночи, нас трое", "ru", "на 3 ночи, нас 3 человек"),
     # A lone word for one is an article or a pronoun: no 1 beside the 3 read.
     ("Hace tres días apareció un cargo", "es", "Hace 3 días apareció un cargo"),
     ("for one guest and two nights", "en", "for one guest and 2 nights")])

@@ -332,3 +332,18 @@ def test_guests_said_in_words_leave_the_nights_as_they_were(client, replies):
     kept = talk.send(hotel(city="Sochi", nights=3, guests=2), user="Гостей будет двое")
     assert slots(kept)["filled"]["nights"] == 3 and slots(kept)["filled"]["guests"] == 2
     assert slots(kept)["changed"] == []
+
+
+def test_guests_said_as_a_collective_numeral_change_the_guests_even_as_the_nights_number(
+        client, replies):
+    """«И нас будет двое» with 2 nights and 1 guest filled: «двое» counts people, so the 2 is
+    the guests' though the nights hold 2 too; the guests change, the nights stay."""
+    talk = Dialogue(client, replies, f"hotel-{uuid.uuid4().hex}", tools=[HOTEL], choice=HOTEL)
+    talk.send(hotel(city="Sochi", nights=2, guests=1), user="Отель в Sochi, 2 ночи, 1 гость")
+    kept = talk.send(hotel(city="Sochi", nights=2, guests=1),
+                     user="И нас будет двое.", status=503)
+    assert "breaks the grammar" in kept["detail"]  # the old guest count: not what was said
+    talk.messages.pop()
+    moved = talk.send(hotel(city="Sochi", nights=2, guests=2),
+                      user="И нас будет двое.")
+    assert slots(moved)["filled"]["nights"] == 2 and slots(moved)["filled"]["guests"] == 2
