@@ -11,6 +11,7 @@ just changed)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
 from typing import Any
@@ -54,7 +55,8 @@ def judge_fields(gold: dict[str, Any], shown: dict[str, Any], *, asked: set[str]
 def dated(value: Any) -> Any:
     """The run's dates in an expected value: {today}, {yesterday}, {ago:N} (N days ago),
     {date:DD.MM} (the latest such day that is not in the future), {next:DD.MM} (the next
-    one that is not past)."""
+    one that is not past), {day:N} (the latest N-th of a month that is not in the future:
+    «3-го числа»)."""
     if not isinstance(value, str) or "{" not in value:
         return value
     today = clock.today()
@@ -67,13 +69,20 @@ def dated(value: Any) -> Any:
             return (today - dt.timedelta(days=1)).isoformat()
         if kind == "ago":
             return (today - dt.timedelta(days=int(arg))).isoformat()
+        if kind == "day":
+            month = today.replace(day=1)
+            while True:
+                with contextlib.suppress(ValueError):  # (no 31st in this month)
+                    if (found := month.replace(day=int(arg))) <= today:
+                        return found.isoformat()
+                month = (month - dt.timedelta(days=1)).replace(day=1)
         d, m = (int(x) for x in arg.split("."))
         this_year = dt.date(today.year, m, d)
         if kind == "next":
             return (this_year if this_year >= today else dt.date(today.year + 1, m, d)
                     ).isoformat()
         return (this_year if this_year <= today else dt.date(today.year - 1, m, d)).isoformat()
-    return re.sub(r"\{(today|yesterday|ago|date|next)(?::([0-9.]+))?\}", day, value)
+    return re.sub(r"\{(today|yesterday|ago|date|next|day)(?::([0-9.]+))?\}", day, value)
 
 
 def asked_fields(extension: dict[str, Any]) -> tuple[set[str], set[str]]:

@@ -75,3 +75,13 @@ def test_shipped_dialogues_load_in_four_languages():
     assert [s["expect"]["nights"] for s in hotel["steps"]] == [2, 5]
     assert any(v is None for d in dialogues for s in d["steps"]
                for v in s["expect"].values())  # never given
+
+
+def test_a_day_of_the_month_alone_is_the_latest_such_day_not_in_the_future(monkeypatch):
+    from server.eval.judge import dated
+
+    monkeypatch.setenv(clock.ENV, "2026-12-07")
+    assert (dated("{day:3}"), dated("{day:7}"), dated("{day:31}")) == (
+        "2026-12-03", "2026-12-07", "2026-10-31")
+    monkeypatch.setenv(clock.ENV, "2027-01-02")
+    assert dated("{day:3}") == "2026-12-03"
