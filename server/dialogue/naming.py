@@ -46,9 +46,16 @@ _INSTEAD = re.compile(_INSTEAD_OF + "$")
 _REPLACED = re.compile(_INSTEAD_OF + r"(?=\w)")
 
 
+# The new value first: "4471 not 4417", «4471, а не 4417», "4471, nicht 4417" (values with
+# digits only: «500, не помню когда» takes nothing back).
+_RATHER_THAN = re.compile(r"(?i)(?P<new>[\w.-]*\d[\w.-]*)\s*,?\s*(?:and\s+|а\s+|y\s+|und\s+)?"
+                          r"(?:not|не|nicht|no|pas)\s+(?P<old>[\w.-]*\d[\w.-]*)\b")
+
+
 def replaced(text: str) -> list[tuple[int, int]]:
     """The spans of values `text` takes back ("не 4417, а 4471": 4417), no value of it."""
-    return [m.span("old") for m in _REPLACED.finditer(text)]
+    return [m.span("old") for m in _REPLACED.finditer(text)] + \
+        [m.span("old") for m in _RATHER_THAN.finditer(text)]
 # "The same card", "с той же карты", "dieselbe Karte", "la même carte".
 _SAME = frozenset({"same", "же", "тот", "та", "той", "том", "тем", "того", "gleiche",
                    "gleichen", "selbe", "selben", "dieselbe", "denselben", "même", "mismo",

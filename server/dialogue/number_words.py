@@ -30,12 +30,13 @@ def in_digits(text: str, language: str) -> str | None:
     the language is one neither library reads)."""
     try:
         if language in NUMBER_PARSER:
-            out = _cardinals(_colloquial(text) if language in ("ru", "uk") else text,
-                             language)
+            out = _cardinals(_colloquial(text, language) if language in ("ru", "uk")
+                             else text, language)
         elif language in TEXT2NUM:
             from text_to_num import alpha2digit
 
-            out = str(alpha2digit(text, language, threshold=2))  # ("ein": as "one" above)
+            out = str(alpha2digit(_together(text, language), language,
+                                  threshold=2))  # ("ein": as "one" above)
         else:
             return None
     except Exception as exc:  # noqa: BLE001 - a library's failure costs the reading only
@@ -101,10 +102,36 @@ _COLLOQUIAL = (
     (re.compile(r"(?i)\bполсотни\b"), "50"))
 
 
-def _colloquial(text: str) -> str:
+# «две с половиной тысячи» (two and a half thousand: 2500), «3 с половиной миллиона».
+_AND_A_HALF = re.compile(r"(?i)\b(?P<n>\d+|[^\W\d_]+)\s+с\s+половиной\s+"
+                         r"(?P<unit>тысяч[иа]?|тисяч[іа]?|миллиона?|мільйона?|сотни|сотні)\b")
+_UNITS = {"тыс": 1000, "тис": 1000, "мил": 1_000_000, "мі": 1_000_000, "сот": 100}
+
+
+def _colloquial(text: str, language: str) -> str:
     for pattern, instead in _COLLOQUIAL:
         text = pattern.sub(instead, text)
-    return text
+
+    def half(found: re.Match[str]) -> str:
+        whole = found.group("n")
+        n = int(whole) if whole.isdigit() else _number(whole.casefold(), language)
+        unit = next(v for k, v in _UNITS.items() if found.group("unit").casefold().startswith(k))
+        return found.group() if n is None else str(int((n + 0.5) * unit))
+    return _AND_A_HALF.sub(half, text)
+
+
+# Collective numerals in German and the like, said as a count of people: «zu zweit»,
+# «zu dritt» (the two, three of us).
+_TOGETHER_WORDS = {"de": re.compile(r"(?i)\bzu\s+(zweit|dritt|viert|fünft|sechst)\b")}
+_TOGETHER_DE = {"zweit": 2, "dritt": 3, "viert": 4, "fünft": 5, "sechst": 6}
+
+
+def _together(text: str, language: str) -> str:
+    """«wir kommen zu zweit»: «wir kommen 2 Personen» (read as a count of people)."""
+    pattern = _TOGETHER_WORDS.get(language)
+    if pattern is None:
+        return text
+    return pattern.sub(lambda m: f"{_TOGETHER_DE[m.group(1).casefold()]} Personen", text)
 
 
 # Collective numerals, which number-parser does not read: «нас двое» (two of us), «для

@@ -50,6 +50,12 @@ _TIME = re.compile(
     r"\b\d{1,2}(?::\d{2})?\s*(?:a\.?m\.?|p\.?m\.?|h\b|uhr\b|ч\b|час\w*|утра|вечера)"
     r"|\b\d{1,2}:\d{2}\b", re.IGNORECASE)
 _WORDS = re.compile(r"\S+")
+# How many times a thing happened ("2 раза", "twice"'s "x2", "3 mal"): no amount or card.
+_REPEATS = re.compile(r"(?i)\b\d{1,3}\s*(?:раза?|times|mal|veces|fois)\b|\bx\s?\d{1,2}\b"
+                      r"|\b\d{1,2}x\b")
+# A year said as one: "since 2019", «с 2019 года», "seit 2019", "desde 2019".
+_YEAR = re.compile(r"(?i)\b(?:since|seit|desde|depuis)\s+(?:19|20)\d{2}\b"
+                   r"|\b(?:19|20)\d{2}\s*(?:год\w*|г\.)")
 _MONTH_LINKS = frozenset({"de", "of", "del"})  # "23 de diciembre", "the 3 of May"
 _TRUE = frozenset({"yes", "true", "да", "ja", "oui", "sí", "si", "sim", "tak", "evet"})
 _FALSE = frozenset({"no", "false", "нет", "nein", "non", "não", "nie", "hayır"})
@@ -111,6 +117,9 @@ class Reader:
         language = _language_of_span(text, self.language)
         if not (_DIGIT_DATE.match(text) or _date_words(text, language)):
             return None
+        if any(c.isdigit() for c in text) and not (_DIGIT_DATE.match(text) or _date_words(
+                text, language, _MONTHS + _UNITS)):
+            return None  # digits no date word reads: "yesterday a $212.75" is no yesterday
         if _TIME.search(text):
             return None
         order = "MDY" if self.language == "en" and "/" in text else "DMY"
@@ -144,8 +153,11 @@ class Reader:
     def claims(self, text: str) -> list[tuple[int, int]]:
         """The spans of `text` that are dates with digits or times of day: a date in digits
         ("30.11"), a day beside a month's name ("3 декабря", "May 3"), a relative day ("in
-        2 days", "2 days ago"; "for 2 days" is a count, no date), a time ("7 am")."""
+        2 days", "2 days ago"; "for 2 days" is a count, no date), a time ("7 am"), a year
+        ("since 2019"), and how many times something happened ("2 раза", "x2")."""
         found = [m.span() for m in _TIME.finditer(text)]
+        found += [m.span() for m in _REPEATS.finditer(text)]
+        found += [m.span() for m in _YEAR.finditer(text)]
         words = [(m.start(), m.end(), m.group().strip(".,;:!?()").casefold())
                  for m in _WORDS.finditer(text)]
         months = _vocabulary(self.language, _MONTHS) | _vocabulary("en", _MONTHS)
@@ -326,10 +338,12 @@ def _reads(text: str, format: str) -> bool:
     return True
 
 
-# A day of the month alone: «3-го числа», «3-го», "the 3rd"; before a month's name, the
+# A day of the month alone: «3-го числа», "the 3rd" (not «3-го» alone: «3-го этажа» is a
+# floor, nor "3rd": "the 3rd floor" has its "the"... and a floor after it); before a month's
+# name, the
 # ordinal's ending is left out («5-го декабря»: 5 декабря).
-_DAY_OF_MONTH = re.compile(r"(?i)^(?:the\s+)?(\d{1,2})(?:-?(?:го|ого|е)(?:\s+числа)?"
-                           r"|\s+числа|st|nd|rd|th)$")
+_DAY_OF_MONTH = re.compile(r"(?i)^(?:(\d{1,2})(?:-?(?:го|ого|е))?\s+числа"
+                           r"|the\s+(\d{1,2})(?:st|nd|rd|th))$")
 _ORDINAL_BEFORE_MONTH = re.compile(r"(?i)\b(\d{1,2})-?(?:го|ого|е)(?=\s+[^\W\d_]{3,})")
 # A part of a day said without the day's own word: the day it is in.
 _PARTS_OF_DAYS = {"this morning": "today", "this afternoon": "today", "this evening": "today",
@@ -340,7 +354,7 @@ _PARTS_OF_DAYS = {"this morning": "today", "this afternoon": "today", "this even
 
 def _day_of_month(span: str) -> int | None:
     found = _DAY_OF_MONTH.match(span.strip().rstrip(",;."))
-    return int(found.group(1)) if found else None
+    return int(found.group(1) or found.group(2)) if found else None
 
 
 def _month_shifted(day: dt.date, months: int) -> dt.date:
@@ -381,12 +395,13 @@ def date_word(word: str) -> bool:
     return any(folded in _vocabulary(language) for language in ("en", "ru", "de", "fr", "es"))
 
 
-def _date_words(text: str, language: str) -> bool:
+def _date_words(text: str, language: str, keys: tuple[str, ...] | None = None) -> bool:
     """Whether `text` holds a word of dates in its language or English (dateparser's own
     vocabulary: months, weekdays, relative days, units with "in" and "ago"), spelled out:
     abbreviations of two letters ("we", "вт") would read "we" as Wednesday."""
     words = {w.casefold() for w in re.findall(r"[^\W\d_]{3,}", text)} - STOP_WORDS
-    return bool(words & (_vocabulary(language) | _vocabulary("en")))
+    keys = keys or (*_MONTHS, *_UNITS, *_DAYS)
+    return bool(words & (_vocabulary(language, keys) | _vocabulary("en", keys)))
 
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",

@@ -410,6 +410,11 @@ def test_a_value_taken_back_is_none_and_its_replacement_takes_its_field():
                                                                           "гостей"]})
     at = corrected.index("4")
     assert set(nights.naming(corrected, at, at + 1)) == {("nights",)}
+    # The new value first: the one after "not" is taken back.
+    for said in ("sorry, the card is 4471 not 4417", "карта 4471, а не 4417",
+                 "4471, nicht 4417"):
+        assert [said[a:b] for a, b in replaced(said)] == ["4417"]
+    assert replaced("списали 500, не помню когда") == []
 
 
 def test_a_stay_from_one_day_to_another_checks_in_on_the_first_and_counts_apart():

@@ -144,7 +144,9 @@ def test_a_range_of_days_is_its_first_day_and_a_comma_parts_a_month_from_a_count
     ("на 3 ночи, нас трое", "ru", "на 3 ночи, нас 3 человек"),
     # A lone word for one is an article or a pronoun: no 1 beside the 3 read.
     ("Hace tres días apareció un cargo", "es", "Hace 3 días apareció un cargo"),
-    ("for one guest and two nights", "en", "for one guest and 2 nights")])
+    ("for one guest and two nights", "en", "for one guest and 2 nights"),
+    ("списали 2 раза по две с половиной тысячи", "ru", "списали 2 раза по 2500"),
+    ("Wir kommen zu zweit", "de", "Wir kommen 2 Personen")])
 def test_colloquial_numbers_and_no_one_from_an_article(text, language, digits):
     from server.dialogue.number_words import in_digits
 
@@ -154,7 +156,10 @@ def test_colloquial_numbers_and_no_one_from_an_article(text, language, digits):
 @pytest.mark.parametrize(("language", "span", "days"), [
     # A day of the month alone: this month's, the latest past one, the next one.
     ("ru", "3-го числа", [dt.date(2026, 12, 3), dt.date(2027, 1, 3)]),
-    ("ru", "25-го", [dt.date(2026, 12, 25), dt.date(2026, 11, 25)]),
+    ("ru", "25-го числа", [dt.date(2026, 12, 25), dt.date(2026, 11, 25)]),
+    ("ru", "3-го", []),  # («3-го этажа»: a floor)
+    ("en", "3rd", []),
+    ("en", "yesterday a $212.75", []),  # digits no date word reads: no yesterday
     ("ru", "31-го числа", [dt.date(2026, 12, 31), dt.date(2026, 10, 31)]),
     ("en", "the 3rd", [dt.date(2026, 12, 3), dt.date(2027, 1, 3)]),
     ("ru", "5-го декабря", [dt.date(2026, 12, 5), dt.date(2027, 12, 5)]),
@@ -177,3 +182,11 @@ def test_a_day_before_its_month_with_a_word_between_and_a_currency_before_it_is_
     assert claimed((at, at + len("руб 28")), claims)  # reaches into the date: no amount 28
     dollars = "$30.11"
     assert not claimed((0, 6), Reader(today=TODAY, language="en").claims(dollars))
+
+
+def test_how_many_times_and_a_year_claim_their_numbers():
+    reader = Reader(today=dt.date(2026, 12, 7), language="ru")
+    for text, claim in [("списали 2 раза по 2500", "2 раза"), ("charged x2, 63.40 each", "x2"),
+                        ("with you since 2019, card 7264", "since 2019"),
+                        ("клиент с 2019 года, карта 4417", "2019 года")]:
+        assert [text[a:b] for a, b in reader.claims(text)] == [claim]
