@@ -47,15 +47,47 @@ _REPLACED = re.compile(_INSTEAD_OF + r"(?=\w)")
 
 
 # The new value first: "4471 not 4417", «4471, а не 4417», "4471, nicht 4417" (values with
-# digits only: «500, не помню когда» takes nothing back).
-_RATHER_THAN = re.compile(r"(?i)(?P<new>[\w.-]*\d[\w.-]*)\s*,?\s*(?:and\s+|а\s+|y\s+|und\s+)?"
-                          r"(?:not|не|nicht|no|pas)\s+(?P<old>[\w.-]*\d[\w.-]*)\b")
+# digits only: «500, не помню когда» takes nothing back). Found from each "not" forward, and
+# the value before it read backwards a word at most: linear in the message.
+_NOT_THEN = re.compile(r"(?i)(?<![\w.-])(?:not|не|nicht|no|pas)\s+(?P<old>[\w.-]+)")
+_AND = ("and", "а", "y", "und")
+_LONGEST_VALUE = 40
 
 
 def replaced(text: str) -> list[tuple[int, int]]:
     """The spans of values `text` takes back ("не 4417, а 4471": 4417), no value of it."""
-    return [m.span("old") for m in _REPLACED.finditer(text)] + \
-        [m.span("old") for m in _RATHER_THAN.finditer(text)]
+    out = [m.span("old") for m in _REPLACED.finditer(text)]
+    for found in _NOT_THEN.finditer(text):
+        if any(c.isdigit() for c in found.group("old")) and _value_before(text, found.start()):
+            out.append(found.span("old"))
+    return out
+
+
+def _value_before(text: str, end: int) -> bool:
+    """Whether a value with digits ends just before `end` ("4471, а " before "не 4417")."""
+    def skip_space(i: int) -> int:
+        while i > 0 and text[i - 1].isspace():
+            i -= 1
+        return i
+
+    def value_char(c: str) -> bool:
+        return c.isalnum() or c in "_.-"
+
+    i = skip_space(end)
+    for word in _AND:
+        start = i - len(word)
+        if start >= 0 and text[start:i].casefold() == word and (
+                start == 0 or not value_char(text[start - 1])):
+            i = skip_space(start)
+            break
+    if i > 0 and text[i - 1] == ",":
+        i = skip_space(i - 1)
+    j = i
+    while j > 0 and i - j <= _LONGEST_VALUE and value_char(text[j - 1]):
+        j -= 1
+    return i - j <= _LONGEST_VALUE and any(c.isdigit() for c in text[j:i])
+
+
 # "The same card", "с той же карты", "dieselbe Karte", "la même carte".
 _SAME = frozenset({"same", "же", "тот", "та", "той", "том", "тем", "того", "gleiche",
                    "gleichen", "selbe", "selben", "dieselbe", "denselben", "même", "mismo",
