@@ -29,8 +29,9 @@ from contracts import Contract
 from grammars import Match, PatternTimeout, validator_for
 from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.marks import Path, resolved
-from server.dialogue.reading import Reader, claimed, decimal_json, has_currency, spans, within
+from server.dialogue.reading import Reader, decimal_json, has_currency
 from server.dialogue.shape import Shape, branches, plain_string
+from server.dialogue.spans import Spans, claimed, spans, within
 
 SPAN_WORDS = 4  # the longest run of words a value (not a plain string) is looked for in
 MAX_CANDIDATES = 64  # per field: past this, the most recent are kept
@@ -87,11 +88,11 @@ class ValueFinder:
         return out
 
     def _in(self, text: str, index: int) -> list[Found]:
-        claims = [] if self.shape.dates else self.reader.claims(text)
-        ends = self.reader.range_ends(text) if self.shape.dates else []
+        claims = Spans([] if self.shape.dates else self.reader.claims(text))
+        ends = Spans(self.reader.range_ends(text) if self.shape.dates else [])
         found: list[Found] = []
         numbers: list[tuple[int, int, Decimal]] = []  # spans that read as numbers
-        paid: list[tuple[int, int]] = []  # those written with a currency
+        paid = Spans()  # those written with a currency
         for start, end in dict.fromkeys([*spans(text, SPAN_WORDS), *self._matches(text)]):
             if claims and claimed((start, end), claims) or ends and within((start, end), ends):
                 continue
@@ -102,9 +103,9 @@ class ValueFinder:
                 numbers.append((start, end, number))
             # (A sign between two numbers is the first one's: "120,00 € 2 veces" is no €2.)
             money = number is not None and has_currency(text[start:end]) and not any(
-                s < start < e for s, e in paid)
+                s < start < e for s, e in paid.near(start, start))
             if money:
-                paid.append((start, end))
+                paid.add((start, end))
             for value in self._readings(text[start:end], number):
                 found.append(Found(value, index, start, end, money=money))
         if paid and not self.amounts:  # an amount's digits are no card, count or id
@@ -115,16 +116,12 @@ class ValueFinder:
         """Where the field's own `pattern` matches inside a longer word ("id=AR-004217;"),
         but not in one whose other letters or digits belong to it ("204518" of
         "OP-204518" is no value)."""
+        around: _Around | None = None
         for pattern in self.shape.patterns:
             for match in _within_budget(pattern.finditer(text)):
                 start, end = match.span()
-                left, right = start, end
-                while left > 0 and not text[left - 1].isspace():
-                    left -= 1
-                while right < len(text) and not text[right].isspace():
-                    right += 1
-                before = re.split(r"[=:]", text[left:start])[-1]  # "id=", "ref:" name it
-                if end > start and not any(c.isalnum() for c in before + text[end:right]):
+                around = around or _Around(text)
+                if end > start and around.alone(start, end):
                     yield start, end
 
     def _readings(self, raw: str, number: Decimal | None) -> Iterator[Any]:
@@ -160,6 +157,29 @@ class ValueFinder:
                 out.append(value)
                 break
         return out
+
+
+class _Around:
+    """What stands beside a match inside its word, answered in constant time (a word of
+    20,000 digits has 5,000 matches of four; walking to each one's word ends was 9 s)."""
+
+    def __init__(self, text: str) -> None:
+        n = len(text)
+        self.alnum = [0] * (n + 1)  # letters and digits before each position
+        self.stop = [0] * (n + 1)  # where the run a match may follow starts: after the
+        self.word_end = [n] * (n + 1)  # last space, "=" or ":" ("id=", "ref:" name it)
+        for i, c in enumerate(text):
+            self.alnum[i + 1] = self.alnum[i] + c.isalnum()
+            self.stop[i + 1] = i + 1 if c.isspace() or c in "=:" else self.stop[i]
+        for i in range(n - 1, -1, -1):
+            self.word_end[i] = i if text[i].isspace() else self.word_end[i + 1]
+
+    def alone(self, start: int, end: int) -> bool:
+        """No letter or digit between the word's start (or its "=", ":") and `start`, nor
+        between `end` and the word's end."""
+        right = self.word_end[end]
+        return self.alnum[start] == self.alnum[self.stop[start]] and \
+            self.alnum[right] == self.alnum[end]
 
 
 

@@ -302,9 +302,15 @@ def _owned(finders: Mapping[Path, ValueFinder], pieces: Sequence[Piece],
            words: FieldWords) -> dict[Path, list[Found]]:
     """Each field's values in `pieces`, less those the message says of another field that
     takes them ("for 2 guests": 2 is no number of nights; "card •• 4417" no amount)."""
-    found = {path: [f for f in finder.found(pieces) if not any(
-        a <= f.start < b for a, b in replaced(finder.all[f.piece].text))]
-        for path, finder in finders.items()}  # ("не 4417, а 4471": no 4417)
+    taken_back: dict[int, list[tuple[int, int]]] = {}  # "не 4417, а 4471": no 4417
+
+    def standing(f: Found, all_pieces: Sequence[Piece]) -> bool:
+        if f.piece not in taken_back:  # (once per piece, not per value)
+            taken_back[f.piece] = replaced(all_pieces[f.piece].text)
+        return not any(a <= f.start < b for a, b in taken_back[f.piece])
+
+    found = {path: [f for f in finder.found(pieces) if standing(f, finder.all)]
+             for path, finder in finders.items()}
     spans = {path: {(f.piece, f.start, f.end) for f in fs} for path, fs in found.items()}
     out: dict[Path, list[Found]] = {}
     for path, fs in found.items():

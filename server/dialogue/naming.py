@@ -8,6 +8,8 @@ the fields that can take it ("Hotel" names the city, never the 3 of "3 nights").
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -147,38 +149,109 @@ class FieldWords:
         nights and 3 guests" gives each number its own field. Each with its word's distance
         from the value: the caller keeps the nearest of those that can take it (`closest`)."""
         # (The sentence within `WINDOW` characters of the value: a field's word names it
-        # from `NEAR` words away at most, and a message of one endless sentence costs no
-        # more per value than a short one.)
+        # from `NEAR` words away at most. The message's words, runs of digits and sentence
+        # ends are found once (`_Layout`); per value only the few words near it are looked
+        # at, so a message of thousands of numbers costs no more per value than a short one.)
+        layout = _layout(text)
         low, high = max(0, start - WINDOW), min(len(text), end + WINDOW)
-        sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, low, start)),
-                             default=low)
-        stop = _SENTENCE_END.search(text, end, high)
-        sentence_end = stop.start() if stop else high
-        tokens = [(m.start(), m.end(), m.group()) for m in
-                  _TOKEN.finditer(text, sentence_start, sentence_end)]
-        runs = _digit_runs(tokens)
+        sentence_start, sentence_end = layout.sentence(low, start, end, high)
+        ia, ib = layout.tokens_within(sentence_start, sentence_end)
+        own = range(max(ia, bisect.bisect_right(layout.ends, start)),
+                    min(ib, bisect.bisect_left(layout.starts, end)))
+        run = functools.partial(layout.run, ia, ib)
         # A value said in words ("гостей будет двое") is a run of its own, which a field's
         # word names like digits.
-        own = [i for i, (a, b, _) in enumerate(tokens) if a < end and b > start]
-        if own and not any(first <= own[0] <= last for first, last in runs):
-            runs = sorted([*runs, (own[0], own[-1])])
+        extra = (own[0], own[-1]) if own and not layout.digits[own[0]] else None
+        valued = [r for r in [*(run(i) for i in own if layout.digits[i]), extra] if r]
         named: dict[Path, int] = {}
-        for i, (token_start, token_end, token) in enumerate(tokens):
-            if token_start < end and token_end > start:
-                continue  # the value's own words ("OP" of OP-204518) name nothing
-            fields = [p for p, names in self.by_field.items() if set(words(token)) & names]
-            nearest = _nearest(runs, i, text, tokens) if fields else None
-            if not fields or nearest is None:
-                continue
-            distance, (first, last) = nearest
-            if tokens[first][0] < end and tokens[last][1] > start:  # the value's run
-                for field in fields:
-                    named[field] = min(distance, named.get(field, distance))
+        if valued:
+            first = max(ia, min(f for f, _ in valued) - NEAR)
+            last = min(ib - 1, max(la for _, la in valued) + NEAR)
+            for i in layout.worded(first, last):
+                if i in own:
+                    continue  # the value's own words ("OP" of OP-204518) name nothing
+                token_start, token_end, token = layout.tokens[i]
+                fields = [p for p, names in self.by_field.items() if _stems(token) & names]
+                if not fields:
+                    continue
+                near = {run(k) for k in range(max(ia, i - NEAR), min(ib, i + NEAR + 1))
+                        if layout.digits[k]}
+                nearest = _nearest(sorted(r for r in {*near, extra} if r), i, text,
+                                   layout.tokens)
+                if nearest is None:
+                    continue
+                distance, (f, la) = nearest
+                if layout.tokens[f][0] < end and layout.tokens[la][1] > start:  # the value's
+                    for field in fields:
+                        named[field] = min(distance, named.get(field, distance))
         if not named:  # "карта не 4417, а 4471": the value replaces one named just before
             said = _INSTEAD.search(text, max(sentence_start, start - 60), start)
             if said is not None:
                 return self.naming(text, *said.span("old"))
         return named
+
+
+class _Layout:
+    """A message's words (with which hold digits, and the runs those make) and its
+    sentence ends, found once and looked up by position."""
+
+    def __init__(self, text: str) -> None:
+        self.tokens = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text)]
+        self.starts = [s for s, _, _ in self.tokens]
+        self.ends = [e for _, e, _ in self.tokens]
+        self.digits = [any(c.isdigit() for c in t) for _, _, t in self.tokens]
+        # Words with a letter: only these can be a field's word.
+        self.lettered = [i for i, (_, _, t) in enumerate(self.tokens) if not t.isdigit()]
+        self.run_first = list(range(len(self.tokens)))
+        self.run_last = list(range(len(self.tokens)))
+        for i in range(1, len(self.tokens)):
+            if self.digits[i] and self.digits[i - 1]:
+                self.run_first[i] = self.run_first[i - 1]
+        for i in range(len(self.tokens) - 2, -1, -1):
+            if self.digits[i] and self.digits[i + 1]:
+                self.run_last[i] = self.run_last[i + 1]
+        stops = list(_SENTENCE_END.finditer(text))
+        self.stop_starts = [m.start() for m in stops]
+        self.stop_ends = [m.end() for m in stops]
+
+    def sentence(self, low: int, start: int, end: int, high: int) -> tuple[int, int]:
+        """The sentence around text[start:end], within [low, high)."""
+        before = bisect.bisect_right(self.stop_ends, start) - 1
+        first = self.stop_ends[before] if before >= 0 and \
+            self.stop_starts[before] >= low else low
+        after = bisect.bisect_left(self.stop_starts, end)
+        last = self.stop_starts[after] if after < len(self.stop_starts) and \
+            self.stop_ends[after] <= high else high
+        return first, last
+
+    def tokens_within(self, start: int, end: int) -> tuple[int, int]:
+        """The indices [ia, ib) of the words that lie within text[start:end]."""
+        ia, ib = bisect.bisect_left(self.starts, start), bisect.bisect_left(self.starts, end)
+        while ib > ia and self.ends[ib - 1] > end:
+            ib -= 1
+        return ia, ib
+
+    def run(self, ia: int, ib: int, i: int) -> tuple[int, int]:
+        """The run of digit-holding words word `i` is in, within words [ia, ib)."""
+        return max(ia, self.run_first[i]), min(ib - 1, self.run_last[i])
+
+    def worded(self, first: int, last: int) -> list[int]:
+        """The words with a letter among words first..last."""
+        lo = bisect.bisect_left(self.lettered, first)
+        hi = bisect.bisect_right(self.lettered, last)
+        return self.lettered[lo:hi]
+
+
+@functools.lru_cache(maxsize=32)
+def _layout(text: str) -> _Layout:
+    return _Layout(text)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _stems(token: str) -> frozenset[str]:
+    """A token's stems (a value's sentence is read once per value near it: each word's
+    stems are worked out once)."""
+    return frozenset(words(token))
 
 
 def closest(named: Mapping[Path, int], takers: Iterable[Path]) -> set[Path]:
@@ -189,19 +262,6 @@ def closest(named: Mapping[Path, int], takers: Iterable[Path]) -> set[Path]:
     near = {path: d for path, d in named.items() if path in set(takers)}
     best = min(near.values(), default=0)
     return {path for path, d in near.items() if d == best}
-
-
-def _digit_runs(tokens: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
-    """Runs of tokens that hold digits, one after another ("1 200,50": one run)."""
-    runs: list[tuple[int, int]] = []
-    for i, (_, _, token) in enumerate(tokens):
-        if not any(c.isdigit() for c in token):
-            continue
-        if runs and runs[-1][1] == i - 1:
-            runs[-1] = (runs[-1][0], i)
-        else:
-            runs.append((i, i))
-    return runs
 
 
 def _nearest(runs: list[tuple[int, int]], at: int, text: str,

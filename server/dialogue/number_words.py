@@ -21,6 +21,11 @@ _JOINERS = frozenset({"and", "и", "y", "і"})  # "two hundred and five"
 _POINTING = frozenset({"those", "these", "эти", "те", "этих", "тех", "этими", "теми", "ці",
                        "ті", "estos", "estas", "esos", "esas", "aquellos", "aquellas"})
 
+# The most words one number is spelled in ("nine hundred and ninety-nine thousand nine
+# hundred and ninety-nine": 10): a longer run of number words is read from its start in
+# runs of this many at most, so a message of 3,000 number words costs per word, not per
+# word squared (it took 78 s).
+MAX_NUMBER_WORDS = 12
 NUMBER_PARSER = frozenset({"en", "ru", "es", "uk", "hi"})
 TEXT2NUM = frozenset({"fr", "de", "it", "pt", "nl", "da"})
 
@@ -59,8 +64,9 @@ def _cardinals(text: str, language: str) -> str:
     out, at, i, last_end = [], 0, 0, -1
     while i < len(words):
         j = i
-        while j < len(words) and (_number(words[j].group().casefold(), language) is not None
-                                  or (j > i and words[j].group().casefold() in _JOINERS)):
+        while j < len(words) and j - i < MAX_NUMBER_WORDS and (
+                _number(words[j].group().casefold(), language) is not None
+                or (j > i and words[j].group().casefold() in _JOINERS)):
             if j > i and text[words[j - 1].end():words[j].start()].strip():
                 break  # (punctuation between: two numbers, not one)
             j += 1

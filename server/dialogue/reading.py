@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -189,12 +188,8 @@ class Reader:
         return found
 
 
-# No value is read from a longer run of words (the longest date or amount people write is
-# far shorter): a run of digits of megabytes is no amount, and the readers' caches below
-# hold 16,384 runs at most, so at most this many characters each.
-MAX_SPAN_CHARS = 96
-
-
+# (The readers' caches below hold 16,384 runs at most, each of `MAX_SPAN_CHARS` at most:
+# server/dialogue/spans.py.)
 @functools.lru_cache(maxsize=16384)
 def _number(span: str, language: str) -> Decimal | None:
     if not any(c.isdigit() for c in span):
@@ -227,22 +222,6 @@ def _dates(reader: Reader, span: str) -> tuple[dt.date, ...]:
     return _dates_of(span, reader.language, reader.today)
 
 
-def within(span: tuple[int, int], claims: list[tuple[int, int]]) -> bool:
-    """Whether `span` lies within one of `claims`: a date or a part of one ("30.11" is no
-    amount 30.11 nor card 3011; "$30.11" is an amount)."""
-    start, end = span
-    return any(s <= start and end <= e for s, e in claims)
-
-
-def claimed(span: tuple[int, int], claims: list[tuple[int, int]]) -> bool:
-    """Whether `span` lies within one of `claims` or reaches into one from outside: "руб 28"
-    of "1500,00 руб 28 ноября" is no amount 28 (the 28 is the date's); a span that holds a
-    whole claim and more ("$30.11") is its own."""
-    start, end = span
-    return any(s < end and start < e and not (start <= s and e <= end and (s, e) != span)
-               for s, e in claims)
-
-
 def decimal_json(value: Decimal, *, integer: bool = False) -> int | float | None:
     """A number as JSON writes it: an integer where one is asked for and it is whole."""
     if integer or value == value.to_integral_value():
@@ -250,33 +229,6 @@ def decimal_json(value: Decimal, *, integer: bool = False) -> int | float | None
             return None
         return int(value)
     return float(value)
-
-
-def spans(text: str, longest: int) -> Iterator[tuple[int, int]]:
-    """Every run of 1..`longest` words of `text` up to `MAX_SPAN_CHARS` characters, and each
-    without punctuation at its edges ("yesterday," -> "yesterday")."""
-    words = [m.span() for m in _WORDS.finditer(text)]
-    for i in range(len(words)):
-        for j in range(i, min(i + longest, len(words))):
-            start, end = words[i][0], words[j][1]
-            if end - start > MAX_SPAN_CHARS:
-                break
-            yield start, end
-            trimmed = trim(text, start, end)
-            if trimmed != (start, end) and trimmed[0] < trimmed[1]:
-                yield trimmed
-
-
-def trim(text: str, start: int, end: int) -> tuple[int, int]:
-    import unicodedata
-
-    while start < end and unicodedata.category(text[start])[0] in "PS" \
-            and text[start] not in "+-$€£₽¥":
-        start += 1
-    while end > start and unicodedata.category(text[end - 1])[0] in "PS" \
-            and text[end - 1] not in "$€£₽¥%":
-        end -= 1
-    return start, end
 
 
 # -- the libraries ------------------------------------------------------------------------

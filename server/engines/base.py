@@ -103,6 +103,18 @@ class Engine(abc.ABC):
             return tuple(backend.encode_batch([text], add_special_tokens=False)[0].ids)
         return tuple(self.tokenizer.encode(text, add_special_tokens=False))
 
+    def fewest_message_tokens(self, texts: Sequence[str]) -> int:
+        """A bound below the tokens `texts` take in a prompt, each text encoded apart (in
+        the prompt a text's edges may merge with the template around it: two tokens fewer
+        each, at most)."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            counts = [len(e.ids) for e in backend.encode_batch(list(texts),
+                                                               add_special_tokens=False)]
+        else:
+            counts = [len(self.tokenizer.encode(t, add_special_tokens=False)) for t in texts]
+        return sum(max(0, n - 2) for n in counts)
+
     def decode(self, token_ids: Sequence[int]) -> str:
         if self.skip_special_tokens:
             return str(self.tokenizer.decode(token_ids, skip_special_tokens=True))

@@ -107,6 +107,7 @@ class Preparer:
             offer = self.offers.offer(task, self.tool_policy.principal(caller), trace,
                                       catalog=options.catalog, k=options.select_k)
             task = offer.task
+            await self._check_length(task)  # before grounding reads the messages
             turn = await self.dialogue.begin(task, caller)
             task = turn.task  # a confirmed change: its call named
             # Off the event loop: checking a large client schema takes a while. On the
@@ -127,6 +128,22 @@ class Preparer:
                               charge=self._charger(caller), dialogue=turn)
         return Prepared(task=task, options=options, decode=step, context=context,
                         id=new_answer_id(), created=int(time.time()))
+
+    async def _check_length(self, task: Task) -> None:
+        """The messages alone past the context: refused before grounding and planning read
+        them (a message of 20,000 numbers cost seconds of grounding before its 400). The
+        whole prompt is checked again once rendered (`_decode`)."""
+        texts = [t.text for t in task.turns if t.text]
+        context = self.engine.max_context
+        if sum(len(t) for t in texts) <= context:  # (a token is a character at least)
+            return
+        least = self.engine.fewest_tokens("".join(texts))
+        if least <= context:
+            least = await asyncio.to_thread(self.engine.fewest_message_tokens, texts)
+        if least > context:
+            raise InvalidRequest(f"the messages alone are at least {least} tokens; this "
+                                 f"model's context is {context}. Shorten the messages.",
+                                 param=task.names.messages, code="context_length_exceeded")
 
     def _charger(self, caller: Caller) -> Callable[[int], None] | None:
         """Charges tokens to the caller's key (None: no key, or no limits)."""

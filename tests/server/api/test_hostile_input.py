@@ -131,6 +131,34 @@ def test_a_backtracking_pattern_in_a_grounded_tool_field(server, pattern, text):
     assert answer.status_code == 200
 
 
+@pytest.mark.parametrize("unit", ["1 ", "5 руб ", "двадцать пять тысяч "])
+def test_a_message_of_numbers_past_the_context_is_refused_before_grounding(server, unit):
+    """Grounding read such a message (11-18 s of CPU, 78 s for number words) before the
+    prompt's length was checked; the messages' length is checked first."""
+    text = unit * (24_000 // len(unit))
+    answer = _beside(server, lambda c: c.post("/v1/chat/completions", json={
+        "model": MODEL, "max_tokens": 20, "tools": [_amount_tool()],
+        "messages": [{"role": "user", "content": text}]}), name=f"24,000 characters of {unit!r}")
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == \
+        "context_length_exceeded" and "the messages alone" in answer.json()["detail"]
+
+
+def test_a_long_message_of_numbers_within_the_context_is_grounded(server):
+    # (~4,400 characters: a longer prompt is mostly prefill on one thread, ~150 tokens/s here)
+    text = "card 4417 paid 212.75 USD on 2026-11-30, not 4471 and " * 80
+    answer = _beside(server, lambda c: c.post("/v1/chat/completions", json={
+        "model": MODEL, "max_tokens": 20, "tools": [_amount_tool()],
+        "messages": [{"role": "user", "content": text}]}), name="4,400 characters of numbers")
+    assert answer.status_code == 200
+    assert "grounded: pay#/amount" in answer.headers["X-StrictCall-Enforcement"]
+
+
+def _amount_tool() -> dict:
+    return {"type": "function", "function": {"name": "pay", "parameters": {
+        "type": "object", "required": ["amount"], "properties": {"amount": {
+            "type": "number", "x-strictcall-grounded": True}}}}}
+
+
 @pytest.mark.parametrize(("pattern", "text"), BACKTRACKING[:2])
 def test_a_backtracking_pattern_in_response_format_and_the_compile_endpoint(
         server, pattern, text):

@@ -171,7 +171,7 @@ def test_a_day_of_the_month_and_a_part_of_a_day(language, span, days):
 
 
 def test_a_day_before_its_month_with_a_word_between_and_a_currency_before_it_is_claimed():
-    from server.dialogue.reading import claimed
+    from server.dialogue.spans import Spans, claimed
 
     reader = Reader(today=dt.date(2026, 12, 7), language="es")
     text = "llegamos el 23 de diciembre"
@@ -179,9 +179,9 @@ def test_a_day_before_its_month_with_a_word_between_and_a_currency_before_it_is_
     russian = "списали 1500,00 руб 28 ноября"
     claims = Reader(today=dt.date(2026, 12, 7), language="ru").claims(russian)
     at = russian.index("руб 28")
-    assert claimed((at, at + len("руб 28")), claims)  # reaches into the date: no amount 28
+    assert claimed((at, at + len("руб 28")), Spans(claims))  # reaches into the date: no amount 28
     dollars = "$30.11"
-    assert not claimed((0, 6), Reader(today=TODAY, language="en").claims(dollars))
+    assert not claimed((0, 6), Spans(Reader(today=TODAY, language="en").claims(dollars)))
 
 
 def test_how_many_times_and_a_year_claim_their_numbers():

@@ -265,3 +265,28 @@ def test_a_field_of_a_tool_selection_left_out_is_still_asked_for(client, script)
     assert not body["choices"][0]["message"].get("tool_calls")
     assert body["strictcall"]["needs_input"]["tool"] == "cd"
     assert [m["field"] for m in body["strictcall"]["needs_input"]["missing"]] == ["/folder"]
+
+
+@pytest.mark.parametrize("unit", ["1 ", "5 руб "])
+def test_messages_past_the_context_are_refused_before_grounding_reads_them(
+        client, script, monkeypatch, unit):
+    """A message of thousands of numbers cost seconds of grounding (and of slots across
+    turns) before its 400; the messages' length is checked first."""
+    from server.dialogue import evidence
+    from tests.scripted import assert_problem
+
+    read: list[int] = []
+    real = evidence.evidence_of
+    monkeypatch.setattr("server.dialogue.turn.evidence_of",
+                        lambda *a, **k: read.append(1) or real(*a, **k))
+    said = unit * (24_000 // len(unit))
+    resp = client.post("/v1/chat/completions", json={
+        "model": "scripted", "messages": [{"role": "user", "content": said}],
+        "tools": [ORDER], "tool_choice": "required"})
+    body = assert_problem(resp, 400, param="messages", says="the messages alone are at least")
+    assert body["error"]["code"] == "context_length_exceeded"
+    assert read == []  # never read as evidence
+    # Within the context, the messages are read (the check lets them through).
+    script.reply = '[{"name":"track_order","arguments":{"order_id":"ORD-10442","carrier":"dhl"}}]'
+    resp = _ask(client, "Where is ORD-10442? It went with DHL.")
+    assert resp.status_code == 200 and read, resp.text
