@@ -153,7 +153,10 @@ def plain_values(pieces: Sequence[Piece], field: str, own_stems: frozenset[str],
                 *_before_field_words(piece.text, naming)]
         by_description += _after_field_words(piece.text, described_only, shaped_only=True)
         if not unsaid:
-            named += [v for v in found if not _of_another(piece.text, v, elsewhere)]
+            # (Each distinct value judged once: a message that says one value 300 times
+            # costs its places once, not once per place.)
+            another = {v: _of_another(piece.text, v, elsewhere) for v in dict.fromkeys(found)}
+            named += [v for v in found if not another[v]]
             named += _short_reply(piece.text) if unquoted == piece.text else ()
     given = _newest(own, accepts)
     return Plain(given, _newest(by_description, accepts), _newest(named, accepts),
