@@ -2,15 +2,8 @@
 while a call waits for what the user has not said yet, and used by the next decode.
 
 A filled field is *pinned* in the grammar the model writes to (its node becomes exactly its
-value), so no decode can empty it or change it unseen. It moves only where the user's
-newest message states another value *for it*:
-- the message names the field near the value ("make it 5 nights" names `nights`), or the
-  value can be no other filled field's (an amount is no card number): the node holds only
-  the new values, because it is the user who changed it;
-- the value could be several fields' and the message names none: the node offers the kept
-  value and the new one, and the model chooses; one value written into two fields is
-  neither: the user is asked which they meant;
-- the message names another field, or restates another field's value: nothing changes.
+value), so no decode can empty it or change it unseen; it moves only where the user's
+newest message states another value *for it* (server/dialogue/pins.py).
 A change to a reversible tool (a read; a write of low or medium risk) replaces the old
 value and `strictcall.slots.changed` says so; to an irreversible tool (a write of high or
 critical risk) the call is held back and the answer is a question that lists only the
@@ -43,15 +36,12 @@ from typing import Any
 from contracts import ContractRegistry
 from grammars import Narrowing
 from server.dialogue.evidence import Evidence, Piece
-from server.dialogue.finding import Found, values_of
 from server.dialogue.grounding import Grounding
 from server.dialogue.naming import (
     NEW_INTENT,
     OPENS_NEW_INTENT,
-    FieldWords,
-    closest,
-    field_words,
 )
+from server.dialogue.pins import Pins
 from server.dialogue.questions import NeedsInput, Question, Wording
 from server.dialogue.replies import verdict
 from server.dialogue.values import (
@@ -61,12 +51,9 @@ from server.dialogue.values import (
     reversible,
     same,
     valid_normal,
-    valid_value,
 )
 from server.sessions import Change, SessionState, SessionStore, ToolSlots
 from server.task import NamedTool, Task, Turn
-
-Span = tuple[int, int, int]  # (piece, start, end)
 
 
 class SlotTurn:
@@ -108,101 +95,18 @@ class SlotTurn:
 
     def narrowings(self, name: str, schema: dict[str, Any], grounding: Grounding
                    ) -> list[Narrowing]:
-        """Each filled field pinned, or opened to the values the newest message gives it."""
+        """Each filled field pinned, or opened to the values the newest message gives it
+        (server/dialogue/pins.py)."""
         self.schemas[name] = schema
         slots = self.state.slots(name)
         props = schema.get("properties")
         if slots is None or not slots.values or slots.filed or not isinstance(props, dict):
             return []  # (a filed call's values pin nothing: a new call starts afresh)
-        contract = self.registry.get(name)
-        filled = {f: v for f, v in slots.values.items()
-                  if f in props and valid_value(schema, f, v)}
-        words = field_words(schema, grounding.marks)
-        stated = {f: self._stated(schema, name, f, filled, words=words) for f in filled}
-        owners: dict[Span, set[str]] = {}
-        for field, found in stated.items():
-            for f in found or ():
-                owners.setdefault((f.piece, f.start, f.end), set()).add(field)
-        # The fields not filled yet that can take a span: one the message names beside it
-        # ("гостей будет двое") makes it no filled field's (the nights keep their 3).
-        takers = {span: set(fields) for span, fields in owners.items()}
-        for field in props:
-            finder = None if field in filled else values_of(schema, contract, (field,),
-                                                            self.fresh)
-            for f in finder.found(self.fresh.pieces) if finder is not None else ():
-                if valid_value(schema, field, f.value):
-                    takers.setdefault((f.piece, f.start, f.end), set()).add(field)
-        # Fields whose filled value the message says again: "карта не 4417, а 4471" corrects
-        # the card, whose 4417 it restates, and no other field that could take 4471.
-        restated = {field for field in filled if any(
-            same(normal(contract, field, f.value, today=self.today), filled[field])
-            for f in self._stated(schema, name, field, filled, own=True) or ())}
-        out = []
-        for field, old in filled.items():
-            found = stated[field]
-            if found is None:  # free text: no message can say it changed
-                if not reversible(contract, schema):
-                    out.append(Narrowing((field,), (old,), nullable=False))
-                continue
-            allowed = self._allowed(name, field, old, found, owners, words, restated, takers)
-            out.append(Narrowing((field,), tuple(allowed), nullable=False))
+        pins = Pins(self.registry, name, schema, self.fresh, self.today, grounding.marks)
+        out = pins.narrowings(slots.values)
+        if pins.loose:
+            self.loose.setdefault(name, {}).update(pins.loose)
         return out
-
-    def _allowed(self, tool: str, field: str, old: Any, found: list[Found],
-                 owners: dict[Span, set[str]], words: FieldWords,
-                 restated: set[str], takers: dict[Span, set[str]]) -> list[Any]:
-        """`owners`: the filled fields that can take each span; `takers`: every field."""
-        tied: list[Any] = []
-        loose: list[Any] = []
-        for f in found:
-            span = (f.piece, f.start, f.end)
-            named = {p[0] for p in closest(
-                words.naming(self.fresh.pieces[f.piece].text, f.start, f.end),
-                [(o,) for o in takers.get(span, owners[span])])}
-            corrected = owners[span] & restated  # (a value beside a filled one said again)
-            if named and field not in named:
-                continue  # said of another field, filled or not
-            if named == {field} or not named and (
-                    owners[span] == {field} or corrected == {field} and f.value != old):
-                tied.append(f.value)
-            elif not named and not corrected:
-                loose.append(f.value)
-        if field in restated and any(v != old for v in tied):
-            tied = [v for v in tied if v != old]  # "not 4417 but 4471": the old one is out
-        if tied:
-            return _unique(tied)
-        if loose:
-            self.loose.setdefault(tool, {})[field] = _unique(loose)
-            return _unique([old, *loose])
-        return [old]
-
-    def _stated(self, schema: dict[str, Any], tool: str, field: str,
-                filled: dict[str, Any], *, own: bool = False,
-                words: FieldWords | None = None) -> list[Found] | None:
-        """The new values the user's newest message gives `field`, where it says them: not
-        its filled value (unless `own`), nor another filled field's ("card 4417, I said"
-        restates the card, it does not make 4417 the amount) unless its words name this
-        field beside it («2 ночи» filled, then «нас будет двое»: 2 guests). None: a plain
-        string."""
-        contract = self.registry.get(tool)
-        finder = values_of(schema, contract, (field,), self.fresh)
-        if finder is None:
-            return None
-        others = [v for f, v in filled.items() if f != field]
-        out = []
-        for found in finder.found(self.fresh.pieces):
-            value = normal(contract, field, found.value, today=self.today)
-            if (own or not same(value, filled[field])) \
-                    and (not any(same(value, o) for o in others)
-                         or words is not None and self._named(words, found) == {(field,)}) \
-                    and valid_value(schema, field, found.value):
-                out.append(found)
-        return out
-
-    def _named(self, words: FieldWords, found: Found) -> set[tuple[str, ...]]:
-        """The fields the words nearest to `found` name it for."""
-        named = words.naming(self.fresh.pieces[found.piece].text, found.start, found.end)
-        return closest(named, named)
 
     # -- after the decode -----------------------------------------------------------------
     def merge(self, name: str, arguments: dict[str, Any], wording: Wording,
@@ -261,8 +165,8 @@ class SlotTurn:
         # A correction changes what the user's newest words state; what the model changed
         # besides (a reason it chose anew) stays as filed.
         schema = contract.schema() if contract is not None else self.schemas.get(name, {})
-        changes = [c for c in changes
-                   if self._stated(schema, name, c.name, filed.values, own=True)]
+        pins = Pins(self.registry, name, schema, self.fresh, self.today)
+        changes = [c for c in changes if pins.stated(c.name, filed.values, own=True)]
         kept = {**arguments, **filed.values}
         if not changes:
             self.repeated.add(name)
@@ -393,10 +297,10 @@ class SlotTurn:
             contract = self.registry.get(tool)
             schema = contract.schema() if contract is not None else self.schemas.get(tool, {})
             values, waiting = dict(slots.values), []
+            pins = Pins(self.registry, tool, schema, self.fresh, self.today)
             for change in slots.pending:
                 stated = [canon(normal(contract, change.name, f.value, today=self.today))
-                          for f in self._stated(schema, tool, change.name, slots.values,
-                                                own=True) or ()]
+                          for f in pins.stated(change.name, slots.values, own=True) or ()]
                 said = verdict(self.fresh.texts, stated=stated, old=canon(change.old),
                                new=canon(change.new)) if self.fresh.texts else "unanswered"
                 if said == "confirmed":
@@ -462,14 +366,6 @@ def fresh_user_texts(turns: tuple[Turn, ...]) -> list[str]:
     change a filled slot (or answer a confirmation question)."""
     last = max((i for i, t in enumerate(turns) if t.role == "assistant"), default=-1)
     return [t.text for t in turns[last + 1:] if t.role == "user" and t.text]
-
-
-def _unique(values: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    for value in values:
-        if not any(same(value, o) and type(value) is type(o) for o in out):
-            out.append(value)
-    return out
 
 
 __all__ = ["Piece", "Question", "SlotTurn", "fresh_user_texts"]
