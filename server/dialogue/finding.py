@@ -27,9 +27,10 @@ from typing import Any
 
 from contracts import Contract
 from grammars import Match, PatternTimeout, validator_for
+from server.dialogue.amounts import decimal_json, has_currency
 from server.dialogue.evidence import Evidence, Piece
 from server.dialogue.marks import Path, resolved
-from server.dialogue.reading import Reader, decimal_json, has_currency
+from server.dialogue.reading import Reader
 from server.dialogue.shape import Shape, branches, plain_string
 from server.dialogue.spans import Spans, claimed, spans, within
 

@@ -1,8 +1,7 @@
-"""Values as people write them, read by kept libraries: numbers and amounts by Babel's
-locale-aware parsing ("1 200,50", "2.300,00", "1,049.99"), with the currency taken off by
-price-parser ("1 200,50 ₽", "€2.300,00", "$1,200.50"); dates by dateparser, relative to the
-conversation's date ("позавчера", "last Friday", "30.11", "3 декабря", "vorgestern");
-yes and no for booleans.
+"""Values as people write them, read by kept libraries: numbers and amounts
+(server/dialogue/amounts.py: "1 200,50 ₽", "€2.300,00", "$1,200.50"); dates by
+dateparser, relative to the conversation's date ("позавчера", "last Friday", "30.11", "3
+декабря", "vorgestern"); yes and no for booleans.
 
 A reading is strict: the whole span must be the value (decoration aside), never a value
 found somewhere inside it ("5 nights" is no number; "5" in it is). Spans that are dates or
@@ -18,20 +17,9 @@ from decimal import Decimal
 from typing import Any
 
 from contracts import clock
+from server.dialogue import amounts
 from server.dialogue.language import STOP_WORDS, script_of
 
-# The locales a number is read in after the conversation's own: the first that reads the
-# whole span strictly wins ("1,200" is 1200 in English, 1.2 in Russian).
-FALLBACK_LOCALES = ("en", "ru", "de", "fr", "de_CH")
-_NUMBER = re.compile(r"^[+-]?\d[\d\s\u00a0\u202f.,'\u2019]*$")
-# Thousands said short ("5к", "5k", "5 тыс.", "5 тыс. руб."), roubles with their kopecks.
-_THOUSANDS = re.compile(r"(?i)^(?P<base>\d+(?:[.,]\d+)?)\s*(?:к|k|тыс\.?|тысяч\w*)"
-                        r"(?:\s*(?:руб\w*\.?|р\.|₽|rub))?$")
-_KOPECKS = re.compile(r"(?i)^(?P<whole>\d[\d\s\u00a0]*?)\s*(?:руб\w*\.?|р\.|₽)\s*"
-                      r"(?P<cents>\d{1,2})\s*коп\w*\.?$")
-# A mark with a space after it parts two numbers ("card 5566, 42.50"), never groups one.
-_LIST_MARK = re.compile(r"[.,'\u2019][\s\u00a0\u202f]")
-_SPACE_IN_NUMBER = re.compile(r"(?<=\d)[\s\u00a0\u202f]+(?=\d)")
 # A range of days in one month: "с 28 по 30 декабря", "28-30 декабря", "from 28 to 30
 # December", "vom 28. bis 30. Dezember".
 _RANGE_WORDS = frozenset({"по", "до", "-", "–", "—", "to", "till", "until", "bis", "al",
@@ -69,7 +57,7 @@ class Reader:
 
     def number(self, span: str) -> Decimal | None:
         """The number `span` spells, a currency sign or code around it allowed."""
-        return _number(span, self.language)
+        return amounts.number(span, self.language)
 
     def dates(self, span: str) -> list[dt.date]:
         return list(_dates(self, span))
@@ -191,29 +179,6 @@ class Reader:
 # (The readers' caches below hold 16,384 runs at most, each of `MAX_SPAN_CHARS` at most:
 # server/dialogue/spans.py.)
 @functools.lru_cache(maxsize=16384)
-def _number(span: str, language: str) -> Decimal | None:
-    if not any(c.isdigit() for c in span):
-        return None
-    kopecks = _KOPECKS.match(span.strip())  # "349 руб. 90 коп."
-    if kopecks:
-        whole = _number(kopecks.group("whole"), language)
-        return None if whole is None or whole % 1 else \
-            Decimal(f"{int(whole)}.{int(kopecks.group('cents')):02d}")
-    thousands = _THOUSANDS.match(span.strip())  # "5к", "5k", "5 тыс."
-    if thousands:
-        base = _number(thousands.group("base"), language)
-        return None if base is None else base * 1000
-    text = _without_currency(span.strip())
-    if not _NUMBER.match(text) or _LIST_MARK.search(text):
-        return None
-    for locale in _locales(language):
-        value = _parse_decimal(text, locale)
-        if value is not None:
-            return value
-    return None
-
-
-@functools.lru_cache(maxsize=16384)
 def _dates_of(span: str, language: str, today: dt.date) -> tuple[dt.date, ...]:
     return tuple(Reader(today=today, language=language)._dates(span))
 
@@ -222,59 +187,7 @@ def _dates(reader: Reader, span: str) -> tuple[dt.date, ...]:
     return _dates_of(span, reader.language, reader.today)
 
 
-def decimal_json(value: Decimal, *, integer: bool = False) -> int | float | None:
-    """A number as JSON writes it: an integer where one is asked for and it is whole."""
-    if integer or value == value.to_integral_value():
-        if value != value.to_integral_value():
-            return None
-        return int(value)
-    return float(value)
-
-
 # -- the libraries ------------------------------------------------------------------------
-
-def has_currency(span: str) -> bool:
-    """Whether `span` is written with a currency sign, code or word ("1500,00 руб", "$5")."""
-    text = span.strip()
-    return _without_currency(text) != text
-
-
-def _without_currency(text: str) -> str:
-    if not any(not c.isdigit() and not c.isspace() and c not in ".,'\u2019+-" for c in text):
-        return text  # digits and marks only: no currency to look for
-    from price_parser import Price
-
-    currency = Price.fromstring(text).currency
-    if not currency or currency not in text:
-        return text
-    # (The whole word: price-parser names "рублей" by its stem "руб".)
-    word = r"\w*\.?" if currency[-1:].isalpha() else ""
-    return re.sub(re.escape(currency) + word, " ", text, count=1).strip()
-
-
-def _locales(language: str) -> list[str]:
-    return list(dict.fromkeys([language, *FALLBACK_LOCALES]))
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_decimal(text: str, locale: str) -> Decimal | None:
-    from babel import Locale, UnknownLocaleError
-    from babel.numbers import NumberFormatError, get_group_symbol, parse_decimal
-
-    try:
-        Locale.parse(locale)
-    except (UnknownLocaleError, ValueError):
-        return None
-    group = get_group_symbol(locale)
-    spaced = _SPACE_IN_NUMBER.sub(group if group.isspace() else "\u00a0", text)
-    if not group.isspace() and spaced != text:
-        return None  # "1 200" in a locale whose digits group by "." or ","
-    try:
-        value = parse_decimal(spaced, locale=locale, strict=True)
-    except (NumberFormatError, ValueError):
-        return None
-    return value if value.is_finite() else None
-
 
 _DIGIT_FORMATS = {
     "DMY": ["%d.%m", "%d.%m.%Y", "%d.%m.%y", "%d/%m", "%d/%m/%Y", "%Y-%m-%d"],
