@@ -22,10 +22,10 @@ from grammars import (
     ToolSpec,
     bridge_demoted,
     is_bridged,
+    loosening,
     make_backend,
     reported,
 )
-from grammars import bridge as bridge_module
 from grammars._walk import iter_schema_nodes
 from grammars.keywords import XGRAMMAR_KEYWORDS, analyze
 from server.api.app import create_app
@@ -126,8 +126,8 @@ def test_a_pattern_llguidance_cannot_run_is_the_validators_on_the_bridge(backend
     assert [(u.pointer, u.tier) for u in moved] == [("/properties/w/pattern", "validator")]
     error = InvalidSchemaError("the grammar backend rejected the schema: lookarounds not "
                                "supported yet; End in regex /^(?:^(a(,|$))+$)$/. Simplify.")
-    assert bridge_module._unread_pattern(error) == bridge_module.PATTERN + "^(a(,|$))+$"
-    assert bridge_module._unread_pattern(InvalidSchemaError("incompatible types")) is None
+    assert loosening._unread_pattern(error) == loosening.PATTERN + "^(a(,|$))+$"
+    assert loosening._unread_pattern(InvalidSchemaError("incompatible types")) is None
 
 
 def test_a_recursive_union_beside_vacuous_keywords_is_bridged(backend):
@@ -168,7 +168,7 @@ def test_keywords_beside_a_ref_are_the_validators_as_in_xgrammars_mask(backend):
               "properties": {"u": {"$ref": "#/definitions/s", "maxLength": 3,
                                    "type": ["string", "null"]}}}
     nodes = list(iter_schema_nodes(schema))
-    assert sorted(bridge_module._beside_refs_out(nodes, bridge_module._ref_prefixes(nodes))) == [
+    assert sorted(loosening._beside_refs_out(nodes, loosening._ref_prefixes(nodes))) == [
         "/properties/u/maxLength", "/properties/u/type"]
     assert schema["properties"]["u"] == {"$ref": "#/definitions/s"}
 
@@ -199,7 +199,7 @@ def test_keywords_beside_a_recursive_ref_are_left_out_and_reported():
     schema = {"definitions": {"c": {"type": "object", "oneOf": [
         {"$ref": "#/definitions/c", "minProperties": 1}, {"type": "string"}]}},
         "$ref": "#/definitions/c", "description": "kept"}
-    loosened, dropped = bridge_module._ref_siblings_out(schema, frozenset({"/definitions/c"}))
+    loosened, dropped = loosening._ref_siblings_out(schema, frozenset({"/definitions/c"}))
     assert loosened["definitions"]["c"] == {"oneOf": [{"$ref": "#/definitions/c"},
                                                       {"type": "string"}]}
     assert loosened["$ref"] == "#/definitions/c" and "description" not in loosened
@@ -209,8 +209,8 @@ def test_keywords_beside_a_recursive_ref_are_left_out_and_reported():
     error = InvalidSchemaError("the grammar backend rejected the schema: circular references "
                                "with sibling keys are not supported: "
                                "https://x.org/s.json#/definitions/c")
-    assert bridge_module._circular_ref(error) == "/definitions/c"
-    assert bridge_module._circular_ref(InvalidSchemaError("incompatible types")) is None
+    assert loosening._circular_ref(error) == "/definitions/c"
+    assert loosening._circular_ref(InvalidSchemaError("incompatible types")) is None
 
 
 def test_the_bridge_reads_the_grammar_schema_without_the_metaschema(backend, monkeypatch):
