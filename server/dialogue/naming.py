@@ -170,8 +170,8 @@ class FieldWords:
             for i in layout.worded(first, last):
                 if i in own:
                     continue  # the value's own words ("OP" of OP-204518) name nothing
-                token_start, token_end, token = layout.tokens[i]
-                fields = [p for p, names in self.by_field.items() if _stems(token) & names]
+                stems = _stems(layout.tokens[i][2])
+                fields = [p for p, names in self.by_field.items() if stems & names]
                 if not fields:
                     continue
                 near = {run(k) for k in range(max(ia, i - NEAR), min(ib, i + NEAR + 1))
